@@ -1,0 +1,1 @@
+//! tessera-proto (skeleton being filled in).

@@ -1,0 +1,1 @@
+//! tessera-server (skeleton being filled in).

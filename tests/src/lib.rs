@@ -1,0 +1,1 @@
+//! End-to-end test crate; see e2e/.
