@@ -16,6 +16,7 @@
 pub mod health;
 pub mod index_api;
 pub mod params;
+pub mod query_api;
 pub mod read;
 pub mod write;
 
