@@ -1,8 +1,8 @@
 //! Boots the real `tessera` binary on `127.0.0.1:0` and talks to it over HTTP.
 //!
-//! The binary is `target/<profile>/tessera`, found next to this test binary
-//! (`target/<profile>/deps/e2e-*` → `..`). It is built by `cargo build --workspace`
-//! or `cargo test --workspace` (the server crate is a dev-dependency of this crate).
+//! The binary is the one cargo built for this test run (`CARGO_BIN_EXE_tessera`; the
+//! test target is declared in `server/Cargo.toml` so that `cargo test --workspace`
+//! always builds the current `tessera` binary first).
 //! The server prints `listening on ADDR` on stdout; we read the port from there and
 //! then poll `/-/ready` (never a fixed sleep).
 
@@ -20,24 +20,15 @@ use tessera_proto::prometheus;
 /// How long a server gets to print its address and to become ready.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Path of the `tessera` binary built alongside this test binary.
+/// Path of the `tessera` binary cargo built for this test run.
 pub fn tessera_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current test executable path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("test binary lives in target/<profile>/deps");
-    let bin = profile_dir.join("tessera");
-    assert!(
-        bin.exists(),
-        "{} not found: build it first with `cargo build --workspace` (cargo test --workspace builds it too)",
-        bin.display()
-    );
-    bin
+    PathBuf::from(env!("CARGO_BIN_EXE_tessera"))
 }
 
 /// A running `tessera serve` child process.
 pub struct Server {
     child: Option<Child>,
     pub addr: SocketAddr,
-    pub data_dir: PathBuf,
     stderr: Arc<Mutex<String>>,
     http: Client,
 }
@@ -93,7 +84,7 @@ impl Server {
             }
         };
         let http = Client::builder().timeout(Duration::from_secs(30)).build().expect("http client");
-        let server = Server { child: Some(child), addr, data_dir: data_dir.to_owned(), stderr, http };
+        let server = Server { child: Some(child), addr, stderr, http };
         server.wait_ready();
         server
     }
