@@ -127,7 +127,9 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         let maxt = open.last_t();
-        let bytes = open.into_bytes();
+        let mut bytes = open.into_bytes();
+        // The appender grew its buffer by doubling; a sealed chunk never grows again.
+        bytes.shrink_to_fit();
         self.put_chunk(id, s.open_mint, maxt, &bytes)?;
         s.recent.push(CutChunk { bytes, mint: s.open_mint, maxt });
         self.active_delta -= 1;

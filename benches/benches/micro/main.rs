@@ -13,11 +13,13 @@ fn main() {
     codec::benches(&mut c);
     engine::benches(&mut c);
     c.final_summary();
-    // Size reports are slow (they build real data sets); skip them under `--test`
-    // (`cargo test --benches`) and when a criterion filter narrows the run.
+    // Size reports are slow (they build real data sets): run them only under
+    // `cargo bench` (which passes `--bench`), not `cargo test --benches`, and not when a
+    // criterion filter narrows the run. `TESSERA_BENCH_REPORTS=1` forces them.
     let args: Vec<String> = std::env::args().collect();
     let filtered = args.iter().skip(1).any(|a| !a.starts_with('-'));
-    if !args.iter().any(|a| a == "--test") && !filtered {
+    let forced = std::env::var("TESSERA_BENCH_REPORTS").is_ok_and(|v| v == "1");
+    if forced || (args.iter().any(|a| a == "--bench") && !filtered) {
         codec::report_bytes_per_sample();
         engine::report_disk_bytes_per_sample();
         engine::report_memory_per_series();
