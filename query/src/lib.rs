@@ -7,6 +7,7 @@
 mod error;
 pub mod model;
 pub mod value;
+pub mod functions;
 
 pub use error::{ErrorKind, QueryError};
 pub use model::{Label, Labels, MatchOp, Matcher, Queryable, Sample, Series};
