@@ -49,8 +49,6 @@ pub struct Pod {
     pub container: Bytes,
     pub node: usize,
     pub gpus: Vec<usize>,
-    /// `IP:port` of the pod's own metrics endpoint (training jobs only).
-    pub instance: Bytes,
 }
 
 impl Job {

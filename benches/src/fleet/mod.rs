@@ -288,10 +288,6 @@ impl Fleet {
         Ok(fleet)
     }
 
-    pub fn config(&self) -> &FleetConfig {
-        &self.cfg
-    }
-
     pub fn stats(&self) -> &FleetStats {
         &self.stats
     }
@@ -624,7 +620,6 @@ impl Fleet {
                 container: Bytes::from_static(kind.container().as_bytes()),
                 node,
                 gpus: gpus.clone(),
-                instance: Bytes::from(instance.clone()),
             };
             let ps = self.pod_series_for(&pod, &job);
             self.pods.insert(pod_id, pod);
@@ -807,7 +802,7 @@ impl Fleet {
         }
         let rng = &mut node.rng;
         let nb = STEP_BUCKETS.len();
-        let mut observe = |d: f64, vals: &mut Vec<f64>| {
+        let observe = |d: f64, vals: &mut Vec<f64>| {
             for (k, le) in STEP_BUCKETS.iter().enumerate() {
                 if d <= *le {
                     vals[k] += 1.0;
