@@ -1,0 +1,25 @@
+//! Micro-benchmarks of the storage engine (criterion, `harness = false`).
+//!
+//! `cargo bench --workspace --bench micro` runs the criterion groups of each module and
+//! the one-shot reports (bytes/sample on disk, memory per active series), which print
+//! plain `report:` lines because criterion measures time, not size.
+
+mod codec;
+mod data;
+mod engine;
+
+fn main() {
+    let mut c = criterion::Criterion::default().configure_from_args();
+    codec::benches(&mut c);
+    engine::benches(&mut c);
+    c.final_summary();
+    // Size reports are slow (they build real data sets); skip them under `--test`
+    // (`cargo test --benches`) and when a criterion filter narrows the run.
+    let args: Vec<String> = std::env::args().collect();
+    let filtered = args.iter().skip(1).any(|a| !a.starts_with('-'));
+    if !args.iter().any(|a| a == "--test") && !filtered {
+        codec::report_bytes_per_sample();
+        engine::report_disk_bytes_per_sample();
+        engine::report_memory_per_series();
+    }
+}
