@@ -253,7 +253,16 @@ run_one() {
     esac
     SERVER_PID=$!
     local pid=$SERVER_PID
-    wait_ready "$ready" "$pid" || { tail -20 "$dir/server.log" >&2; die "$sys did not become ready"; }
+    if ! wait_ready "$ready" "$pid"; then
+        # Record the failure and go on with the other systems: one broken server
+        # must not cost the whole comparison.
+        log "$sys run $run: did not become ready within 60 s; last log lines:"
+        tail -20 "$dir/server.log" >&2
+        stop_server "$pid"
+        echo '{"cpu_s": null, "peak_rss_kib": null, "disk_bytes": null}' > "$dir/proc.json"
+        rm -rf "$data"
+        return
+    fi
 
     local cpu0 cpu1 hwm
     cpu0=$(cpu_seconds "$pid")
@@ -261,12 +270,19 @@ run_one() {
     if ! "$BENCH_BIN" backfill --url "$write" "${FLEET[@]}" "${SEND[@]}" --json "$dir/push.json" > "$dir/push.txt" 2>&1; then
         log "$sys run $run: push reported failures (see $dir/push.txt)"
     fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+        log "$sys run $run: the server died during the push; last log lines:"
+        tail -20 "$dir/server.log" >&2
+        echo '{"cpu_s": null, "peak_rss_kib": null, "disk_bytes": null}' > "$dir/proc.json"
+        SERVER_PID=""; rm -rf "$data"
+        return
+    fi
     cpu1=$(cpu_seconds "$pid")
     hwm=$(vmhwm_kib "$pid")
     grep -E '^(push|latency|status|error)' "$dir/push.txt" | sed "s/^/    /" >&2 || true
 
     # Make everything searchable before querying.
-    if [ "$sys" = victoriametrics ]; then curl -fsS "$base/internal/force_flush" >/dev/null; fi
+    if [ "$sys" = victoriametrics ]; then curl -fsS "$base/internal/force_flush" >/dev/null || true; fi
 
     log "$sys run $run: dashboard queries"
     if ! "$BENCH_BIN" query --url "$base" --file "$ROOT/benches/queries/dashboard.promql" \
@@ -279,12 +295,12 @@ run_one() {
     case "$sys" in
         prometheus)
             local snap
-            snap=$(curl -fsS -X POST "$base/api/v1/admin/tsdb/snapshot" | sed -n 's/.*"name":"\([^"]*\)".*/\1/p')
+            snap=$(curl -fsS -X POST "$base/api/v1/admin/tsdb/snapshot" | sed -n 's/.*"name":"\([^"]*\)".*/\1/p' || true)
             if [ -n "$snap" ]; then disk=$(du_bytes "$data/tsdb/snapshots/$snap"); fi
             stop_server "$pid"
             total=$(du_bytes "$data/tsdb") ;;
         victoriametrics)
-            curl -fsS "$base/internal/force_flush" >/dev/null
+            curl -fsS "$base/internal/force_flush" >/dev/null || log "force_flush failed"
             disk=$(du_bytes "$data/vm")
             stop_server "$pid"
             total=$disk ;;
