@@ -3,7 +3,7 @@
 //! Throughput is in samples, so the numbers compare directly with decode speed.
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
-use tessera_query::functions::range::eval_range;
+use tessera_query::functions::range::{eval_range, RangeFn};
 use tessera_query::functions::stats::KahanSum;
 use tessera_query::Sample;
 
@@ -25,17 +25,25 @@ fn counter_window(n: usize) -> (Vec<Sample>, i64, i64) {
 }
 
 pub fn benches(c: &mut Criterion) {
-    for (name, func) in [("rate", "rate"), ("sum_over_time", "sum_over_time"), ("avg_over_time", "avg_over_time"), ("deriv", "deriv")] {
+    for name in ["rate", "sum_over_time", "avg_over_time", "deriv"] {
+        let f = RangeFn::from_name(name).expect("known function");
         let mut g = c.benchmark_group(format!("fn_{name}"));
         for n in [20usize, 240] {
             let (w, start, end) = counter_window(n);
             g.throughput(Throughput::Elements(n as u64));
             g.bench_with_input(BenchmarkId::from_parameter(n), &w, |b, w| {
-                b.iter(|| eval_range(black_box(func), black_box(w), start, end, &[]).expect("known function"))
+                b.iter(|| f.eval(black_box(w), start, end, &[]).expect("valid call"))
             });
         }
         g.finish();
     }
+    // The same rate call resolved by name on every window, to show what the per-call
+    // string match costs (the engine should resolve once per query).
+    let (w, start, end) = counter_window(20);
+    let mut g = c.benchmark_group("fn_rate_by_name");
+    g.throughput(Throughput::Elements(20));
+    g.bench_function("20", |b| b.iter(|| eval_range(black_box("rate"), black_box(&w), start, end, &[]).expect("known")));
+    g.finish();
     // The Kahan sum alone, the inner loop of `sum`/`avg` aggregations.
     let values: Vec<f64> = (0..1000).map(|i| i as f64 * 0.1).collect();
     let mut g = c.benchmark_group("kahan_sum");
