@@ -77,6 +77,9 @@ struct Row {
     samples_per_s: Option<f64>,
     cpu_per_m: Option<f64>,
     rss_mib: Option<f64>,
+    /// Peak RSS divided by the series the dataset created (churned ones included,
+    /// so with heavy churn this understates the cost of an active series).
+    rss_kib_per_series: Option<f64>,
     bytes_per_sample: Option<f64>,
     q_p50: Option<f64>,
     q_p90: Option<f64>,
@@ -91,6 +94,11 @@ fn row(runs: &[Run]) -> Row {
         samples_per_s: median(runs.iter().filter_map(|r| r.push.as_ref().map(|p| p.push.samples_per_s)).collect()),
         cpu_per_m: median(runs.iter().filter_map(|r| Some(r.proc_.cpu_s? / (ok(r)? / 1e6))).collect()),
         rss_mib: median(runs.iter().filter_map(|r| r.proc_.peak_rss_kib.map(|k| k / 1024.0)).collect()),
+        rss_kib_per_series: median(
+            runs.iter()
+                .filter_map(|r| Some(r.proc_.peak_rss_kib? / r.push.as_ref()?.dataset.series_created.max(1) as f64))
+                .collect(),
+        ),
         bytes_per_sample: median(runs.iter().filter_map(|r| Some(r.proc_.disk_bytes? / ok(r)?)).collect()),
         q_p50: median(runs.iter().filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p50_ms)).collect()),
         q_p90: median(runs.iter().filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p90_ms)).collect()),
@@ -129,17 +137,18 @@ pub fn render(dir: &Path) -> anyhow::Result<String> {
     let rows: BTreeMap<&String, Row> = systems.iter().map(|(k, v)| (k, row(v))).collect();
     let names = ordered(&systems);
 
-    writeln!(out, "| system | runs | ingest samples/s | CPU s per M samples | peak RSS MiB | bytes/sample on disk | query p50 ms | query p90 ms | failed samples | query errors |")?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "| system | runs | ingest samples/s | CPU s per M samples | peak RSS MiB | RSS KiB/series | bytes/sample on disk | query p50 ms | query p90 ms | failed samples | query errors |")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|")?;
     for n in &names {
         let r = rows[n];
         writeln!(
             out,
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.runs,
             fmt(r.samples_per_s, 0),
             fmt(r.cpu_per_m, 2),
             fmt(r.rss_mib, 0),
+            fmt(r.rss_kib_per_series, 2),
             fmt(r.bytes_per_sample, 3),
             fmt(r.q_p50, 1),
             fmt(r.q_p90, 1),
@@ -235,6 +244,6 @@ mod tests {
         std::fs::create_dir_all(&run).expect("mkdir");
         std::fs::write(run.join("proc.json"), r#"{"cpu_s": 2.0, "peak_rss_kib": 2048, "disk_bytes": null}"#).expect("write");
         let text = render(dir.path()).expect("renders");
-        assert!(text.contains("| tessera | 1 | n/a | n/a | 2 | n/a |"), "{text}");
+        assert!(text.contains("| tessera | 1 | n/a | n/a | 2 | n/a | n/a |"), "{text}");
     }
 }
