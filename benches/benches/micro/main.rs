@@ -1,4 +1,5 @@
-//! Micro-benchmarks of the storage engine (criterion, `harness = false`).
+//! Micro-benchmarks of the storage engine and the PromQL function kernels (criterion,
+//! `harness = false`).
 //!
 //! `cargo bench --workspace --bench micro` runs the criterion groups of each module and
 //! the one-shot reports (bytes/sample on disk, memory per active series), which print
@@ -7,11 +8,13 @@
 mod codec;
 mod data;
 mod engine;
+mod functions;
 
 fn main() {
     let mut c = criterion::Criterion::default().configure_from_args();
     codec::benches(&mut c);
     engine::benches(&mut c);
+    functions::benches(&mut c);
     c.final_summary();
     // Size reports are slow (they build real data sets): run them only under
     // `cargo bench` (which passes `--bench`), not `cargo test --benches`, and not when a
