@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
+use futures::future::BoxFuture;
 use axum::Router;
 use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
 
@@ -63,17 +64,18 @@ pub trait Evaluator: Send + Sync + 'static {
 }
 
 /// A tenant's data as the read API sees it. Implemented by the server over its shards.
-/// `for_each_series` and `head_summary` block (they read the index); they are called from the
-/// blocking pool.
 pub trait TenantData: Send + Sync + 'static {
-    /// The tenant's series and samples, as the engine reads them. Cheap to call.
+    /// The tenant's series and samples, as the engine reads them. Cheap to call; the
+    /// returned view blocks on storage and is only used from the blocking pool.
     fn queryable(&self, tenant: &str) -> Arc<dyn Queryable>;
 
-    /// Calls `visit` once per series the tenant has in the index, labels only.
-    fn for_each_series(&self, tenant: &str, visit: &mut dyn FnMut(&Labels)) -> Result<(), QueryError>;
+    /// The label sets of all the tenant's series, from the index (no samples). Async
+    /// because the index is read on the storage side's own bounded blocking pool.
+    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, QueryError>>;
 
-    /// Chunk count and time range of the tenant's data, for `headStats`.
-    fn head_summary(&self, tenant: &str) -> Result<HeadSummary, QueryError>;
+    /// Chunk count and time range of the tenant's data for `headStats`, when storage
+    /// keeps them per tenant. Must not do I/O.
+    fn head_summary(&self, tenant: &str) -> HeadSummary;
 
     /// Series held across all tenants (`timeSeriesCount` in runtimeinfo), if known.
     fn total_series(&self) -> Option<u64>;

@@ -59,20 +59,18 @@ impl TenantData for MemTenants {
         Arc::new(MemQueryable(self.tenants.get(tenant).cloned().unwrap_or_default()))
     }
 
-    fn for_each_series(&self, tenant: &str, visit: &mut dyn FnMut(&Labels)) -> Result<(), QueryError> {
-        for s in self.tenants.get(tenant).into_iter().flatten() {
-            visit(&s.labels);
-        }
-        Ok(())
+    fn series_labels(&self, tenant: &str) -> futures::future::BoxFuture<'static, Result<Vec<Labels>, QueryError>> {
+        let labels: Vec<Labels> = self.tenants.get(tenant).into_iter().flatten().map(|s| s.labels.clone()).collect();
+        Box::pin(async move { Ok(labels) })
     }
 
-    fn head_summary(&self, tenant: &str) -> Result<HeadSummary, QueryError> {
+    fn head_summary(&self, tenant: &str) -> HeadSummary {
         let all: Vec<i64> = self.tenants.get(tenant).into_iter().flatten().flat_map(|s| s.samples.iter().map(|x| x.t)).collect();
-        Ok(HeadSummary {
+        HeadSummary {
             chunk_count: Some(self.tenants.get(tenant).map(|v| v.len() as i64).unwrap_or(0)),
-            min_time: all.iter().copied().min().unwrap_or(0),
-            max_time: all.iter().copied().max().unwrap_or(0),
-        })
+            min_time: all.iter().copied().min(),
+            max_time: all.iter().copied().max(),
+        }
     }
 
     fn total_series(&self) -> Option<u64> {
@@ -722,6 +720,7 @@ async fn tsdb_status_counts_the_requesting_tenants_series() {
     assert_eq!(status, StatusCode::OK);
     let d = &json(&body)["data"];
     assert_eq!(d["headStats"]["numSeries"], 2);
+    assert_eq!(d["headStats"]["minTime"], 1_000_000);
     // __name__=up, job=node, instance=a:9100, instance=b:9100
     assert_eq!(d["headStats"]["numLabelPairs"], 4);
     assert_eq!(d["seriesCountByMetricName"], serde_json::json!([{"name": "up", "value": 2}]));
