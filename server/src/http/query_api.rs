@@ -66,12 +66,13 @@ pub trait Evaluator: Send + Sync + 'static {
 /// A tenant's data as the read API sees it. Implemented by the server over its shards.
 pub trait TenantData: Send + Sync + 'static {
     /// The tenant's series and samples, as the engine reads them. Cheap to call; the
-    /// returned view blocks on storage and is only used from the blocking pool.
-    fn queryable(&self, tenant: &str) -> Arc<dyn Queryable>;
+    /// returned view blocks on storage and is only used from the blocking pool. Fails
+    /// (typically `unavailable`) while storage is not ready.
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError>;
 
     /// The label sets of all the tenant's series, from the index (no samples). Async
     /// because the index is read on the storage side's own bounded blocking pool.
-    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, QueryError>>;
+    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>>;
 
     /// Chunk count and time range of the tenant's data for `headStats`, when storage
     /// keeps them per tenant. Must not do I/O.

@@ -134,7 +134,7 @@ async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, 
     parse_expr(p)?;
 
     let expr = p.value("query").to_string();
-    let queryable = api.data.queryable(&req.tenant);
+    let queryable = api.data.queryable(&req.tenant)?;
     let evaluator = api.evaluator.clone();
     let mut output = api
         .executor
@@ -210,7 +210,7 @@ async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, Ap
     }
 
     let expr = p.value("query").to_string();
-    let queryable = api.data.queryable(&req.tenant);
+    let queryable = api.data.queryable(&req.tenant)?;
     let evaluator = api.evaluator.clone();
     let mut output = api
         .executor

@@ -88,7 +88,7 @@ pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response
     let deadline = Instant::now() + api.limits.timeout;
     let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => return ApiError::from(e).into_response(),
+        Ok(Err(e)) => return e.into_response(),
         Err(_) => {
             return ApiError { kind: ApiErrorKind::Timeout, message: "query timed out in series listing".into() }
                 .into_response()

@@ -55,11 +55,11 @@ impl Queryable for MemQueryable {
 }
 
 impl TenantData for MemTenants {
-    fn queryable(&self, tenant: &str) -> Arc<dyn Queryable> {
-        Arc::new(MemQueryable(self.tenants.get(tenant).cloned().unwrap_or_default()))
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError> {
+        Ok(Arc::new(MemQueryable(self.tenants.get(tenant).cloned().unwrap_or_default())))
     }
 
-    fn series_labels(&self, tenant: &str) -> futures::future::BoxFuture<'static, Result<Vec<Labels>, QueryError>> {
+    fn series_labels(&self, tenant: &str) -> futures::future::BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
         let labels: Vec<Labels> = self.tenants.get(tenant).into_iter().flatten().map(|s| s.labels.clone()).collect();
         Box::pin(async move { Ok(labels) })
     }
