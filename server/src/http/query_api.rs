@@ -221,5 +221,8 @@ pub fn routes(api: QueryApi) -> Router {
         .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
         .route("/api/v1/status/flags", get(status::flags))
         .route("/api/v1/status/tsdb", get(status::tsdb))
+        // Prometheus gzips answers for clients that accept it; dashboards fetching
+        // large matrices over a network are why.
+        .layer(tower_http::compression::CompressionLayer::new())
         .with_state(api)
 }

@@ -342,6 +342,17 @@ async fn instant_query_returns_prometheus_vector_json() {
 }
 
 #[tokio::test]
+async fn answers_are_gzipped_for_clients_that_accept_it() {
+    let req = Request::get("/api/v1/query?query=up&time=1000")
+        .header("Accept-Encoding", "gzip")
+        .body(Body::empty())
+        .expect("request builds");
+    let resp = api().oneshot(req).await.expect("router is infallible");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers().get("content-encoding").map(|v| v.as_bytes()), Some(&b"gzip"[..]));
+}
+
+#[tokio::test]
 async fn nan_and_inf_values_are_spelled_like_prometheus() {
     let (status, body) = get(api(), "/api/v1/query?query=special_values&time=1.5").await;
     assert_eq!(status, StatusCode::OK);
