@@ -53,7 +53,7 @@ fn parse_expr(params: &Params) -> Result<Expr, ApiError> {
 
 /// The deadline of a query: now plus the configured timeout, shortened by `timeout=`.
 fn deadline(api: &QueryApi, params: &Params) -> Result<Instant, ApiError> {
-    let mut timeout = api.limits.timeout;
+    let mut timeout = api.limits.timeout();
     if let Some(raw) = params.get("timeout") {
         let ns = params::parse_duration_ns(raw).map_err(|e| ApiError::invalid_param("timeout", e))?;
         // A zero or negative timeout expires at once, as Go's context.WithDeadline does.

@@ -85,7 +85,7 @@ pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response
         Ok(l) => l,
         Err(e) => return ApiError::bad_data(e).into_response(),
     };
-    let deadline = Instant::now() + api.limits.timeout;
+    let deadline = Instant::now() + api.limits.timeout();
     let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => return e.into_response(),

@@ -574,7 +574,7 @@ async fn timeout_parameter_bounds_evaluation_and_returns_503() {
 
 #[tokio::test]
 async fn configured_timeout_caps_a_longer_timeout_parameter() {
-    let limits = QueryLimits { timeout: Duration::from_millis(50), ..QueryLimits::default() };
+    let limits = QueryLimits { timeout_secs: 1, ..QueryLimits::default() };
     let router = api_with(limits, Arc::new(TestEvaluator::default()));
     let started = std::time::Instant::now();
     let (status, _) = get(router, "/api/v1/query?query=wait_for_cancel&time=1&timeout=1h").await;
@@ -760,4 +760,17 @@ async fn tsdb_status_counts_the_requesting_tenants_series() {
         let (status, _) = get(api(), &format!("/api/v1/status/tsdb?limit={bad}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "limit={bad}");
     }
+}
+
+#[test]
+fn query_limits_read_from_config_with_defaults_for_missing_keys() {
+    let limits: QueryLimits = toml::from_str("timeout_secs = 30\nmax_concurrent = 3").expect("valid [query] table");
+    assert_eq!(limits.timeout(), Duration::from_secs(30));
+    assert_eq!(limits.concurrency(), 3);
+    assert_eq!(limits.max_points_per_series, 11_000);
+    assert_eq!(limits.lookback_delta_ms(), 300_000);
+    assert!(limits.validate().is_ok());
+    assert!(toml::from_str::<QueryLimits>("timeout = 30").is_err(), "unknown keys are refused");
+    assert!(QueryLimits { timeout_secs: 0, ..QueryLimits::default() }.validate().is_err());
+    assert!(QueryLimits::default().concurrency() >= 2);
 }
