@@ -133,7 +133,7 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
             });
             continue;
         }
-        order.push((s.index, describe_labels(&s.labels)));
+        order.push(s.index);
         push.push(PushSeries { labels: s.labels, samples: s.samples, hash });
     }
 
@@ -157,12 +157,11 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         if outcome.rejected_duplicate > 0 {
             m.samples_rejected.inc_by(&["duplicate"], outcome.rejected_duplicate);
         }
-        if let Some((i, t, reason)) = outcome.first_rejection {
-            let (index, series) = order[i].clone();
+        if let Some(first) = outcome.first_rejection {
             problems.push(Problem {
-                index,
-                series,
-                reason: format!("sample at t={t} ms not written: {reason}"),
+                index: order[first.index],
+                series: describe_labels(&first.labels),
+                reason: format!("sample at t={} ms not written: {}", first.t, first.reason),
                 samples: outcome.rejected_too_old + outcome.rejected_duplicate,
             });
         }
