@@ -88,7 +88,6 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
 
     let m = &st.metrics;
-    let batch_series = batch.series.len() + batch.problems.len();
     m.samples_received.fetch_add(batch.samples_total, Ordering::Relaxed);
     st.metadata.record(&tenant, batch.metadata);
     let mut problems: Vec<Problem> = batch.problems;
@@ -172,12 +171,15 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     }
     // Name the first offending series in request order.
     let first = problems.iter().min_by_key(|p| p.index).expect("problems is not empty");
+    let mut bad_series: Vec<usize> = problems.iter().map(|p| p.index).collect();
+    bad_series.sort_unstable();
+    bad_series.dedup();
     let message = format!(
         "series {}: {} ({} of {} series had problems; {} of {} float samples in this request were written)",
         first.series,
         first.reason,
-        problems.len(),
-        batch_series,
+        bad_series.len(),
+        batch.series_total,
         written.samples,
         batch.samples_total
     );
