@@ -58,6 +58,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let timeout_secs = state.config.shutdown_timeout_secs;
     let serve_task = tokio::spawn(async move { serve.await });
     shutdown.cancelled().await;
+    state.shutting_down.store(true, Ordering::Relaxed);
     tracing::info!("shutting down: no new connections; waiting for in-flight requests");
     if timeout_secs == 0 {
         serve_task.await.context("HTTP server task")??;

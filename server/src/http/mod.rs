@@ -50,6 +50,9 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub rate_limiter: RateLimiter,
     pub active_series: ActiveSeries,
+    /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
+    /// here while in-flight requests finish.
+    pub shutting_down: std::sync::atomic::AtomicBool,
 }
 
 impl ServerState {
@@ -60,6 +63,7 @@ impl ServerState {
             active_series: ActiveSeries::new(&config.limits),
             metrics: Metrics::new(),
             shards: OnceLock::new(),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
             config,
         }
     }
