@@ -108,6 +108,11 @@ pub struct Limits {
     /// Metric families remembered per tenant for `/api/v1/metadata`. Default 100000.
     /// 0 = metadata is not kept.
     pub max_metadata_per_tenant: usize,
+    /// Decompressed bytes of all write requests being decoded and written at once, in
+    /// bytes. Further requests wait (they are not refused), which bounds the memory a
+    /// burst of large requests can take. Default 1 GiB. Must be at least
+    /// `max_decompressed_bytes`.
+    pub max_inflight_write_bytes: usize,
 }
 
 impl Default for Limits {
@@ -124,6 +129,7 @@ impl Default for Limits {
             max_active_series_per_tenant: 0,
             active_series_idle_secs: 1200,
             max_metadata_per_tenant: 100_000,
+            max_inflight_write_bytes: 1 << 30,
         }
     }
 }
@@ -161,6 +167,12 @@ impl Config {
             return bad(format!(
                 "limits.ingestion_rate_samples_per_sec must be a finite number >= 0, got {}",
                 l.ingestion_rate_samples_per_sec
+            ));
+        }
+        if l.max_inflight_write_bytes < l.max_decompressed_bytes {
+            return bad(format!(
+                "limits.max_inflight_write_bytes ({}) must be >= limits.max_decompressed_bytes ({})",
+                l.max_inflight_write_bytes, l.max_decompressed_bytes
             ));
         }
         if l.active_series_idle_secs == 0 {

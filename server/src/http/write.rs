@@ -81,6 +81,17 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     let limits = &st.config.limits;
     let body = read_body(headers, body, limits.max_request_bytes).await?;
 
+    // Wait for room under the in-flight memory bound. The snappy header states the
+    // decompressed size; a lying or broken header is caught by `decode` below, and the
+    // per-request limit is enforced there too, so clamp rather than refuse here.
+    let claimed = snap::raw::decompress_len(&body).unwrap_or(body.len()).min(limits.max_decompressed_bytes);
+    let kib = u32::try_from(claimed.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+    let _inflight = st
+        .inflight_write_kib
+        .acquire_many(kib)
+        .await
+        .map_err(|_| ApiError::unavailable("server is shutting down"))?;
+
     // Decompression and decoding are CPU work proportional to the body: off the runtime.
     let lim = limits.clone();
     let batch = tokio::task::spawn_blocking(move || decode::decode(version, &body, &lim))
