@@ -29,6 +29,8 @@ pub fn one<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// Parses a timestamp as Prometheus does: unix seconds (float) or RFC 3339. Returns ms.
 pub fn parse_time(s: &str, param: &str) -> Result<i64, ApiError> {
+    // Float seconds first, as Prometheus' parseTime does; an RFC 3339 string never
+    // parses as a float, so the order cannot misread one as the other.
     if let Ok(f) = s.parse::<f64>() {
         if f.is_finite() {
             return Ok((f * 1000.0).round() as i64);

@@ -31,6 +31,8 @@ pub fn validate_labels<'a>(
         ));
     }
     let mut out: Vec<Label> = Vec::with_capacity(pairs.len());
+    // Sortedness and uniqueness are checked on raw bytes: UTF-8 byte order equals code
+    // point order, which is the order the specs require, so no decoding is needed first.
     let mut prev: Option<&'a [u8]> = None;
     let mut has_name = false;
     for (name, value) in pairs {
@@ -68,6 +70,7 @@ pub fn validate_labels<'a>(
                 limits.max_label_value_bytes
             ));
         }
+        // Checked after the generic rules so that a malformed name reports as such.
         if name == TENANT_LABEL {
             return Err(format!("label name {TENANT_LABEL:?} is reserved for the tenant (set X-Scope-OrgID instead)"));
         }
