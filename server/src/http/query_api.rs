@@ -18,7 +18,6 @@ pub mod json;
 /// Parameter parsing shared with the other read endpoints (series, labels).
 pub mod params;
 mod response;
-mod server_data;
 mod status;
 mod tsdb_stats;
 #[cfg(test)]
