@@ -138,7 +138,8 @@ impl Evaluator<'_> {
         let (without, names): (bool, Vec<String>) = match &a.modifier {
             Some(LabelModifier::Include(l)) => (false, l.labels.clone()),
             Some(LabelModifier::Exclude(l)) => (true, l.labels.clone()),
-            None => (true, Vec::new()),
+            // No modifier: one group over everything, as `by ()`.
+            None => (false, Vec::new()),
         };
         let group_labels = |l: &Labels| -> Labels {
             if without {
@@ -160,7 +161,7 @@ impl Evaluator<'_> {
                 })
             })
             .collect();
-        let pos = self.ctx.pos_of(&op, 0);
+        let pos = self.ctx.pos_of_first_arg(&op);
         match op.as_str() {
             "topk" | "bottomk" | "limitk" | "limit_ratio" => {
                 let param = fparam.unwrap_or_default();
@@ -168,7 +169,7 @@ impl Evaluator<'_> {
             }
             "count_values" => {
                 let label = sparam.unwrap_or_default();
-                if !valid_label_name(&label) {
+                if !valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
                     return Err(QueryError::execution(format!("invalid label name {label:?}")));
                 }
                 self.count_values(&label, &input, &series_group, &glabels).map(Val::Vector)
@@ -280,14 +281,19 @@ impl Evaluator<'_> {
             self.ctx.check_interrupt()?;
             let t = self.ts(k);
             cur.at(input, t, &mut present);
+            let p = param.get(k).copied().unwrap_or(f64::NAN);
+            // The parameter is validated at every step, even with no input.
+            if p.is_nan() {
+                return Err(QueryError::execution(if op == "limit_ratio" {
+                    "Ratio value is NaN"
+                } else {
+                    "Parameter value is NaN"
+                }));
+            }
             if present.is_empty() {
                 continue;
             }
-            let p = param.get(k).copied().unwrap_or(f64::NAN);
             if op == "limit_ratio" {
-                if p.is_nan() {
-                    return Err(QueryError::execution("Ratio value is NaN"));
-                }
                 let mut ratio = p;
                 if !(-1.0..=1.0).contains(&ratio) {
                     ratio = ratio.clamp(-1.0, 1.0);
@@ -309,9 +315,6 @@ impl Evaluator<'_> {
                     }
                 }
                 continue;
-            }
-            if p.is_nan() {
-                return Err(QueryError::execution("Parameter value is NaN"));
             }
             if p >= 9.223372036854776e18 || p < -9.223372036854776e18 {
                 return Err(QueryError::execution(format!(

@@ -225,8 +225,8 @@ impl Evaluator<'_> {
                     return Err(QueryError::execution(format!(
                         "found duplicate series for the match group {} on the {side} hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
                         fmt_labels_braces(&matched_labels),
-                        fmt_labels_braces(&one[i].labels),
                         fmt_labels_braces(&one[prev].labels),
+                        fmt_labels_braces(&one[i].labels),
                     )));
                 }
                 one_by_sig.insert(one_sig[i].as_slice(), i);
@@ -236,13 +236,8 @@ impl Evaluator<'_> {
             for &(mi, mv) in &pm {
                 let Some(&oi) = one_by_sig.get(many_sig[mi].as_slice()) else { continue };
                 let ov = one_vals[&oi];
-                let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
-                let (mut val, keep) = float_binop(op, l, r)?;
-                if return_bool {
-                    val = if keep { 1.0 } else { 0.0 };
-                } else if !keep {
-                    continue;
-                }
+                // Matching errors are raised before comparisons filter elements, so a
+                // bad match fails even when every element would be filtered away.
                 let labels = result_labels
                     .entry((mi, oi))
                     .or_insert_with(|| result_metric(&many[mi].labels, &one[oi].labels, on, names, card, include))
@@ -260,6 +255,13 @@ impl Evaluator<'_> {
                     ));
                 }
                 entry.push(labels.clone());
+                let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
+                let (mut val, keep) = float_binop(op, l, r)?;
+                if return_bool {
+                    val = if keep { 1.0 } else { 0.0 };
+                } else if !keep {
+                    continue;
+                }
                 let drop_name = return_bool || !cmp || many[mi].drop_name;
                 out.push(&labels, drop_name, t, val);
             }

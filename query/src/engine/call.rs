@@ -47,6 +47,11 @@ impl Evaluator<'_> {
         match name {
             "time" => Ok(Val::Scalar((0..n).map(|k| self.ts(k) as f64 / 1000.0).collect())),
             "pi" => Ok(Val::Scalar(vec![std::f64::consts::PI; n])),
+            // Experimental query-parameter functions (seconds).
+            "step" => Ok(Val::Scalar(vec![self.ctx.query_step as f64 / 1000.0; n])),
+            "range" => Ok(Val::Scalar(vec![(self.ctx.query_end - self.ctx.query_start) as f64 / 1000.0; n])),
+            "start" => Ok(Val::Scalar(vec![self.ctx.query_start as f64 / 1000.0; n])),
+            "end" => Ok(Val::Scalar(vec![self.ctx.query_end as f64 / 1000.0; n])),
             "vector" => {
                 let s = self.eval_scalar(arg(0)?)?;
                 let mut ss = StepSeries::new(Labels::default(), false);
@@ -118,6 +123,9 @@ impl Evaluator<'_> {
                 let repl = self.eval_string(arg(2)?)?;
                 let src = self.eval_string(arg(3)?)?;
                 let re = self.eval_string(arg(4)?)?;
+                if self.ctx.has_invalid_utf8(&dst) {
+                    return Err(QueryError::execution(format!("invalid destination label name in label_replace(): {dst}")));
+                }
                 let mut out = Vec::with_capacity(v.len());
                 for mut s in v {
                     let nl = functions::labels::label_replace(&s.labels, &dst, &repl, &src, &re)?;
@@ -215,10 +223,29 @@ impl Evaluator<'_> {
                 Ok(Val::Vector(Vec::new()))
             }
             "histogram_fraction" => {
-                let _ = self.eval_scalar(arg(0)?)?;
-                let _ = self.eval_scalar(arg(1)?)?;
-                let _ = self.eval_vector(arg(2)?)?;
-                Ok(Val::Vector(Vec::new()))
+                let lo = self.eval_scalar(arg(0)?)?;
+                let hi = self.eval_scalar(arg(1)?)?;
+                let v = self.eval_vector(arg(2)?)?;
+                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(lo[k], hi[k], b), false))
+                    .map(Val::Vector)
+            }
+            "min_of" | "max_of" => {
+                let a = self.eval_scalar(arg(0)?)?;
+                let b = self.eval_scalar(arg(1)?)?;
+                let out = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| {
+                        if x.is_nan() || y.is_nan() {
+                            f64::NAN
+                        } else if name == "min_of" {
+                            x.min(y)
+                        } else {
+                            x.max(y)
+                        }
+                    })
+                    .collect();
+                Ok(Val::Scalar(out))
             }
             "info" => {
                 // Without target_info enrichment support, info() returns its input.
@@ -310,7 +337,7 @@ impl Evaluator<'_> {
         })?;
         let ra = self.eval_range_arg(range_expr)?;
         if name == "quantile_over_time" {
-            let pos = self.ctx.pos_of("(", 0);
+            let pos = self.ctx.pos_of_first_arg(name);
             let mut warned = false;
             for &q in &scalars[0] {
                 if !warned && (q.is_nan() || !(0.0..=1.0).contains(&q)) {
@@ -318,7 +345,7 @@ impl Evaluator<'_> {
                     self.ctx.warn(format!(
                         "PromQL warning: quantile value should be between 0 and 1, got {} {}",
                         format_go_g(q),
-                        next_pos(&pos)
+                        pos
                     ));
                 }
             }
@@ -345,6 +372,9 @@ impl Evaluator<'_> {
             for (i, s) in scalars.iter().enumerate() {
                 fargs[i] = s[k.min(s.len() - 1)];
             }
+            // predict_linear extrapolates from the evaluation time, not from the
+            // window end (they differ under `@` and `offset`).
+            let we = if name == "predict_linear" { self.ts(k) } else { we };
             if let Some(v) = functions::range::eval_range(name, win, ws, we, &fargs)? {
                 out[si].pts.push((self.ts(k), v));
             }
@@ -355,20 +385,30 @@ impl Evaluator<'_> {
         Ok(Val::Vector(out))
     }
 
-    /// `histogram_quantile` over classic buckets: series are grouped by their labels
-    /// without `le`; each group's buckets give one quantile per step.
+    /// `histogram_quantile` over classic buckets.
     fn histogram_quantile(&mut self, q: &[f64], v: Vec<StepSeries>) -> Result<Vec<StepSeries>, QueryError> {
-        let pos_q = self.ctx.pos_of("(", 0);
+        let pos_q = self.ctx.pos_of_first_arg("histogram_quantile");
         for &x in q {
             if x.is_nan() || !(0.0..=1.0).contains(&x) {
                 self.ctx.warn(format!(
                     "PromQL warning: quantile value should be between 0 and 1, got {} {}",
                     format_go_g(x),
-                    next_pos(&pos_q)
+                    pos_q
                 ));
                 break;
             }
         }
+        self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(q[k.min(q.len() - 1)], b))
+    }
+
+    /// Groups classic histogram buckets (series that differ only in `le`) and calls
+    /// `f(step, buckets)` per group and step; `f` returns the value and whether the
+    /// buckets had to be fixed for monotonicity.
+    fn classic_buckets(
+        &mut self,
+        v: Vec<StepSeries>,
+        mut f: impl FnMut(usize, &mut Vec<(f64, f64)>) -> (f64, bool),
+    ) -> Result<Vec<StepSeries>, QueryError> {
         let le_name = ["le".to_string()];
         // Group of each series (None when `le` is missing or malformed).
         let mut gindex: HashMap<Labels, usize> = HashMap::new();
@@ -407,12 +447,11 @@ impl Evaluator<'_> {
                     buckets[g].push((ub, val));
                 }
             }
-            let qk = q[k.min(q.len() - 1)];
             for (g, b) in buckets.iter_mut().enumerate() {
                 if b.is_empty() {
                     continue;
                 }
-                let (res, forced) = functions::histogram::bucket_quantile(qk, b);
+                let (res, forced) = f(k, b);
                 if forced {
                     let metric = out[g].labels.get(NAME).unwrap_or("").to_string();
                     let p = self.ctx.pos_of(&metric, 0);
@@ -427,18 +466,6 @@ impl Evaluator<'_> {
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
     }
-}
-
-/// The position just after a `(line:col)` position (the first argument of a call
-/// whose opening parenthesis is at `pos`).
-fn next_pos(pos: &str) -> String {
-    let inner = pos.trim_start_matches('(').trim_end_matches(')');
-    if let Some((l, c)) = inner.split_once(':') {
-        if let Ok(c) = c.parse::<usize>() {
-            return format!("({l}:{})", c + 1);
-        }
-    }
-    pos.to_string()
 }
 
 /// Parses a float as Go's `strconv.ParseFloat` accepts it for `le` values.

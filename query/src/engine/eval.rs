@@ -32,6 +32,8 @@ pub(crate) struct Ctx {
     /// even inside subqueries.
     pub query_start: i64,
     pub query_end: i64,
+    /// The top-level step (ms); 0 for instant queries.
+    pub query_step: i64,
 }
 
 impl Ctx {
@@ -48,6 +50,7 @@ impl Ctx {
             query: query.to_string(),
             query_start: start,
             query_end: end,
+            query_step: 0,
         }
     }
 
@@ -124,6 +127,45 @@ impl Ctx {
         let line = before.matches('\n').count() + 1;
         let col = before.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
         format!("({line}:{col})")
+    }
+
+    /// The position of the first argument of the first call of `func` (what
+    /// Prometheus reports for annotations about a parameter).
+    pub fn pos_of_first_arg(&self, func: &str) -> String {
+        let Some(fi) = self.query.find(func) else { return self.pos_of("", 0) };
+        let after = fi + func.len();
+        let Some(pi) = self.query[after..].find('(') else { return self.pos_of("", 0) };
+        let start = after + pi + 1;
+        let ws = self.query[start..].len() - self.query[start..].trim_start().len();
+        self.pos_at(start + ws)
+    }
+
+    fn pos_at(&self, idx: usize) -> String {
+        let before = &self.query[..idx.min(self.query.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
+        format!("({line}:{col})")
+    }
+
+    /// Whether `s` came from a string literal whose `\x` escapes spell bytes that are
+    /// not valid UTF-8 (Go keeps such bytes; the parser maps them to chars U+0080..U+00FF).
+    pub fn has_invalid_utf8(&self, s: &str) -> bool {
+        if !s.chars().any(|c| ('\u{80}'..='\u{ff}').contains(&c)) {
+            return false;
+        }
+        // Rebuild the bytes Go would hold and check them.
+        let bytes: Vec<u8> = s
+            .chars()
+            .flat_map(|c| {
+                if ('\u{80}'..='\u{ff}').contains(&c) && self.query.to_ascii_lowercase().contains(&format!("\\x{:02x}", c as u32)) {
+                    vec![c as u32 as u8]
+                } else {
+                    let mut b = [0u8; 4];
+                    c.encode_utf8(&mut b).as_bytes().to_vec()
+                }
+            })
+            .collect();
+        std::str::from_utf8(&bytes).is_err()
     }
 
     pub fn into_output(self, value: Value) -> QueryOutput {

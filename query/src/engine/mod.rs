@@ -149,7 +149,8 @@ impl Engine {
                 )))
             }
         }
-        let ctx = Ctx::new(&self.opts, opts, expr, start_ms, end_ms);
+        let mut ctx = Ctx::new(&self.opts, opts, expr, start_ms, end_ms);
+        ctx.query_step = step_ms;
         let mut ev = Evaluator::new(q, &ctx, start_ms, end_ms, step_ms);
         let val = ev.eval(&ast)?;
         let value = match val {

@@ -367,12 +367,13 @@ pub(crate) fn parse_script(text: &str) -> Vec<Cmd> {
             continue;
         }
         // The block: following non-empty lines.
+        let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line.as_str(), ""));
         let mut j = i + 1;
-        while j < lines.len() && !lines[j].is_empty() {
+        // `clear` takes no block; `load` and `eval` take the lines up to a blank one.
+        while word != "clear" && j < lines.len() && !lines[j].is_empty() {
             j += 1;
         }
         let block: Vec<&str> = lines[i + 1..j].iter().map(|s| s.as_str()).collect();
-        let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line.as_str(), ""));
         match word {
             "clear" => cmds.push(Cmd::Clear),
             "load" | "load_with_nhcb" => {
