@@ -1,1 +1,3 @@
 //! tessera-server (skeleton being filled in).
+
+pub mod http;

@@ -1,0 +1,145 @@
+//! The `*_over_time` aggregations and `changes`/`resets`. Every sample in the window has
+//! the same weight, however irregularly spaced. All return `None` for an empty window.
+
+use crate::functions::stats::{self, kahan_inc, KahanSum};
+use crate::model::Sample;
+
+/// `avg_over_time`: Kahan sum divided by the count, switching to an incremental mean only
+/// when the running sum would overflow (direct division is more accurate while it lasts;
+/// see prometheus/prometheus#16714).
+pub fn avg(samples: &[Sample]) -> Option<f64> {
+    let (first, rest) = samples.split_first()?;
+    let (mut sum, mut c) = (first.v, 0.0);
+    let mut mean = 0.0;
+    let mut count = 1.0;
+    let mut incremental = false;
+    for (i, s) in rest.iter().enumerate() {
+        count = (i + 2) as f64;
+        if !incremental {
+            let (new_sum, new_c) = kahan_inc(s.v, sum, c);
+            if !new_sum.is_infinite() {
+                (sum, c) = (new_sum, new_c);
+                continue;
+            }
+            incremental = true;
+            mean = sum / (count - 1.0);
+            c /= count - 1.0;
+        }
+        let q = (count - 1.0) / count;
+        (mean, c) = kahan_inc(s.v / count, q * mean, q * c);
+    }
+    Some(if incremental { mean + c } else { sum / count + c / count })
+}
+
+/// `sum_over_time`, Kahan-compensated.
+pub fn sum(samples: &[Sample]) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut k = KahanSum::new();
+    for s in samples {
+        k.add(s.v);
+    }
+    Some(k.value())
+}
+
+/// `count_over_time`.
+pub fn count(samples: &[Sample]) -> Option<f64> {
+    (!samples.is_empty()).then_some(samples.len() as f64)
+}
+
+/// Prometheus' `compareOverTime`: walks the window keeping the sample for which
+/// `better(current, best)` last held; a NaN best is always replaced, so NaN only wins when
+/// every value is NaN.
+fn compare_over_time(samples: &[Sample], better: impl Fn(f64, f64) -> bool) -> Option<Sample> {
+    let mut best = *samples.first()?;
+    for s in samples {
+        if better(s.v, best.v) {
+            best = *s;
+        }
+    }
+    Some(best)
+}
+
+/// `min_over_time`.
+pub fn min(samples: &[Sample]) -> Option<f64> {
+    compare_over_time(samples, |cur, best| cur < best || best.is_nan()).map(|s| s.v)
+}
+
+/// `max_over_time`.
+pub fn max(samples: &[Sample]) -> Option<f64> {
+    compare_over_time(samples, |cur, best| cur > best || best.is_nan()).map(|s| s.v)
+}
+
+/// `ts_of_min_over_time`: the timestamp (seconds) of the **last** sample holding the
+/// minimum, hence `<=`.
+pub fn ts_of_min(samples: &[Sample]) -> Option<f64> {
+    compare_over_time(samples, |cur, best| cur <= best || best.is_nan()).map(|s| s.t as f64 / 1000.0)
+}
+
+/// `ts_of_max_over_time`: the timestamp (seconds) of the last sample holding the maximum.
+pub fn ts_of_max(samples: &[Sample]) -> Option<f64> {
+    compare_over_time(samples, |cur, best| cur >= best || best.is_nan()).map(|s| s.t as f64 / 1000.0)
+}
+
+/// `stdvar_over_time`: population variance (Kahan-compensated Welford).
+pub fn stdvar(samples: &[Sample]) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    Some(stats::variance_over_time(samples.iter().map(|s| s.v)))
+}
+
+/// `stddev_over_time`: population standard deviation.
+pub fn stddev(samples: &[Sample]) -> Option<f64> {
+    stdvar(samples).map(f64::sqrt)
+}
+
+/// `quantile_over_time(φ, v)`. φ outside [0, 1] gives ∓Inf and NaN gives NaN; Prometheus
+/// also attaches a warning annotation, which is the engine's to add.
+pub fn quantile(samples: &[Sample], q: f64) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut values: Vec<f64> = samples.iter().map(|s| s.v).collect();
+    Some(stats::quantile(q, &mut values))
+}
+
+/// `mad_over_time`: the median of the absolute deviations from the median. A NaN sample
+/// makes the median undefined, so the result is NaN (Prometheus 3.x; earlier versions
+/// sorted the NaN away and returned a number).
+pub fn mad(samples: &[Sample]) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    if samples.iter().any(|s| s.v.is_nan()) {
+        return Some(f64::NAN);
+    }
+    let mut values: Vec<f64> = samples.iter().map(|s| s.v).collect();
+    let median = stats::quantile(0.5, &mut values);
+    for v in values.iter_mut() {
+        *v = (*v - median).abs();
+    }
+    Some(stats::quantile(0.5, &mut values))
+}
+
+/// `changes`: how often the value differs from the previous sample. NaN followed by NaN is
+/// not a change (both are "no number"), NaN followed by a number is.
+pub fn changes(samples: &[Sample]) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let n = samples
+        .windows(2)
+        .filter(|w| w[1].v != w[0].v && !(w[1].v.is_nan() && w[0].v.is_nan()))
+        .count();
+    Some(n as f64)
+}
+
+/// `resets`: how often the value drops below the previous sample (a counter reset).
+pub fn resets(samples: &[Sample]) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    Some(samples.windows(2).filter(|w| w[1].v < w[0].v).count() as f64)
+}

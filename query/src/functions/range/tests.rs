@@ -1,0 +1,414 @@
+//! Expectations taken from Prometheus' `functions.test`, evaluated directly on the
+//! kernels: the window `(start, end]` is given explicitly, the way the engine computes it
+//! from the evaluation time and the range.
+
+use super::*;
+use crate::ErrorKind;
+
+const MIN: i64 = 60_000;
+
+/// Samples `values[i]` at `i * step_ms`, as a promqltest `load <step>` line produces.
+fn load(step_ms: i64, values: &[f64]) -> Vec<Sample> {
+    values.iter().enumerate().map(|(i, &v)| Sample { t: i as i64 * step_ms, v }).collect()
+}
+
+/// promqltest's `a+bxn` expansion: n+1 values a, a+b, ..., a+n·b.
+fn series(start: f64, inc: f64, n: usize) -> Vec<f64> {
+    (0..=n).map(|i| start + inc * i as f64).collect()
+}
+
+/// The samples of `all` inside `(end - range, end]`, as the engine would hand them over.
+fn window(all: &[Sample], end: i64, range: i64) -> Vec<Sample> {
+    all.iter().copied().filter(|s| s.t > end - range && s.t <= end).collect()
+}
+
+/// Evaluates `name(all[range])` at `end` with scalar `args`.
+fn eval_at(name: &str, all: &[Sample], end: i64, range: i64, args: &[f64]) -> Option<f64> {
+    let w = window(all, end, range);
+    if w.is_empty() {
+        return None;
+    }
+    eval_range(name, &w, end - range, end, args).expect("known function")
+}
+
+fn assert_close(got: Option<f64>, want: f64) {
+    let got = got.expect("a result");
+    if want.is_nan() {
+        assert!(got.is_nan(), "want NaN, got {got}");
+        return;
+    }
+    let tol = 1e-9 * want.abs().max(1.0);
+    assert!((got - want).abs() <= tol, "want {want}, got {got}");
+}
+
+#[test]
+fn resets_count_drops_in_left_open_window() {
+    let foo = load(5 * MIN, &[1., 2., 3., 0., 1., 0., 0., 1., 2., 0.]);
+    let bar = load(5 * MIN, &[1., 2., 3., 4., 5., 1., 2., 3., 4., 5.]);
+    // The last sample is at 45m, so (45m, 50m] is empty and there is no result.
+    assert_eq!(eval_at("resets", &foo, 50 * MIN, 5 * MIN, &[]), None);
+    assert_close(eval_at("resets", &foo, 50 * MIN, 10 * MIN, &[]), 0.);
+    assert_close(eval_at("resets", &foo, 50 * MIN, 20 * MIN, &[]), 1.);
+    assert_close(eval_at("resets", &foo, 50 * MIN, 30 * MIN, &[]), 1.);
+    assert_close(eval_at("resets", &foo, 50 * MIN, 32 * MIN, &[]), 2.);
+    assert_close(eval_at("resets", &bar, 50 * MIN, 32 * MIN, &[]), 1.);
+    // (0, 50m] excludes the sample at t=0.
+    assert_close(eval_at("resets", &foo, 50 * MIN, 50 * MIN, &[]), 3.);
+}
+
+#[test]
+fn changes_counts_value_changes_and_treats_nan_pairs_as_unchanged() {
+    let foo = load(5 * MIN, &[1., 2., 3., 0., 1., 0., 0., 1., 2., 0.]);
+    let biz = load(5 * MIN, &[0., 0., 0., 0., 0., 1., 1., 1., 1., 1.]);
+    assert_close(eval_at("changes", &foo, 50 * MIN, 20 * MIN, &[]), 2.);
+    assert_close(eval_at("changes", &foo, 50 * MIN, 30 * MIN, &[]), 3.);
+    assert_close(eval_at("changes", &foo, 50 * MIN, 50 * MIN, &[]), 7.);
+    assert_close(eval_at("changes", &biz, 50 * MIN, 50 * MIN, &[]), 1.);
+    let all_nan = load(5 * MIN, &[f64::NAN, f64::NAN, f64::NAN]);
+    let zero_nan_zero = load(5 * MIN, &[0., f64::NAN, 0.]);
+    assert_close(eval_at("changes", &all_nan, 15 * MIN, 20 * MIN, &[]), 0.);
+    assert_close(eval_at("changes", &zero_nan_zero, 15 * MIN, 20 * MIN, &[]), 2.);
+}
+
+#[test]
+fn increase_extrapolates_but_never_below_zero_for_counters() {
+    let foo = load(5 * MIN, &series(0., 10., 10));
+    let bar: Vec<f64> = series(0., 18., 5).into_iter().chain(series(0., 18., 5)).collect();
+    let bar = load(5 * MIN, &bar);
+    let dings = load(5 * MIN, &series(10., 10., 10));
+    let bumms = load(5 * MIN, &series(1., 10., 10));
+    assert_close(eval_at("increase", &foo, 50 * MIN, 50 * MIN, &[]), 100.);
+    assert_close(eval_at("increase", &bar, 50 * MIN, 50 * MIN, &[]), 160.);
+    assert_close(eval_at("increase", &dings, 50 * MIN, 50 * MIN, &[]), 100.);
+    assert_close(eval_at("increase", &bumms, 50 * MIN, 50 * MIN, &[]), 100.);
+    // Window reaching far before the first sample: extrapolate by half an interval,
+    // or only to where the counter would have been zero.
+    assert_close(eval_at("increase", &foo, 50 * MIN, 100 * MIN, &[]), 100.);
+    assert_close(eval_at("increase", &bar, 50 * MIN, 100 * MIN, &[]), 162.);
+    assert_close(eval_at("increase", &dings, 50 * MIN, 100 * MIN, &[]), 105.);
+    assert_close(eval_at("increase", &bumms, 50 * MIN, 100 * MIN, &[]), 101.);
+}
+
+#[test]
+fn increase_adds_back_the_value_lost_at_a_counter_reset() {
+    let s = load(5 * MIN, &[0., 1., 2., 3., 2., 3., 4.]);
+    assert_close(eval_at("increase", &s, 30 * MIN, 30 * MIN, &[]), 7.);
+}
+
+#[test]
+fn rate_handles_resets_in_the_middle_and_at_the_end() {
+    let middle: Vec<f64> = series(0., 27., 4).into_iter().chain(series(0., 27., 5)).collect();
+    let middle = load(5 * MIN, &middle);
+    assert_close(eval_at("rate", &middle, 50 * MIN, 50 * MIN, &[]), 0.08);
+
+    let mut end = series(0., 10., 9);
+    end.extend([0., 10.]);
+    let end = load(5 * MIN, &end);
+    // A single sample in the window gives no rate.
+    assert_eq!(eval_at("rate", &end, 50 * MIN, 5 * MIN, &[]), None);
+    assert_close(eval_at("rate", &end, 50 * MIN, 6 * MIN, &[]), 0.);
+}
+
+#[test]
+fn rate_is_per_second_over_the_whole_range() {
+    let s = load(5 * MIN, &series(0., 80., 10));
+    assert_close(eval_at("rate", &s, 50 * MIN, 50 * MIN, &[]), 0.26666666666666666);
+    // `[10m] offset 5m` at 50m is the window (35m, 45m].
+    let a = load(5 * MIN, &series(0., 10., 10));
+    let w = window(&a, 45 * MIN, 10 * MIN);
+    let got = eval_range("rate", &w, 35 * MIN, 45 * MIN, &[]).expect("rate");
+    assert_close(got, 0.03333333333333333);
+}
+
+#[test]
+fn rate_zero_cutoff_limits_left_extrapolation() {
+    // load 4m; testcounter_zero_cutoff_total{start=...} <start>+240x10; rate([20m]) at 10m.
+    let cases = [(0., 0.5), (60., 0.55), (120., 0.6), (180., 0.6), (240., 0.6), (300., 0.6)];
+    for (start, want) in cases {
+        let s = load(4 * MIN, &series(start, 240., 10));
+        assert_close(eval_at("rate", &s, 10 * MIN, 20 * MIN, &[]), want);
+        // Far from the series start the normal half-interval rule applies.
+        assert_close(eval_at("rate", &s, 50 * MIN, 20 * MIN, &[]), 0.6);
+    }
+}
+
+#[test]
+fn delta_extrapolates_gauges_in_both_directions() {
+    let up = load(5 * MIN, &[0., 50., 100., 150., 200.]);
+    let down = load(5 * MIN, &[200., 150., 100., 50., 0.]);
+    assert_close(eval_at("delta", &up, 20 * MIN, 20 * MIN, &[]), 200.);
+    assert_close(eval_at("delta", &down, 20 * MIN, 20 * MIN, &[]), -200.);
+}
+
+#[test]
+fn irate_uses_last_two_samples_and_treats_a_drop_as_reset() {
+    let foo = load(5 * MIN, &series(0., 10., 10));
+    let bar: Vec<f64> = series(0., 10., 5).into_iter().chain(series(0., 10., 5)).collect();
+    let bar = load(5 * MIN, &bar);
+    assert_close(eval_at("irate", &foo, 50 * MIN, 50 * MIN, &[]), 1. / 30.);
+    assert_close(eval_at("irate", &bar, 50 * MIN, 50 * MIN, &[]), 1. / 30.);
+    // At 30m the last two samples are 50 then 0: a reset, so the increase is 0.
+    assert_close(eval_at("irate", &bar, 30 * MIN, 50 * MIN, &[]), 0.);
+}
+
+#[test]
+fn irate_and_idelta_propagate_nan() {
+    let s = load(5 * MIN, &[1., f64::NAN, f64::NAN, 5., 11.]);
+    let range = 15 * MIN + 1000;
+    assert_eq!(eval_at("irate", &s, 0, range, &[]), None);
+    assert_close(eval_at("irate", &s, 5 * MIN, range, &[]), f64::NAN);
+    assert_close(eval_at("irate", &s, 15 * MIN, range, &[]), f64::NAN);
+    assert_close(eval_at("irate", &s, 20 * MIN, range, &[]), 0.02);
+    assert_close(eval_at("idelta", &s, 15 * MIN, range, &[]), f64::NAN);
+    assert_close(eval_at("idelta", &s, 20 * MIN, range, &[]), 6.);
+}
+
+#[test]
+fn idelta_is_the_plain_difference_of_the_last_two() {
+    let bar = load(5 * MIN, &[0., 50., 100., 50.]);
+    assert_close(eval_at("idelta", &bar, 20 * MIN, 20 * MIN, &[]), -50.);
+}
+
+#[test]
+fn deriv_matches_least_squares_slope() {
+    let s = load(5 * MIN, &series(0., 80., 10));
+    assert_close(eval_at("deriv", &s, 50 * MIN, 50 * MIN, &[]), 0.26666666666666666);
+    let middle: Vec<f64> = series(0., 10., 4).into_iter().chain(series(0., 10., 5)).collect();
+    let middle = load(5 * MIN, &middle);
+    assert_close(eval_at("deriv", &middle, 50 * MIN, 100 * MIN, &[]), 0.010606060606060607);
+}
+
+#[test]
+fn deriv_and_predict_linear_are_nan_with_infinities() {
+    let mut v = vec![f64::NEG_INFINITY];
+    v.extend(series(0., 80., 10));
+    v.push(f64::INFINITY);
+    let s = load(5 * MIN, &v);
+    assert_close(eval_at("deriv", &s, 100 * MIN, 100 * MIN, &[]), f64::NAN);
+    assert_close(eval_at("predict_linear", &s, 100 * MIN, 100 * MIN, &[6000.]), f64::NAN);
+}
+
+#[test]
+fn deriv_of_constant_series_is_zero() {
+    let s = load(10_000, &[1.5990505637277868; 3]);
+    assert_close(eval_at("deriv", &s, 55_000, 60_000, &[]), 0.);
+}
+
+#[test]
+fn predict_linear_anchors_at_evaluation_time() {
+    let middle: Vec<f64> = series(0., 10., 4).into_iter().chain(series(0., 10., 5)).collect();
+    let s = load(5 * MIN, &middle);
+    assert_close(eval_at("predict_linear", &s, 50 * MIN, 50 * MIN, &[3600.]), 70.);
+    // `[55m] @ 3000` selects (-300s, 3000s]; the regression is anchored at the evaluation
+    // time, passed as args[1] in milliseconds.
+    let w = window(&s, 3_000_000, 55 * MIN);
+    let at = |eval_ms: i64| eval_range("predict_linear", &w, 3_000_000 - 55 * MIN, 3_000_000, &[3600., eval_ms as f64]);
+    assert_close(at(50 * MIN).expect("ok"), 76.81818181818181);
+    assert_close(at(10 * MIN).expect("ok"), 51.36363636363637);
+    assert_close(at(70 * MIN).expect("ok"), 89.54545454545455);
+}
+
+#[test]
+fn predict_linear_equals_last_value_plus_deriv_on_a_line() {
+    let s = load(5 * MIN, &series(0., 80., 10));
+    let p = eval_at("predict_linear", &s, 50 * MIN, 50 * MIN, &[3600.]).expect("value");
+    let d = eval_at("deriv", &s, 50 * MIN, 50 * MIN, &[]).expect("value");
+    assert!((p - (800. + d * 3600.)).abs() < 1e-9);
+}
+
+#[test]
+fn double_exponential_smoothing_follows_linear_trends() {
+    let up: Vec<f64> = series(0., 10., 1000).into_iter().chain(series(100., 30., 1000)).collect();
+    let s = load(10_000, &up);
+    assert_close(eval_at("double_exponential_smoothing", &s, 8_000_000, MIN, &[0.01, 0.1]), 8000.);
+    let down = load(10_000, &series(0., -20., 1000));
+    assert_close(eval_at("double_exponential_smoothing", &down, 8_000_000, MIN, &[0.01, 0.1]), -16000.);
+}
+
+#[test]
+fn double_exponential_smoothing_rejects_out_of_range_factors() {
+    let s = load(10_000, &[1., 2., 3.]);
+    for (sf, tf) in [(0., 0.5), (1., 0.5), (0.5, 0.), (0.5, 1.), (-1., 0.5), (0.5, 2.)] {
+        let err = eval_range("double_exponential_smoothing", &s, -1, 20_000, &[sf, tf]).expect_err("must fail");
+        assert_eq!(err.kind, ErrorKind::Execution);
+    }
+    // One sample: valid factors, but nothing to smooth.
+    let one = load(10_000, &[1.]);
+    assert_eq!(eval_range("double_exponential_smoothing", &one, -1, 0, &[0.5, 0.5]).expect("ok"), None);
+}
+
+#[test]
+fn avg_over_time_special_values() {
+    let cases: &[(&[f64], f64)] = &[
+        (&[1., 2., 3., 4., 5.], 3.),
+        (&[1., 2., 3., 4., f64::INFINITY], f64::INFINITY),
+        (&[1., 2., 3., 4., f64::NEG_INFINITY], f64::NEG_INFINITY),
+        (&[1., 2., 3., f64::INFINITY, f64::NEG_INFINITY], f64::NAN),
+        (&[f64::INFINITY, 0., f64::INFINITY], f64::INFINITY),
+        (&[f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY], f64::NAN),
+        (&[f64::NEG_INFINITY, 0., f64::NEG_INFINITY], f64::NEG_INFINITY),
+        (&[1., 2., f64::NEG_INFINITY, f64::NEG_INFINITY, f64::INFINITY], f64::NAN),
+        (&[9.988465674311579e307, 9.988465674311579e307], 9.988465674311579e307),
+        (&[-9.988465674311579e307; 3], -9.988465674311579e307),
+        (&[-9.988465674311579e307, 9.988465674311579e307], 0.),
+        (&[1., 2., 3., f64::NAN, f64::NAN], f64::NAN),
+        (&[1., 1e100, 1., -1e100], 0.5),
+        (&[1e10, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6], 1.6666666666666675e9),
+        (&[1.78264e50, 0.76342771, 1.9592258, 2.258e220, 7.69805412, 458.90154], 3.76333333333333e219),
+    ];
+    for (values, want) in cases {
+        let s = load(10_000, values);
+        let got = eval_range("avg_over_time", &s, -1, 60_000, &[]).expect("ok");
+        let got_v = got.expect("value");
+        if want.is_nan() {
+            assert!(got_v.is_nan(), "{values:?}: want NaN got {got_v}");
+        } else if want.is_infinite() {
+            assert_eq!(got_v, *want, "{values:?}");
+        } else {
+            let tol = 1e-12 * want.abs().max(1.0);
+            assert!((got_v - want).abs() <= tol, "{values:?}: want {want} got {got_v}");
+        }
+    }
+}
+
+#[test]
+fn avg_over_time_of_a_constant_is_exactly_that_constant() {
+    let s = load(10_000, &[52.; 101]);
+    for range_s in [100, 110, 120, 130] {
+        assert_eq!(eval_at("avg_over_time", &s, 10 * MIN, range_s * 1000, &[]), Some(52.));
+    }
+}
+
+#[test]
+fn sum_over_time_is_kahan_compensated() {
+    let s = load(10_000, &[1., 1e100, 1., -1e100]);
+    assert_eq!(eval_at("sum_over_time", &s, MIN, 2 * MIN, &[]), Some(2.));
+    let dense = load(1, &[1.; 4001]);
+    for range in [1000, 1001, 1002, 1003, 2000, 3003] {
+        assert_eq!(eval_at("sum_over_time", &dense, 4000, range, &[]), Some(range as f64));
+    }
+}
+
+#[test]
+fn stddev_and_stdvar_over_time_are_population_statistics() {
+    let s = load(10_000, &[0., 8., 8., 2., 3.]);
+    assert_close(eval_at("stdvar_over_time", &s, MIN, 2 * MIN, &[]), 10.56);
+    let got = eval_at("stddev_over_time", &s, MIN, 2 * MIN, &[]).expect("value");
+    assert!((got - 3.249615).abs() < 1e-6);
+    let constant = load(10_000, &[1.5990505637277868; 3]);
+    assert_eq!(eval_at("stdvar_over_time", &constant, 55_000, MIN, &[]), Some(0.));
+    assert_eq!(eval_at("stddev_over_time", &constant, 55_000, MIN, &[]), Some(0.));
+}
+
+#[test]
+fn quantile_over_time_interpolates_and_handles_out_of_range_phi() {
+    let two = load(10_000, &[0., 1.]);
+    let three = load(10_000, &[0., 1., 2.]);
+    let uneven = load(10_000, &[0., 1., 4.]);
+    let cases = [(0., [0., 0., 0.]), (0.5, [0.5, 1., 1.]), (0.75, [0.75, 1.5, 2.5]), (0.8, [0.8, 1.6, 2.8]), (1., [1., 2., 4.])];
+    for (q, want) in cases {
+        for (s, w) in [&two, &three, &uneven].iter().zip(want) {
+            assert_close(eval_at("quantile_over_time", s, MIN, 2 * MIN, &[q]), w);
+        }
+    }
+    assert_eq!(eval_at("quantile_over_time", &two, MIN, 2 * MIN, &[-1.]), Some(f64::NEG_INFINITY));
+    assert_eq!(eval_at("quantile_over_time", &two, MIN, 2 * MIN, &[2.]), Some(f64::INFINITY));
+    assert_close(eval_at("quantile_over_time", &two, MIN, 2 * MIN, &[f64::NAN]), f64::NAN);
+}
+
+#[test]
+fn mad_over_time_examples() {
+    let metric = load(10_000, &[4., 6., 2., 1., 999., 1., 2.]);
+    assert_close(eval_at("mad_over_time", &metric, 70_000, 70_000, &[]), 1.);
+    let odd = load(10_000, &[1., 2., 3., 4., 5.]);
+    assert_close(eval_at("mad_over_time", &odd, 40_000, 50_000, &[]), 1.);
+    let equal = load(10_000, &[7.; 5]);
+    assert_close(eval_at("mad_over_time", &equal, 40_000, 50_000, &[]), 0.);
+    let single = load(10_000, &[5.]);
+    assert_close(eval_at("mad_over_time", &single, 0, 10_000, &[]), 0.);
+    let with_nan = load(10_000, &[1., 2., f64::NAN, 4.]);
+    assert_close(eval_at("mad_over_time", &with_nan, 30_000, 40_000, &[]), f64::NAN);
+}
+
+#[test]
+fn min_max_over_time_ignore_nan_unless_all_nan() {
+    let s = load(10_000, &[f64::NAN, 3., 1., f64::NAN, 2.]);
+    assert_eq!(eval_at("min_over_time", &s, 40_000, MIN, &[]), Some(1.));
+    assert_eq!(eval_at("max_over_time", &s, 40_000, MIN, &[]), Some(3.));
+    let nans = load(10_000, &[f64::NAN, f64::NAN]);
+    assert_close(eval_at("min_over_time", &nans, 10_000, MIN, &[]), f64::NAN);
+}
+
+#[test]
+fn ts_of_min_and_max_pick_the_last_occurrence() {
+    // Odd scrape interval to catch rounding bugs in the ms → s conversion.
+    let s = load(7_000, &[5., 1., 9., 1., 9., 3.]);
+    assert_eq!(eval_at("ts_of_min_over_time", &s, 35_000, 40_000, &[]), Some(21.));
+    assert_eq!(eval_at("ts_of_max_over_time", &s, 35_000, 40_000, &[]), Some(28.));
+    assert_eq!(eval_at("ts_of_last_over_time", &s, 35_000, 40_000, &[]), Some(35.));
+    assert_eq!(eval_at("ts_of_first_over_time", &s, 35_000, 40_000, &[]), Some(0.));
+    // The window is left-open: the sample at exactly the start is not in it.
+    assert_eq!(eval_at("ts_of_first_over_time", &s, 35_000, 35_000, &[]), Some(7.));
+}
+
+#[test]
+fn simple_over_time_functions() {
+    let s = load(10_000, &[3., 1., 4., 1., 5.]);
+    assert_eq!(eval_at("count_over_time", &s, 40_000, MIN, &[]), Some(5.));
+    assert_eq!(eval_at("last_over_time", &s, 40_000, MIN, &[]), Some(5.));
+    assert_eq!(eval_at("first_over_time", &s, 40_000, MIN, &[]), Some(3.));
+    assert_eq!(eval_at("present_over_time", &s, 40_000, MIN, &[]), Some(1.));
+    assert_eq!(eval_at("sum_over_time", &s, 40_000, MIN, &[]), Some(14.));
+}
+
+#[test]
+fn unknown_function_is_bad_data_and_missing_args_are_errors() {
+    let s = load(10_000, &[1., 2.]);
+    let err = eval_range("holt_winters", &s, -1, 10_000, &[0.5, 0.5]).expect_err("removed in 3.x");
+    assert_eq!(err.kind, ErrorKind::BadData);
+    let err = eval_range("quantile_over_time", &s, -1, 10_000, &[]).expect_err("needs phi");
+    assert_eq!(err.kind, ErrorKind::BadData);
+    for name in RANGE_FUNCTIONS {
+        assert!(is_range_fn(name));
+    }
+}
+
+#[test]
+fn every_function_gives_no_result_for_an_empty_window() {
+    for name in RANGE_FUNCTIONS {
+        let got = eval_range(name, &[], 0, 60_000, &[0.5, 0.5]).expect("known");
+        assert_eq!(got, None, "{name}");
+    }
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// For a counter without resets, increase ≥ the raw difference, and rate·range
+        /// is increase.
+        #[test]
+        fn rate_times_range_is_increase(deltas in proptest::collection::vec(0u32..1000, 2..50), first_offset in 1i64..15_000) {
+            let mut v = 0.0;
+            let samples: Vec<Sample> = deltas.iter().enumerate().map(|(i, d)| { v += *d as f64; Sample { t: first_offset + i as i64 * 15_000, v } }).collect();
+            let end = samples.last().map(|s| s.t).unwrap_or(0) + 7_000;
+            let start = 0;
+            let inc = eval_range("increase", &samples, start, end, &[]).expect("ok").expect("value");
+            let rate = eval_range("rate", &samples, start, end, &[]).expect("ok").expect("value");
+            let raw = samples.last().map(|s| s.v).unwrap_or(0.) - samples[0].v;
+            prop_assert!(inc >= raw - 1e-9);
+            prop_assert!((rate * (end - start) as f64 / 1000.0 - inc).abs() <= 1e-9 * inc.abs().max(1.0));
+        }
+
+        /// The quantile of a window always lies within its min and max.
+        #[test]
+        fn quantile_over_time_within_min_max(values in proptest::collection::vec(-1e6f64..1e6, 1..40), q in 0.0f64..=1.0) {
+            let s = load(1000, &values);
+            let got = eval_range("quantile_over_time", &s, -1, 1_000_000, &[q]).expect("ok").expect("value");
+            let min = values.iter().cloned().fold(f64::INFINITY, f64::min);
+            let max = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            prop_assert!(got >= min && got <= max);
+        }
+    }
+}

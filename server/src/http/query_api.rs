@@ -1,0 +1,222 @@
+//! The read half of the Prometheus HTTP API: PromQL queries and the status endpoints.
+//!
+//! Routes (GET, and POST with a form body where Prometheus allows it): `/api/v1/query`,
+//! `/query_range`, `/query_exemplars`, `/format_query`, `/parse_query`, and
+//! `/status/{buildinfo,runtimeinfo,flags,tsdb}`. Answers are byte-compatible with Prometheus
+//! 3.x (see `json.rs`); errors use its envelope and types (see `response.rs`).
+//!
+//! This module knows nothing about shards or RocksDB: it reads a tenant's data through
+//! [`TenantData`] and evaluates PromQL through [`Evaluator`], which the server wires to the
+//! local shards and the `tessera_query` engine. Evaluation runs on the blocking pool, bounded
+//! and cancellable (`exec.rs`), so a heavy query never stalls ingestion.
+
+mod ast_json;
+mod exec;
+mod handlers;
+mod json;
+/// Parameter parsing shared with the other read endpoints (series, labels).
+pub mod params;
+mod response;
+mod status;
+mod tsdb_stats;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
+
+pub use exec::QueryControl;
+pub use response::{status_and_type, ApiError, ApiErrorKind};
+pub use tsdb_stats::{CardinalityCounter, HeadSummary, TsdbStatus};
+
+/// Options of one evaluation beyond the expression and its times.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
+    /// Deadline and cancel flag the evaluation must honour.
+    pub control: QueryControl,
+    /// Per-query override of the lookback delta (`lookback_delta=` parameter), in ms.
+    pub lookback_delta_ms: Option<i64>,
+}
+
+/// What the API needs from a PromQL engine. Implemented for `tessera_query::Engine`; a remote
+/// querier can implement it later without touching the HTTP layer. Calls block: they are made
+/// from the blocking pool.
+pub trait Evaluator: Send + Sync + 'static {
+    /// Evaluates `expr` at `time_ms`.
+    fn instant(&self, data: &dyn Queryable, expr: &str, time_ms: i64, opts: &EvalOptions)
+        -> Result<QueryOutput, QueryError>;
+
+    /// Evaluates `expr` at every step from `start_ms` to `end_ms` inclusive.
+    fn range(
+        &self,
+        data: &dyn Queryable,
+        expr: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        opts: &EvalOptions,
+    ) -> Result<QueryOutput, QueryError>;
+}
+
+/// A tenant's data as the read API sees it. Implemented by the server over its shards.
+/// `for_each_series` and `head_summary` block (they read the index); they are called from the
+/// blocking pool.
+pub trait TenantData: Send + Sync + 'static {
+    /// The tenant's series and samples, as the engine reads them. Cheap to call.
+    fn queryable(&self, tenant: &str) -> Arc<dyn Queryable>;
+
+    /// Calls `visit` once per series the tenant has in the index, labels only.
+    fn for_each_series(&self, tenant: &str, visit: &mut dyn FnMut(&Labels)) -> Result<(), QueryError>;
+
+    /// Chunk count and time range of the tenant's data, for `headStats`.
+    fn head_summary(&self, tenant: &str) -> Result<HeadSummary, QueryError>;
+
+    /// Series held across all tenants (`timeSeriesCount` in runtimeinfo), if known.
+    fn total_series(&self) -> Option<u64>;
+}
+
+/// Limits that protect the server from expensive queries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// Longest a query may run, queueing included; a request's `timeout=` can only shorten
+    /// it. Default 2 minutes, as Prometheus' `--query.timeout`.
+    pub timeout: Duration,
+    /// Evaluations running at once; more wait in a queue. Default twice the core count.
+    pub max_concurrent: usize,
+    /// Samples one query may hold in memory, counted as Prometheus counts them (enforced by
+    /// the engine). Default 50 million, as Prometheus' `--query.max-samples`.
+    pub max_samples: u64,
+    /// Most steps a range query may have per series. Default 11,000, Prometheus' fixed limit.
+    pub max_points_per_series: u64,
+    /// Default lookback delta in ms (5 minutes).
+    pub lookback_delta_ms: i64,
+}
+
+impl Default for QueryLimits {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        QueryLimits {
+            timeout: Duration::from_secs(120),
+            max_concurrent: 2 * cores,
+            max_samples: 50_000_000,
+            max_points_per_series: 11_000,
+            lookback_delta_ms: 5 * 60 * 1000,
+        }
+    }
+}
+
+impl QueryLimits {
+    /// Rejects limits that would make every query fail.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.timeout.is_zero() {
+            return Err("query timeout must be positive".into());
+        }
+        if self.max_concurrent == 0 {
+            return Err("max concurrent queries must be at least 1".into());
+        }
+        if self.max_samples == 0 || self.max_points_per_series == 0 {
+            return Err("max samples and max points per series must be positive".into());
+        }
+        if self.lookback_delta_ms <= 0 {
+            return Err("lookback delta must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// What `/status/buildinfo` reports. Grafana reads `version` to pick Prometheus features;
+/// we answer with the Prometheus API level we follow and keep our own facts in the other
+/// fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildInfo {
+    pub version: String,
+    pub revision: String,
+    pub branch: String,
+    pub build_user: String,
+    pub build_date: String,
+    pub go_version: String,
+}
+
+impl Default for BuildInfo {
+    fn default() -> Self {
+        BuildInfo {
+            // The Prometheus HTTP API and PromQL semantics Tessera implements.
+            version: "3.0.0".into(),
+            revision: option_env!("TESSERA_GIT_REVISION").unwrap_or("unknown").into(),
+            branch: option_env!("TESSERA_GIT_BRANCH").unwrap_or("unknown").into(),
+            build_user: "tessera".into(),
+            build_date: option_env!("TESSERA_BUILD_DATE").unwrap_or("unknown").into(),
+            // There is no Go here; name what was built instead of pretending.
+            go_version: format!("tessera {} (Rust)", env!("CARGO_PKG_VERSION")),
+        }
+    }
+}
+
+/// Facts about the running server for the status endpoints.
+#[derive(Debug, Clone)]
+pub struct ServerInfo {
+    pub build: BuildInfo,
+    pub start_time: chrono::DateTime<chrono::Utc>,
+    /// Command-line flags and their values as strings (`/status/flags`).
+    pub flags: Vec<(String, String)>,
+    /// Retention as Prometheus prints it, e.g. `15d`.
+    pub storage_retention: String,
+}
+
+impl Default for ServerInfo {
+    fn default() -> Self {
+        ServerInfo {
+            build: BuildInfo::default(),
+            start_time: chrono::Utc::now(),
+            flags: Vec::new(),
+            storage_retention: String::new(),
+        }
+    }
+}
+
+/// Everything the handlers share.
+pub struct QueryApi {
+    evaluator: Arc<dyn Evaluator>,
+    data: Arc<dyn TenantData>,
+    limits: QueryLimits,
+    info: ServerInfo,
+    executor: exec::Executor,
+}
+
+impl QueryApi {
+    pub fn new(evaluator: Arc<dyn Evaluator>, data: Arc<dyn TenantData>, limits: QueryLimits, info: ServerInfo) -> Self {
+        let executor = exec::Executor::new(limits.max_concurrent);
+        QueryApi { evaluator, data, limits, info, executor }
+    }
+}
+
+/// The tenant of a request: `X-Scope-OrgID` (Cortex/Mimir convention), `anonymous` if absent.
+pub fn tenant_of(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get("X-Scope-OrgID")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .unwrap_or("anonymous")
+        .to_string()
+}
+
+/// The router for all endpoints of this module, with paths starting at `/api/v1`.
+pub fn routes(api: QueryApi) -> Router {
+    let api = Arc::new(api);
+    Router::new()
+        .route("/api/v1/query", get(handlers::query).post(handlers::query))
+        .route("/api/v1/query_range", get(handlers::query_range).post(handlers::query_range))
+        .route("/api/v1/query_exemplars", get(handlers::query_exemplars).post(handlers::query_exemplars))
+        .route("/api/v1/format_query", get(handlers::format_query).post(handlers::format_query))
+        .route("/api/v1/parse_query", get(handlers::parse_query).post(handlers::parse_query))
+        .route("/api/v1/status/buildinfo", get(status::buildinfo))
+        .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
+        .route("/api/v1/status/flags", get(status::flags))
+        .route("/api/v1/status/tsdb", get(status::tsdb))
+        .with_state(api)
+}

@@ -1,0 +1,269 @@
+//! Handlers of the PromQL endpoints: query, query_range, query_exemplars, format_query,
+//! parse_query. Parameter checks follow Prometheus 3.x' order and wording, so a malformed
+//! request gets the same `bad_data` answer from us as from Prometheus.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use promql_parser::parser::value::ValueType;
+use promql_parser::parser::Expr;
+use tessera_query::{QueryOutput, Value};
+
+use super::params::{self, Params, MAX_TIME_MS, MIN_TIME_MS};
+use super::response::{cap_annotations, ApiError, ApiSuccess};
+use super::{ast_json, json, tenant_of, EvalOptions, QueryApi};
+
+/// A read request: its form values and its tenant.
+pub struct ApiRequest {
+    pub params: Params,
+    pub tenant: String,
+}
+
+impl<S: Send + Sync> FromRequest<S> for ApiRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let tenant = tenant_of(req.headers());
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let query = req.uri().query().map(str::to_owned);
+        // axum's default body limit (2 MiB) bounds what a form body may cost us.
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::bad_data(format!("error parsing form values: {e}")))?;
+        Ok(ApiRequest { params: Params::from_request(query.as_deref(), content_type.as_deref(), &body), tenant })
+    }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Parses the `query` parameter, with Prometheus' error wrapping.
+fn parse_expr(params: &Params) -> Result<Expr, ApiError> {
+    promql_parser::parser::parse(params.value("query")).map_err(|e| ApiError::invalid_param("query", e))
+}
+
+/// The deadline of a query: now plus the configured timeout, shortened by `timeout=`.
+fn deadline(api: &QueryApi, params: &Params) -> Result<Instant, ApiError> {
+    let mut timeout = api.limits.timeout;
+    if let Some(raw) = params.get("timeout") {
+        let ns = params::parse_duration_ns(raw).map_err(|e| ApiError::invalid_param("timeout", e))?;
+        // A zero or negative timeout expires at once, as Go's context.WithDeadline does.
+        timeout = timeout.min(Duration::from_nanos(ns.max(0) as u64));
+    }
+    Ok(Instant::now() + timeout)
+}
+
+/// The `lookback_delta=` override (Prometheus' `extractQueryOpts`).
+fn lookback_delta(params: &Params) -> Result<Option<i64>, ApiError> {
+    match params.get("lookback_delta") {
+        None => Ok(None),
+        Some(raw) => {
+            let ns = params::parse_duration_ns(raw)
+                .map_err(|e| ApiError::bad_data(format!("error parsing lookback delta duration: {e}")))?;
+            // Zero means "use the default", as in Prometheus.
+            Ok((ns > 0).then_some(ns / 1_000_000).filter(|ms| *ms > 0))
+        }
+    }
+}
+
+/// Cuts a vector or matrix to `limit` series; Prometheus warns when it does.
+fn truncate(output: &mut QueryOutput, limit: usize) {
+    if limit == 0 {
+        return;
+    }
+    let truncated = match &mut output.value {
+        Value::Vector(v) if v.len() > limit => {
+            v.truncate(limit);
+            true
+        }
+        Value::Matrix(m) if m.len() > limit => {
+            m.truncate(limit);
+            true
+        }
+        _ => false,
+    };
+    if truncated {
+        output.warnings.push("results truncated due to limit".to_string());
+    }
+}
+
+fn respond(output: QueryOutput) -> Response {
+    let mut data = String::new();
+    json::write_query_data(&mut data, &output.value);
+    ApiSuccess {
+        data_json: data,
+        warnings: cap_annotations(output.warnings, "warning"),
+        infos: cap_annotations(output.infos, "info"),
+    }
+    .into_response()
+}
+
+/// Prometheus' name for a value type in error messages (`parser.DocumentedType`).
+fn documented_type(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Vector => "instant vector",
+        ValueType::Matrix => "range vector",
+        ValueType::Scalar => "scalar",
+        ValueType::String => "string",
+    }
+}
+
+/// `GET|POST /api/v1/query`
+pub async fn query(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
+    match instant_query(api, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, ApiError> {
+    let p = &req.params;
+    let limit = params::parse_limit(p).map_err(|e| ApiError::invalid_param("limit", e))?;
+    let time = params::parse_time_param(p, "time", now_ms()).map_err(|e| ApiError::invalid_param("time", e))?;
+    let deadline = deadline(&api, p)?;
+    let lookback = lookback_delta(p)?;
+    parse_expr(p)?;
+
+    let expr = p.value("query").to_string();
+    let queryable = api.data.queryable(&req.tenant);
+    let evaluator = api.evaluator.clone();
+    let mut output = api
+        .executor
+        .run(deadline, move |ctl| {
+            let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
+            evaluator.instant(queryable.as_ref(), &expr, time, &opts)
+        })
+        .await?;
+    truncate(&mut output, limit);
+    Ok(respond(output))
+}
+
+/// `GET|POST /api/v1/query_range`
+pub async fn query_range(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
+    match range_query(api, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Prometheus' 11,000 spelled with thousands separators, as in its error message.
+fn with_thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, ApiError> {
+    let p = &req.params;
+    let limit = params::parse_limit(p).map_err(|e| ApiError::invalid_param("limit", e))?;
+    let start = params::parse_time(p.value("start")).map_err(|e| ApiError::invalid_param("start", e))?;
+    let end = params::parse_time(p.value("end")).map_err(|e| ApiError::invalid_param("end", e))?;
+    if end < start {
+        return Err(ApiError::invalid_param("end", "end timestamp must not be before start time"));
+    }
+    let step_ns = params::parse_duration_ns(p.value("step")).map_err(|e| ApiError::invalid_param("step", e))?;
+    // Steps below a millisecond cannot be evaluated on millisecond timestamps; they would be a
+    // zero step, which Prometheus rejects with this message too.
+    let step_ms = step_ns / 1_000_000;
+    if step_ns <= 0 || step_ms <= 0 {
+        return Err(ApiError::invalid_param(
+            "step",
+            "zero or negative query resolution step widths are not accepted. Try a positive integer",
+        ));
+    }
+    // For safety, limit the number of returned points per series: 11,000 is a week at
+    // 60 s resolution or a year at 1 h. Computed in nanoseconds like Go's Duration division.
+    let span_ns = (end as i128 - start as i128) * 1_000_000;
+    if span_ns / step_ns as i128 > api.limits.max_points_per_series as i128 {
+        return Err(ApiError::bad_data(format!(
+            "exceeded maximum resolution of {} points per timeseries. Try decreasing the query resolution (?step=XX)",
+            with_thousands(api.limits.max_points_per_series)
+        )));
+    }
+    let deadline = deadline(&api, p)?;
+    let lookback = lookback_delta(p)?;
+    let expr_ast = parse_expr(p)?;
+    let t = expr_ast.value_type();
+    if t != ValueType::Vector && t != ValueType::Scalar {
+        return Err(ApiError::invalid_param(
+            "query",
+            format!(
+                "invalid expression type {:?} for range query, must be Scalar or instant Vector",
+                documented_type(t)
+            ),
+        ));
+    }
+
+    let expr = p.value("query").to_string();
+    let queryable = api.data.queryable(&req.tenant);
+    let evaluator = api.evaluator.clone();
+    let mut output = api
+        .executor
+        .run(deadline, move |ctl| {
+            let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
+            evaluator.range(queryable.as_ref(), &expr, start, end, step_ms, &opts)
+        })
+        .await?;
+    truncate(&mut output, limit);
+    Ok(respond(output))
+}
+
+/// `GET|POST /api/v1/query_exemplars`: Tessera stores no exemplars yet, so a valid query gets
+/// a valid, empty answer (and a selector-free one gets 204, as from Prometheus).
+pub async fn query_exemplars(req: ApiRequest) -> Response {
+    let p = &req.params;
+    let result = (|| {
+        let start = params::parse_time_param(p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
+        let end = params::parse_time_param(p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
+        if end < start {
+            return Err(ApiError::bad_data("end timestamp must not be before start timestamp"));
+        }
+        let expr = promql_parser::parser::parse(p.value("query")).map_err(ApiError::bad_data)?;
+        Ok(ast_json::has_selector(&expr))
+    })();
+    match result {
+        Ok(true) => ApiSuccess::data("[]".to_string()).into_response(),
+        Ok(false) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET|POST /api/v1/format_query`: the expression, prettified by promql-parser's port of
+/// Prometheus' printer.
+pub async fn format_query(req: ApiRequest) -> Response {
+    match parse_expr(&req.params) {
+        Ok(expr) => {
+            let mut data = String::new();
+            json::write_str(&mut data, &expr.prettify());
+            ApiSuccess::data(data).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `GET|POST /api/v1/parse_query`: the syntax tree (see `ast_json.rs` for the subset).
+pub async fn parse_query(req: ApiRequest) -> Response {
+    match parse_expr(&req.params) {
+        Ok(expr) => {
+            let mut data = String::new();
+            ast_json::translate(&expr).write(&mut data);
+            ApiSuccess::data(data).into_response()
+        }
+        Err(e) => e.into_response(),
+    }
+}

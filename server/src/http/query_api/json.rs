@@ -1,0 +1,259 @@
+//! JSON written byte for byte as Prometheus writes it.
+//!
+//! Prometheus encodes with json-iterator in its standard-library-compatible mode, plus
+//! hand-written codecs for samples. Three details make a generic serializer differ from it,
+//! which is why this module writes the bytes itself:
+//! - strings escape `<`, `>`, `&`, U+2028 and U+2029 (Go's HTML-safe escaping);
+//! - sample values are strings formatted like `strconv.FormatFloat(v, 'f', -1, 64)`, switching
+//!   to `'e'` below 1e-6 and from 1e21 on, spelled `NaN`, `+Inf`, `-Inf`;
+//! - timestamps are unix seconds written from integer milliseconds (`1435781451.781`,
+//!   `1435781451.5` is written `1435781451.500`), never through a float.
+
+use tessera_query::{Labels, Sample, Series, Value, VectorElem};
+
+/// Appends `s` as a JSON string literal with Go's escaping.
+pub fn write_str(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            // HTML-significant characters and the two JavaScript line separators are escaped
+            // by Go's encoder; a byte-compatible answer must do the same.
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c if (c as u32) < 0x20 => {
+                let b = c as u8;
+                out.push_str("\\u00");
+                out.push(HEX[(b >> 4) as usize] as char);
+                out.push(HEX[(b & 0xf) as usize] as char);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A float as Prometheus prints sample values (without the quotes).
+pub fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".to_string();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    let abs = v.abs();
+    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+        // Rust's `{:e}` gives the same shortest digits as Go's 'e' with precision -1, but
+        // writes the exponent as `e-7`; Go writes a sign and at least two digits: `e-07`.
+        let s = format!("{v:e}");
+        let (mantissa, exp) = s.split_once('e').expect("{:e} output always contains 'e'");
+        let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exp.abs());
+    }
+    // Rust's Display prints the shortest round-trip digits without an exponent, which is
+    // exactly Go's 'f' with precision -1 (including "-0" for negative zero).
+    format!("{v}")
+}
+
+/// Appends a millisecond timestamp as unix seconds, the way Prometheus' codec does: integer
+/// seconds, then `.` and exactly three digits when the milliseconds are not zero.
+pub fn write_timestamp(out: &mut String, t_ms: i64) {
+    let (neg, t) = if t_ms < 0 { (true, t_ms.unsigned_abs()) } else { (false, t_ms as u64) };
+    if neg {
+        out.push('-');
+    }
+    out.push_str(&(t / 1000).to_string());
+    let frac = t % 1000;
+    if frac != 0 {
+        out.push_str(&format!(".{frac:03}"));
+    }
+}
+
+/// `[<unix seconds>,"<value>"]`.
+fn write_point(out: &mut String, t_ms: i64, v: f64) {
+    out.push('[');
+    write_timestamp(out, t_ms);
+    out.push_str(",\"");
+    out.push_str(&format_float(v));
+    out.push_str("\"]");
+}
+
+/// A label set as a JSON object, in the label set's (sorted) order.
+pub fn write_labels(out: &mut String, labels: &Labels) {
+    out.push('{');
+    for (i, l) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(out, &l.name);
+        out.push(':');
+        write_str(out, &l.value);
+    }
+    out.push('}');
+}
+
+fn write_vector_elem(out: &mut String, e: &VectorElem) {
+    out.push_str("{\"metric\":");
+    write_labels(out, &e.labels);
+    out.push_str(",\"value\":");
+    write_point(out, e.t, e.v);
+    out.push('}');
+}
+
+fn write_series(out: &mut String, s: &Series) {
+    out.push_str("{\"metric\":");
+    write_labels(out, &s.labels);
+    out.push_str(",\"values\":[");
+    for (i, Sample { t, v }) in s.samples.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_point(out, *t, *v);
+    }
+    out.push_str("]}");
+}
+
+/// The `data` object of a query answer: `{"resultType":"…","result":…}`.
+pub fn write_query_data(out: &mut String, value: &Value) {
+    out.push_str("{\"resultType\":\"");
+    out.push_str(value.result_type());
+    out.push_str("\",\"result\":");
+    match value {
+        Value::Scalar { t, v } => write_point(out, *t, *v),
+        Value::String { t, s } => {
+            out.push('[');
+            write_timestamp(out, *t);
+            out.push(',');
+            write_str(out, s);
+            out.push(']');
+        }
+        Value::Vector(elems) => {
+            out.push('[');
+            for (i, e) in elems.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_vector_elem(out, e);
+            }
+            out.push(']');
+        }
+        Value::Matrix(series) => {
+            out.push('[');
+            for (i, s) in series.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_series(out, s);
+            }
+            out.push(']');
+        }
+    }
+    out.push('}');
+}
+
+/// Appends a JSON array of strings.
+pub fn write_str_array(out: &mut String, items: &[String]) {
+    out.push('[');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(out, s);
+    }
+    out.push(']');
+}
+
+/// The success envelope around already-encoded `data`, in Prometheus' field order
+/// (`status`, `data`, `warnings`, `infos`), the last two only when non-empty.
+pub fn success_envelope(data_json: &str, warnings: &[String], infos: &[String]) -> String {
+    let mut out = String::with_capacity(data_json.len() + 64);
+    out.push_str("{\"status\":\"success\",\"data\":");
+    out.push_str(data_json);
+    if !warnings.is_empty() {
+        out.push_str(",\"warnings\":");
+        write_str_array(&mut out, warnings);
+    }
+    if !infos.is_empty() {
+        out.push_str(",\"infos\":");
+        write_str_array(&mut out, infos);
+    }
+    out.push('}');
+    out
+}
+
+/// The error envelope: `{"status":"error","errorType":"…","error":"…"}`.
+pub fn error_envelope(error_type: &str, message: &str) -> String {
+    let mut out = String::with_capacity(message.len() + 64);
+    out.push_str("{\"status\":\"error\",\"errorType\":");
+    write_str(&mut out, error_type);
+    out.push_str(",\"error\":");
+    write_str(&mut out, message);
+    out.push('}');
+    out
+}
+
+/// A small ordered-object builder for the status endpoints, whose Go structs fix the key
+/// order (maps, in contrast, are written with sorted keys by Go; callers sort those first).
+pub struct ObjectWriter<'a> {
+    out: &'a mut String,
+    first: bool,
+}
+
+impl<'a> ObjectWriter<'a> {
+    pub fn new(out: &'a mut String) -> Self {
+        out.push('{');
+        ObjectWriter { out, first: true }
+    }
+
+    fn key(&mut self, k: &str) -> &mut String {
+        if !self.first {
+            self.out.push(',');
+        }
+        self.first = false;
+        write_str(self.out, k);
+        self.out.push(':');
+        self.out
+    }
+
+    pub fn str(&mut self, k: &str, v: &str) -> &mut Self {
+        let out = self.key(k);
+        write_str(out, v);
+        self
+    }
+
+    pub fn int(&mut self, k: &str, v: i64) -> &mut Self {
+        let out = self.key(k);
+        out.push_str(&v.to_string());
+        self
+    }
+
+    pub fn bool(&mut self, k: &str, v: bool) -> &mut Self {
+        let out = self.key(k);
+        out.push_str(if v { "true" } else { "false" });
+        self
+    }
+
+    pub fn null(&mut self, k: &str) -> &mut Self {
+        let out = self.key(k);
+        out.push_str("null");
+        self
+    }
+
+    /// Writes a key whose value the caller appends with `f`.
+    pub fn raw(&mut self, k: &str, f: impl FnOnce(&mut String)) -> &mut Self {
+        let out = self.key(k);
+        f(out);
+        self
+    }
+
+    pub fn finish(self) {
+        self.out.push('}');
+    }
+}

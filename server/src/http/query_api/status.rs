@@ -1,0 +1,118 @@
+//! The status endpoints: buildinfo, runtimeinfo, flags, tsdb.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use chrono::SecondsFormat;
+
+use super::handlers::ApiRequest;
+use super::json::{write_str, ObjectWriter};
+use super::response::{ApiError, ApiSuccess};
+use super::tsdb_stats::{self, CardinalityCounter};
+use super::QueryApi;
+
+/// `GET /api/v1/status/buildinfo`, with the field order of Prometheus' `PrometheusVersion`.
+pub async fn buildinfo(State(api): State<Arc<QueryApi>>) -> Response {
+    let b = &api.info.build;
+    let mut out = String::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.str("version", &b.version)
+        .str("revision", &b.revision)
+        .str("branch", &b.branch)
+        .str("buildUser", &b.build_user)
+        .str("buildDate", &b.build_date)
+        .str("goVersion", &b.go_version);
+    o.finish();
+    ApiSuccess::data(out).into_response()
+}
+
+/// `GET /api/v1/status/runtimeinfo`. Only fields we can state truthfully: the Go runtime's
+/// (goroutines, GOGC, GODEBUG) are left out; `GOMAXPROCS` carries the parallelism we use.
+pub async fn runtimeinfo(State(api): State<Arc<QueryApi>>) -> Response {
+    let start = api.info.start_time.to_rfc3339_opts(SecondsFormat::AutoSi, true);
+    let now = chrono::Utc::now().to_rfc3339_opts(SecondsFormat::AutoSi, true);
+    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
+    let hostname = hostname();
+    let cores = std::thread::available_parallelism().map(|n| n.get() as i64).unwrap_or(1);
+    let mut out = String::new();
+    let mut o = ObjectWriter::new(&mut out);
+    o.str("startTime", &start)
+        .str("CWD", &cwd)
+        .str("hostname", &hostname)
+        .str("serverTime", &now)
+        .bool("reloadConfigSuccess", true)
+        // The configuration is read once at start-up; there is no reload.
+        .str("lastConfigTime", &start);
+    if let Some(n) = api.data.total_series() {
+        o.int("timeSeriesCount", n as i64);
+    }
+    o.int("GOMAXPROCS", cores).str("storageRetention", &api.info.storage_retention);
+    o.finish();
+    ApiSuccess::data(out).into_response()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// `GET /api/v1/status/flags`: every flag as a string, keys sorted (Go writes maps that way).
+pub async fn flags(State(api): State<Arc<QueryApi>>) -> Response {
+    let mut flags = api.info.flags.clone();
+    flags.sort();
+    let mut out = String::from("{");
+    for (i, (k, v)) in flags.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(&mut out, k);
+        out.push(':');
+        write_str(&mut out, v);
+    }
+    out.push('}');
+    ApiSuccess::data(out).into_response()
+}
+
+/// `GET /api/v1/status/tsdb`: cardinality of the requesting tenant's series. The walk over
+/// the index runs on the blocking pool under the same concurrency bound and timeout as
+/// queries, since a tenant with millions of series makes it a heavy request.
+pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
+    let limit = match tsdb_stats::parse_limit(req.params.get("limit")) {
+        Ok(l) => l,
+        Err(e) => return ApiError::bad_data(e).into_response(),
+    };
+    let data = api.data.clone();
+    let tenant = req.tenant;
+    let deadline = Instant::now() + api.limits.timeout;
+    let result = api
+        .executor
+        .run(deadline, move |ctl| {
+            let mut counter = CardinalityCounter::default();
+            let mut seen = 0u64;
+            let mut stopped = None;
+            data.for_each_series(&tenant, &mut |labels| {
+                // Check the deadline now and then; the visitor cannot return early, so we
+                // stop counting and report the timeout afterwards.
+                seen += 1;
+                if stopped.is_none() && seen % 4096 == 0 {
+                    stopped = ctl.stop_reason();
+                }
+                if stopped.is_none() {
+                    counter.add(labels);
+                }
+            })?;
+            if let Some(e) = stopped {
+                return Err(e);
+            }
+            let head = data.head_summary(&tenant)?;
+            Ok(counter.finish(head, limit))
+        })
+        .await;
+    match result {
+        Ok(status) => ApiSuccess::data(status.to_json()).into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
