@@ -12,7 +12,6 @@ pub mod functions;
 pub mod model;
 pub mod promqltest;
 pub mod value;
-pub mod functions;
 
 pub use engine::{Engine, EngineOptions, QueryOptions};
 pub use error::{ErrorKind, QueryError};
