@@ -1,0 +1,51 @@
+//! Orderings from the `sort_by_label` section of `functions.test`.
+
+use super::*;
+
+fn sorted(values: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = values.iter().map(|s| s.to_string()).collect();
+    v.sort_by(|a, b| if a == b { Ordering::Equal } else if natural_less(a, b) { Ordering::Less } else { Ordering::Greater });
+    v
+}
+
+#[test]
+fn natural_order_compares_digit_runs_numerically() {
+    assert_eq!(
+        sorted(&["0", "1", "10", "100", "11", "12", "2", "20", "21", "3"]),
+        ["0", "1", "2", "3", "10", "11", "12", "20", "21", "100"]
+    );
+    assert_eq!(sorted(&["4m600", "4m5", "4m1000"]), ["4m5", "4m600", "4m1000"]);
+    assert_eq!(sorted(&["1.111.3", "1.2.3", "1.11.3"]), ["1.2.3", "1.11.3", "1.111.3"]);
+    assert_eq!(sorted(&["production", "canary"]), ["canary", "production"]);
+}
+
+#[test]
+fn natural_order_prefix_sorts_first() {
+    assert!(natural_less("cpu", "cpu1"));
+    assert!(!natural_less("cpu1", "cpu"));
+}
+
+#[test]
+fn sort_by_label_falls_back_to_full_label_sets() {
+    let a = Labels::from_pairs([("group", "canary"), ("instance", "0"), ("job", "api-server")]);
+    let b = Labels::from_pairs([("group", "canary"), ("instance", "0"), ("job", "app-server")]);
+    let c = Labels::from_pairs([("group", "production"), ("instance", "0"), ("job", "api-server")]);
+    let d = Labels::from_pairs([("group", "canary"), ("instance", "1"), ("job", "api-server")]);
+    let names = vec!["instance".to_string()];
+    let mut v = vec![d.clone(), c.clone(), b.clone(), a.clone()];
+    v.sort_by(|x, y| sort_by_label_cmp(x, y, &names, false));
+    assert_eq!(v, [a.clone(), b.clone(), c.clone(), d.clone()]);
+    v.sort_by(|x, y| sort_by_label_cmp(x, y, &names, true));
+    assert_eq!(v, [d, c, b, a]);
+}
+
+#[test]
+fn value_sorts_put_nan_last_both_ways() {
+    let mut v = vec![2., f64::NAN, 1., 3.];
+    v.sort_by(|a, b| sort_asc_cmp(*a, *b));
+    assert_eq!(&v[..3], &[1., 2., 3.]);
+    assert!(v[3].is_nan());
+    v.sort_by(|a, b| sort_desc_cmp(*a, *b));
+    assert_eq!(&v[..3], &[3., 2., 1.]);
+    assert!(v[3].is_nan());
+}
