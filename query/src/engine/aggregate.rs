@@ -7,7 +7,7 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, format_go_float, format_go_g, valid_label_name, NAME};
+use super::labels_util::{self, format_go_float, format_go_g, is_histogram_marker, valid_label_name, NAME};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::model::Labels;
@@ -35,11 +35,13 @@ struct Acc {
     incremental_mean: bool,
     values: Vec<f64>,
     drop_name: bool,
+    /// Native histogram samples seen (not aggregated, see `is_histogram_marker`).
+    hist: usize,
 }
 
 impl Acc {
     fn new() -> Self {
-        Acc { count: 0.0, value: 0.0, kahan: 0.0, mean: 0.0, incremental_mean: false, values: Vec::new(), drop_name: false }
+        Acc { count: 0.0, value: 0.0, kahan: 0.0, mean: 0.0, incremental_mean: false, values: Vec::new(), drop_name: false, hist: 0 }
     }
 
     fn add(&mut self, op: &str, f: f64) {
@@ -203,12 +205,39 @@ impl Evaluator<'_> {
                     }
                     for &(i, v) in &present {
                         let acc = accs[series_group[i]].get_or_insert_with(Acc::new);
-                        acc.add(&op, v);
                         acc.drop_name |= input[i].drop_name;
+                        if is_histogram_marker(v) {
+                            acc.hist += 1;
+                            if op == "count" || op == "group" {
+                                acc.add(&op, 0.0);
+                            }
+                            continue;
+                        }
+                        acc.add(&op, v);
                     }
                     let param = fparam.as_ref().map(|p| p[k]).unwrap_or(0.0);
                     for (g, acc) in accs.iter_mut().enumerate() {
                         if let Some(mut a) = acc.take() {
+                            if a.hist > 0 && op != "count" && op != "group" {
+                                // Native histograms are not aggregated here: a mix with
+                                // floats is refused by sum/avg and ignored by the others.
+                                if a.count > 0.0 && (op == "sum" || op == "avg") {
+                                    self.ctx.warn(format!(
+                                        "PromQL warning: encountered a mix of histograms and floats for aggregation {}",
+                                        self.ctx.pos_of_first_arg(&op)
+                                    ));
+                                    continue;
+                                }
+                                if a.count > 0.0 {
+                                    self.ctx.info(format!(
+                                        "PromQL info: ignored histogram in {op} aggregation {}",
+                                        self.ctx.pos_of_first_arg(&op)
+                                    ));
+                                }
+                                if a.count == 0.0 || op == "sum" || op == "avg" {
+                                    continue;
+                                }
+                            }
                             let v = a.result(&op, param);
                             out[g].pts.push((t, v));
                             if name_in_group && a.drop_name {
@@ -330,6 +359,10 @@ impl Evaluator<'_> {
             let mut groups: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ngroups];
             let mut gorder: Vec<usize> = Vec::new();
             for &(i, v) in &present {
+                if is_histogram_marker(v) && op != "limitk" {
+                    self.ctx.info(format!("PromQL info: ignored histogram in {op} aggregation {pos}"));
+                    continue;
+                }
                 let g = series_group[i];
                 let h = &mut groups[g];
                 if h.is_empty() {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use promql_parser::parser::{BinaryExpr, LabelModifier, VectorMatchCardinality};
 
 use super::eval::Evaluator;
-use super::labels_util::{self, signature};
+use super::labels_util::{self, is_histogram_marker, signature};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::model::Labels;
@@ -140,6 +140,13 @@ impl Evaluator<'_> {
         }
     }
 
+    fn incompatible(&self, op: &str) {
+        self.ctx.info(format!(
+            "PromQL info: incompatible sample types encountered for binary operator {op:?} {}",
+            self.ctx.pos_of("", 0)
+        ));
+    }
+
     fn vector_scalar(
         &self,
         op: &str,
@@ -152,6 +159,14 @@ impl Evaluator<'_> {
         for ser in v.iter_mut() {
             let mut pts = Vec::with_capacity(ser.pts.len());
             for &(t, x) in &ser.pts {
+                if is_histogram_marker(x) {
+                    // Native histograms are not evaluated; a comparison with a float is
+                    // an incompatible pair in Prometheus too.
+                    if cmp {
+                        self.incompatible(op);
+                    }
+                    continue;
+                }
                 let k = ((t - self.start) / self.step) as usize;
                 let sv = s[k.min(s.len() - 1)];
                 let (l, r) = if swap { (sv, x) } else { (x, sv) };
@@ -255,6 +270,12 @@ impl Evaluator<'_> {
                     ));
                 }
                 entry.push(labels.clone());
+                if is_histogram_marker(mv) || is_histogram_marker(ov) {
+                    if is_histogram_marker(mv) != is_histogram_marker(ov) {
+                        self.incompatible(op);
+                    }
+                    continue;
+                }
                 let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
                 let (mut val, keep) = float_binop(op, l, r)?;
                 if return_bool {

@@ -8,7 +8,7 @@ use promql_parser::parser::{Call, Expr};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, format_go_g, natural_cmp, NAME};
+use super::labels_util::{self, format_go_g, is_histogram_marker, natural_cmp, NAME};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
@@ -297,6 +297,10 @@ impl Evaluator<'_> {
             s.drop_name = true;
             let mut pts = Vec::with_capacity(s.pts.len());
             for &(t, x) in &s.pts {
+                // Float functions drop native histogram samples.
+                if is_histogram_marker(x) {
+                    continue;
+                }
                 let k = ((t - self.start) / self.step) as usize;
                 for (i, sa) in sargs.iter().enumerate() {
                     a[i] = sa[k.min(sa.len() - 1)];
@@ -368,9 +372,40 @@ impl Evaluator<'_> {
         let mut out: Vec<StepSeries> =
             ra.series.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name || !keep_name)).collect();
         let mut fargs = vec![0.0; scalars.len()];
+        // Functions that look at every sample, float or histogram.
+        let all_types = matches!(
+            name,
+            "count_over_time" | "present_over_time" | "last_over_time" | "first_over_time"
+                | "ts_of_last_over_time" | "ts_of_first_over_time"
+        );
+        // Functions that refuse a mix of floats and histograms (warning, no result);
+        // the others ignore the histograms (info).
+        let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
+        let mut floats_buf: Vec<crate::model::Sample> = Vec::new();
+        let ctx = self.ctx;
         self.for_each_window(&ra, |win, si, k, ws, we| {
             for (i, s) in scalars.iter().enumerate() {
                 fargs[i] = s[k.min(s.len() - 1)];
+            }
+            let mut win = win;
+            if !all_types && win.iter().any(|s| is_histogram_marker(s.v)) {
+                floats_buf.clear();
+                floats_buf.extend(win.iter().filter(|s| !is_histogram_marker(s.v)).copied());
+                if floats_buf.is_empty() {
+                    return Ok(());
+                }
+                let metric = ra.series[si].labels.get(NAME).unwrap_or("").to_string();
+                let p = ctx.pos_of_first_arg(name);
+                if refuse_mix {
+                    ctx.warn(format!(
+                        "PromQL warning: encountered a mix of histograms and floats for metric name {metric:?} {p}"
+                    ));
+                    return Ok(());
+                }
+                ctx.info(format!(
+                    "PromQL info: ignored histograms in a range containing both floats and histograms for metric name {metric:?} {p}"
+                ));
+                win = &floats_buf;
             }
             // predict_linear extrapolates from the evaluation time, not from the
             // window end (they differ under `@` and `offset`).
@@ -443,6 +478,9 @@ impl Evaluator<'_> {
             let t = self.ts(k);
             cur.at(&v, t, &mut present);
             for &(i, val) in &present {
+                if is_histogram_marker(val) {
+                    continue;
+                }
                 if let Some((g, ub)) = series_info[i] {
                     buckets[g].push((ub, val));
                 }

@@ -12,6 +12,16 @@ pub fn is_stale_nan(v: f64) -> bool {
     v.to_bits() == STALE_NAN_BITS
 }
 
+/// A NaN payload standing for "a native histogram sample" in data that has them (the
+/// promqltest store): the engine does not evaluate native histograms, but it must know
+/// a histogram sample is there, e.g. to count it or to skip it in float functions as
+/// Prometheus does. Storage never produces it.
+pub const HISTOGRAM_MARKER_BITS: u64 = 0x7ff0_0000_0000_0003;
+
+pub fn is_histogram_marker(v: f64) -> bool {
+    v.to_bits() == HISTOGRAM_MARKER_BITS
+}
+
 pub(crate) const NAME: &str = "__name__";
 
 pub(crate) fn without_name(l: &Labels) -> Labels {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_script, Cmd, EvalCmd, Expected, MsgMatch, Point};
 use super::store::MemStore;
-use crate::engine::{Engine, EngineOptions, QueryOptions, STALE_NAN_BITS};
+use crate::engine::{Engine, EngineOptions, QueryOptions, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 use crate::model::Labels;
 use crate::value::{QueryOutput, Value};
 
@@ -84,7 +84,10 @@ pub fn run_script(name: &str, text: &str) -> FileSummary {
                         match p {
                             Point::Float(v) => store.add(labels.clone(), t, *v),
                             Point::Stale => store.add(labels.clone(), t, f64::from_bits(STALE_NAN_BITS)),
-                            Point::Missing | Point::Histogram => {}
+                            // Native histograms are not evaluated; a marker keeps their
+                            // presence visible (counted, skipped by float functions).
+                            Point::Histogram => store.add(labels.clone(), t, f64::from_bits(HISTOGRAM_MARKER_BITS)),
+                            Point::Missing => {}
                         }
                     }
                 }
