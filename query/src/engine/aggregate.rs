@@ -172,7 +172,10 @@ impl Evaluator<'_> {
             "count_values" => {
                 let label = sparam.unwrap_or_default();
                 if !valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
-                    return Err(QueryError::execution(format!("invalid label name {label:?}")));
+                    return Err(QueryError::execution(format!(
+                    "invalid label name {}",
+                    self.ctx.go_quote(&label)
+                )));
                 }
                 self.count_values(&label, &input, &series_group, &glabels).map(Val::Vector)
             }
@@ -228,7 +231,12 @@ impl Evaluator<'_> {
                                     ));
                                     continue;
                                 }
-                                if a.count > 0.0 {
+                                if a.count == 0.0 && (op == "sum" || op == "avg") {
+                                    // Only histograms: the result is a histogram, kept opaque.
+                                    out[g].pts.push((t, f64::from_bits(labels_util::HISTOGRAM_MARKER_BITS)));
+                                    continue;
+                                }
+                                if op != "sum" && op != "avg" {
                                     self.ctx.info(format!(
                                         "PromQL info: ignored histogram in {op} aggregation {}",
                                         self.ctx.pos_of_first_arg(&op)
@@ -270,6 +278,9 @@ impl Evaluator<'_> {
             let mut counts: Vec<(usize, f64)> = Vec::new();
             let mut at_step: HashMap<Labels, usize> = HashMap::new();
             for &(i, v) in &present {
+                if is_histogram_marker(v) {
+                    continue;
+                }
                 let l = labels_util::set(&glabels[series_group[i]], label, &format_go_float(v));
                 let idx = *index.entry(l.clone()).or_insert_with(|| {
                     out.push(StepSeries::new(l.clone(), false));

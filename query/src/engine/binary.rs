@@ -271,7 +271,9 @@ impl Evaluator<'_> {
                 }
                 entry.push(labels.clone());
                 if is_histogram_marker(mv) || is_histogram_marker(ov) {
-                    if is_histogram_marker(mv) != is_histogram_marker(ov) {
+                    // Histograms are opaque here; ordering them is undefined in
+                    // Prometheus too (an info annotation, no result).
+                    if is_histogram_marker(mv) != is_histogram_marker(ov) || matches!(op, ">" | "<" | ">=" | "<=") {
                         self.incompatible(op);
                     }
                     continue;

@@ -65,6 +65,8 @@ impl Evaluator<'_> {
                 let mut out = Vec::with_capacity(n);
                 for k in 0..n {
                     cur.at(&v, self.ts(k), &mut present);
+                    // Only float samples count; a histogram is not a scalar.
+                    present.retain(|p| !is_histogram_marker(p.1));
                     out.push(if present.len() == 1 { present[0].1 } else { f64::NAN });
                 }
                 Ok(Val::Scalar(out))
@@ -158,6 +160,11 @@ impl Evaluator<'_> {
             }
             "sort" | "sort_desc" | "sort_by_label" | "sort_by_label_desc" => {
                 let mut v = self.eval_vector(arg(0)?)?;
+                // sort* ignore native histograms.
+                for s in v.iter_mut() {
+                    s.pts.retain(|p| !is_histogram_marker(p.1));
+                }
+                v.retain(|s| !s.pts.is_empty());
                 let mut by = Vec::new();
                 for a in args.iter().skip(1) {
                     by.push(self.eval_string(a)?);
@@ -392,6 +399,11 @@ impl Evaluator<'_> {
                 floats_buf.clear();
                 floats_buf.extend(win.iter().filter(|s| !is_histogram_marker(s.v)).copied());
                 if floats_buf.is_empty() {
+                    // Only histograms: the functions that map histograms to histograms
+                    // produce one (kept opaque); the others produce nothing.
+                    if matches!(name, "rate" | "increase" | "delta" | "irate" | "idelta" | "sum_over_time" | "avg_over_time") {
+                        out[si].pts.push((self.ts(k), f64::from_bits(labels_util::HISTOGRAM_MARKER_BITS)));
+                    }
                     return Ok(());
                 }
                 let metric = ra.series[si].labels.get(NAME).unwrap_or("").to_string();

@@ -168,6 +168,26 @@ impl Ctx {
         std::str::from_utf8(&bytes).is_err()
     }
 
+    /// Go's `%q` of a string that may hold bytes from `\x` escapes (see
+    /// `has_invalid_utf8`): those are written back as `\xNN`.
+    pub fn go_quote(&self, s: &str) -> String {
+        let lower = self.query.to_ascii_lowercase();
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            let code = c as u32;
+            if (0x80..=0xff).contains(&code) && lower.contains(&format!("\\x{code:02x}")) {
+                out.push_str(&format!("\\x{code:02x}"));
+            } else if c == '"' || c == '\\' {
+                out.push('\\');
+                out.push(c);
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('"');
+        out
+    }
+
     pub fn into_output(self, value: Value) -> QueryOutput {
         QueryOutput { value, warnings: self.warnings.into_inner(), infos: self.infos.into_inner() }
     }

@@ -99,20 +99,15 @@ pub(crate) fn parse_number(s: &str) -> Option<f64> {
         "-Inf" | "-inf" => return Some(f64::NEG_INFINITY),
         _ => {}
     }
-    if s.is_empty() || s.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E' && c != 'x' && c != 'X') {
-        if !(s.starts_with("0x") || s.starts_with("-0x")) {
-            return None;
-        }
+    // No hex: in series values `0x59` means "0 repeated 59 times".
+    if s.is_empty() || s.contains(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E') {
+        return None;
     }
     let (neg, body) = match s.strip_prefix('-') {
         Some(b) => (true, b),
         None => (false, s.strip_prefix('+').unwrap_or(s)),
     };
-    let v = if let Some(h) = body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        i64::from_str_radix(h, 16).ok()? as f64
-    } else {
-        body.parse::<f64>().ok()?
-    };
+    let v = body.parse::<f64>().ok()?;
     Some(if neg { -v } else { v })
 }
 
