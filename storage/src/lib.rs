@@ -4,10 +4,7 @@
 //! the per-day inverted index, label matchers and retention. It is synchronous (no
 //! tokio): every call may block on disk and must be made from a blocking thread.
 //! It never knows about HTTP, gRPC, PromQL or tenants (the server encodes the tenant
-//! as the reserved label `__tenant__`).
-//!
-//! Interface contract (fixed so the server and query crates can build against it;
-//! the storage issue fills in the bodies):
+//! as the reserved label `__tenant__`). Byte layouts are in `FORMAT.md`.
 //!
 //! - `Engine::open(dir, EngineConfig) -> Result<Engine>` replays the WAL.
 //! - `Engine::append(&self, &[SeriesAppend]) -> Result<AppendReport>`: returns only
@@ -18,3 +15,24 @@
 //!   samples with `mint <= t <= maxt`, in time order, one entry per series, labels sorted.
 //! - `Engine::label_names` / `Engine::label_values` / `Engine::series` read the index only.
 //! - `Engine::flush`, `Engine::stats`, `Engine::close`.
+
+pub mod chunk;
+mod config;
+mod db;
+mod engine;
+mod error;
+mod head;
+mod index;
+mod keys;
+mod matcher;
+mod read;
+mod types;
+mod varint;
+mod wal;
+
+pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
+pub use engine::{Engine, ReplayReport};
+pub use wal::TornTail;
+pub use error::{Error, ErrorKind, Result};
+pub use matcher::{MatchOp, Matcher};
+pub use types::{AppendReport, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats};

@@ -98,8 +98,8 @@ fn clamp(v: f64, min: f64, max: f64) -> Option<f64> {
     Some(go_max(min, go_min(max, v)))
 }
 
-/// Go's `math.Max`: NaN wins, +Inf beats everything else.
-fn go_max(a: f64, b: f64) -> f64 {
+/// Go's `math.Max`: NaN wins, +Inf beats everything else. Also what `max_of(a, b)` is.
+pub fn go_max(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else if a == 0.0 && b == 0.0 {
@@ -116,8 +116,8 @@ fn go_max(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Go's `math.Min`: NaN wins, -Inf beats everything else.
-fn go_min(a: f64, b: f64) -> f64 {
+/// Go's `math.Min`: NaN wins, -Inf beats everything else. Also what `min_of(a, b)` is.
+pub fn go_min(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else if a == 0.0 && b == 0.0 {

@@ -19,45 +19,168 @@ pub mod trend;
 use crate::model::Sample;
 use crate::QueryError;
 
+/// A range function resolved from its name once, so that evaluating it per window and
+/// step does not repeat the string match (a query evaluates `rate` millions of times).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RangeFn {
+    Rate,
+    Increase,
+    Delta,
+    Irate,
+    Idelta,
+    Deriv,
+    PredictLinear,
+    DoubleExponentialSmoothing,
+    Changes,
+    Resets,
+    AvgOverTime,
+    SumOverTime,
+    MinOverTime,
+    MaxOverTime,
+    CountOverTime,
+    StddevOverTime,
+    StdvarOverTime,
+    QuantileOverTime,
+    MadOverTime,
+    LastOverTime,
+    FirstOverTime,
+    PresentOverTime,
+    AbsentOverTime,
+    TsOfMinOverTime,
+    TsOfMaxOverTime,
+    TsOfLastOverTime,
+    TsOfFirstOverTime,
+}
+
+impl RangeFn {
+    /// Every range function with its PromQL name.
+    pub const ALL: [(RangeFn, &'static str); 27] = [
+        (RangeFn::Rate, "rate"),
+        (RangeFn::Increase, "increase"),
+        (RangeFn::Delta, "delta"),
+        (RangeFn::Irate, "irate"),
+        (RangeFn::Idelta, "idelta"),
+        (RangeFn::Deriv, "deriv"),
+        (RangeFn::PredictLinear, "predict_linear"),
+        (RangeFn::DoubleExponentialSmoothing, "double_exponential_smoothing"),
+        (RangeFn::Changes, "changes"),
+        (RangeFn::Resets, "resets"),
+        (RangeFn::AvgOverTime, "avg_over_time"),
+        (RangeFn::SumOverTime, "sum_over_time"),
+        (RangeFn::MinOverTime, "min_over_time"),
+        (RangeFn::MaxOverTime, "max_over_time"),
+        (RangeFn::CountOverTime, "count_over_time"),
+        (RangeFn::StddevOverTime, "stddev_over_time"),
+        (RangeFn::StdvarOverTime, "stdvar_over_time"),
+        (RangeFn::QuantileOverTime, "quantile_over_time"),
+        (RangeFn::MadOverTime, "mad_over_time"),
+        (RangeFn::LastOverTime, "last_over_time"),
+        (RangeFn::FirstOverTime, "first_over_time"),
+        (RangeFn::PresentOverTime, "present_over_time"),
+        (RangeFn::AbsentOverTime, "absent_over_time"),
+        (RangeFn::TsOfMinOverTime, "ts_of_min_over_time"),
+        (RangeFn::TsOfMaxOverTime, "ts_of_max_over_time"),
+        (RangeFn::TsOfLastOverTime, "ts_of_last_over_time"),
+        (RangeFn::TsOfFirstOverTime, "ts_of_first_over_time"),
+    ];
+
+    pub fn from_name(name: &str) -> Option<RangeFn> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(f, _)| *f)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(f, _)| *f == self).map(|(_, n)| *n).unwrap_or("")
+    }
+
+    /// How many scalar arguments [`RangeFn::eval`] reads from `args` (at least).
+    pub fn scalar_args(self) -> usize {
+        match self {
+            RangeFn::PredictLinear | RangeFn::QuantileOverTime => 1,
+            RangeFn::DoubleExponentialSmoothing => 2,
+            _ => 0,
+        }
+    }
+
+    /// Evaluates the function over one window; see [`eval_range`] for the meaning of the
+    /// arguments, the result and the errors.
+    pub fn eval(
+        self,
+        samples: &[Sample],
+        window_start_ms: i64,
+        window_end_ms: i64,
+        args: &[f64],
+    ) -> Result<Option<f64>, QueryError> {
+        let arg = |i: usize| -> Result<f64, QueryError> {
+            args.get(i)
+                .copied()
+                .ok_or_else(|| QueryError::bad_data(format!("{}(): missing scalar argument {}", self.name(), i + 1)))
+        };
+        let out = match self {
+            RangeFn::Rate => rate::extrapolated_rate(samples, window_start_ms, window_end_ms, true, true),
+            RangeFn::Increase => rate::extrapolated_rate(samples, window_start_ms, window_end_ms, true, false),
+            RangeFn::Delta => rate::extrapolated_rate(samples, window_start_ms, window_end_ms, false, false),
+            RangeFn::Irate => rate::instant_value(samples, true),
+            RangeFn::Idelta => rate::instant_value(samples, false),
+            RangeFn::Deriv => trend::deriv(samples),
+            RangeFn::PredictLinear => {
+                let duration_s = arg(0)?;
+                // The evaluation time travels as f64 milliseconds; timestamps are far
+                // below 2^53 so the conversion back is exact.
+                let at_ms = args.get(1).map(|t| *t as i64).unwrap_or(window_end_ms);
+                trend::predict_linear(samples, at_ms, duration_s)
+            }
+            RangeFn::DoubleExponentialSmoothing => {
+                let (sf, tf) = (arg(0)?, arg(1)?);
+                // Prometheus validates the factors only when it has data to smooth: it
+                // never calls a function for a series without samples in the window.
+                if samples.is_empty() {
+                    return Ok(None);
+                }
+                trend::double_exponential_smoothing(samples, sf, tf)?
+            }
+            RangeFn::Changes => over_time::changes(samples),
+            RangeFn::Resets => over_time::resets(samples),
+            RangeFn::AvgOverTime => over_time::avg(samples),
+            RangeFn::SumOverTime => over_time::sum(samples),
+            RangeFn::MinOverTime => over_time::min(samples),
+            RangeFn::MaxOverTime => over_time::max(samples),
+            RangeFn::CountOverTime => over_time::count(samples),
+            RangeFn::StddevOverTime => over_time::stddev(samples),
+            RangeFn::StdvarOverTime => over_time::stdvar(samples),
+            RangeFn::QuantileOverTime => over_time::quantile(samples, arg(0)?),
+            RangeFn::MadOverTime => over_time::mad(samples),
+            RangeFn::LastOverTime => samples.last().map(|s| s.v),
+            RangeFn::FirstOverTime => samples.first().map(|s| s.v),
+            RangeFn::PresentOverTime | RangeFn::AbsentOverTime => (!samples.is_empty()).then_some(1.0),
+            RangeFn::TsOfMinOverTime => over_time::ts_of_min(samples),
+            RangeFn::TsOfMaxOverTime => over_time::ts_of_max(samples),
+            RangeFn::TsOfLastOverTime => samples.last().map(|s| s.t as f64 / 1000.0),
+            RangeFn::TsOfFirstOverTime => samples.first().map(|s| s.t as f64 / 1000.0),
+        };
+        Ok(out)
+    }
+}
+
 /// Every name [`eval_range`] understands, so the engine can validate a call before it
 /// selects any data.
-pub const RANGE_FUNCTIONS: &[&str] = &[
-    "rate",
-    "increase",
-    "delta",
-    "irate",
-    "idelta",
-    "deriv",
-    "predict_linear",
-    "double_exponential_smoothing",
-    "changes",
-    "resets",
-    "avg_over_time",
-    "sum_over_time",
-    "min_over_time",
-    "max_over_time",
-    "count_over_time",
-    "stddev_over_time",
-    "stdvar_over_time",
-    "quantile_over_time",
-    "mad_over_time",
-    "last_over_time",
-    "first_over_time",
-    "present_over_time",
-    "absent_over_time",
-    "ts_of_min_over_time",
-    "ts_of_max_over_time",
-    "ts_of_last_over_time",
-    "ts_of_first_over_time",
-];
+pub const RANGE_FUNCTIONS: [&str; 27] = {
+    let mut names = [""; 27];
+    let mut i = 0;
+    while i < 27 {
+        names[i] = RangeFn::ALL[i].1;
+        i += 1;
+    }
+    names
+};
 
 /// True if `name` is a range-vector function [`eval_range`] implements.
 pub fn is_range_fn(name: &str) -> bool {
-    RANGE_FUNCTIONS.contains(&name)
+    RangeFn::from_name(name).is_some()
 }
 
 /// Evaluates range function `name` over one series' samples in the window
-/// `(window_start_ms, window_end_ms]`.
+/// `(window_start_ms, window_end_ms]`. (Hot loops should resolve the name once with
+/// [`RangeFn::from_name`] and call [`RangeFn::eval`].)
 ///
 /// `args` are the function's scalar arguments in call order, already evaluated:
 /// - `quantile_over_time`: `args[0]` = φ;
@@ -81,55 +204,10 @@ pub fn eval_range(
     window_end_ms: i64,
     args: &[f64],
 ) -> Result<Option<f64>, QueryError> {
-    let arg = |i: usize| -> Result<f64, QueryError> {
-        args.get(i)
-            .copied()
-            .ok_or_else(|| QueryError::bad_data(format!("{name}(): missing scalar argument {}", i + 1)))
-    };
-    // Argument validation happens before the empty check only for errors Prometheus raises
-    // independent of the data; with no samples Prometheus never calls the function at all.
-    let out = match name {
-        "rate" => rate::extrapolated_rate(samples, window_start_ms, window_end_ms, true, true),
-        "increase" => rate::extrapolated_rate(samples, window_start_ms, window_end_ms, true, false),
-        "delta" => rate::extrapolated_rate(samples, window_start_ms, window_end_ms, false, false),
-        "irate" => rate::instant_value(samples, true),
-        "idelta" => rate::instant_value(samples, false),
-        "deriv" => trend::deriv(samples),
-        "predict_linear" => {
-            let duration_s = arg(0)?;
-            // The evaluation time travels as f64 milliseconds; timestamps are far below
-            // 2^53 so the conversion back is exact.
-            let at_ms = args.get(1).map(|t| *t as i64).unwrap_or(window_end_ms);
-            trend::predict_linear(samples, at_ms, duration_s)
-        }
-        "double_exponential_smoothing" => {
-            let (sf, tf) = (arg(0)?, arg(1)?);
-            if samples.is_empty() {
-                return Ok(None);
-            }
-            trend::double_exponential_smoothing(samples, sf, tf)?
-        }
-        "changes" => over_time::changes(samples),
-        "resets" => over_time::resets(samples),
-        "avg_over_time" => over_time::avg(samples),
-        "sum_over_time" => over_time::sum(samples),
-        "min_over_time" => over_time::min(samples),
-        "max_over_time" => over_time::max(samples),
-        "count_over_time" => over_time::count(samples),
-        "stddev_over_time" => over_time::stddev(samples),
-        "stdvar_over_time" => over_time::stdvar(samples),
-        "quantile_over_time" => over_time::quantile(samples, arg(0)?),
-        "mad_over_time" => over_time::mad(samples),
-        "last_over_time" => samples.last().map(|s| s.v),
-        "first_over_time" => samples.first().map(|s| s.v),
-        "present_over_time" | "absent_over_time" => (!samples.is_empty()).then_some(1.0),
-        "ts_of_min_over_time" => over_time::ts_of_min(samples),
-        "ts_of_max_over_time" => over_time::ts_of_max(samples),
-        "ts_of_last_over_time" => samples.last().map(|s| s.t as f64 / 1000.0),
-        "ts_of_first_over_time" => samples.first().map(|s| s.t as f64 / 1000.0),
-        _ => return Err(QueryError::bad_data(format!("unknown range function: {name}"))),
-    };
-    Ok(out)
+    match RangeFn::from_name(name) {
+        Some(f) => f.eval(samples, window_start_ms, window_end_ms, args),
+        None => Err(QueryError::bad_data(format!("unknown range function: {name}"))),
+    }
 }
 
 #[cfg(test)]

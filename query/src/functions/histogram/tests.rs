@@ -143,3 +143,38 @@ proptest! {
         prop_assert!((0.0..=1.0).contains(&f));
     }
 }
+
+#[test]
+fn fraction_table_from_histograms_test() {
+    let pos = || b(&[(1., 1.), (2., 3.), (3., 6.), (INF, 100.)]);
+    let neg = || b(&[(-3., 10.), (-2., 12.), (-1., 15.), (INF, 100.)]);
+    let ninf = f64::NEG_INFINITY;
+    let cases: Vec<(&str, f64, f64, Vec<(f64, f64)>, f64)> = vec![
+        ("lower_is_negative_Inf", ninf, -1.5, neg(), 0.135),
+        ("all_positive", ninf, INF, pos(), 1.0),
+        ("all_negative", ninf, INF, neg(), 1.0),
+        ("both_in_last_bucket_positive", 4., 5., pos(), 0.0),
+        ("both_in_last_bucket_negative", 0., 1., neg(), 0.0),
+        ("upper_falls_in_last_bucket", 2., 5., pos(), 0.03),
+        ("upper_is_positive_Inf", 400., INF, pos(), 0.94),
+        ("lower_equals_upper", 2., 2., pos(), 0.0),
+        ("lower_greater_than_upper", 3., 2., pos(), 0.0),
+        ("single_bucket", 0., 1., b(&[(INF, 100.)]), 0.0),
+        ("all_zero_counts", 0., 5., b(&[(1., 0.), (2., 0.), (3., 0.), (INF, 0.)]), f64::NAN),
+        ("lower_exactly_on_bucket_boundary", 2., 3.5, pos(), 0.03),
+        ("upper_exactly_on_bucket_boundary", 0.5, 2., pos(), 0.025),
+        ("both_bounds_exactly_on_bucket_boundaries", 1., 3., pos(), 0.05),
+        ("fractional_bucket_bounds", 0.1, 0.75, b(&[(0.5, 2.5), (1., 7.5), (INF, 100.)]), 0.045),
+        ("range_crosses_zero", -1., 1., b(&[(-2., 5.), (-1., 10.), (0., 15.), (1., 20.), (INF, 100.)]), 0.1),
+        ("lower_is_NaN", f64::NAN, 1., b(&[(1., 1.), (INF, 100.)]), f64::NAN),
+        ("upper_is_NaN", 0., f64::NAN, b(&[(1., 1.), (INF, 100.)]), f64::NAN),
+    ];
+    for (name, lower, upper, mut h, want) in cases {
+        let got = bucket_fraction(lower, upper, &mut h);
+        if want.is_nan() {
+            assert!(got.is_nan(), "{name}: {got}");
+        } else {
+            assert!((got - want).abs() < 1e-12, "{name}: want {want} got {got}");
+        }
+    }
+}

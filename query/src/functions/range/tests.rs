@@ -412,3 +412,14 @@ mod props {
         }
     }
 }
+
+#[test]
+fn range_fn_names_round_trip() {
+    for (f, name) in RangeFn::ALL {
+        assert_eq!(RangeFn::from_name(name), Some(f));
+        assert_eq!(f.name(), name);
+    }
+    assert_eq!(RangeFn::from_name("rate_over_time"), None);
+    assert_eq!(RangeFn::QuantileOverTime.scalar_args(), 1);
+    assert_eq!(RangeFn::DoubleExponentialSmoothing.scalar_args(), 2);
+}

@@ -131,3 +131,35 @@ proptest! {
         prop_assert!((variance_over_time(values.iter().cloned()) - var).abs() <= 1e-6 * var.max(1.0));
     }
 }
+
+#[test]
+fn avg_accumulator_cases_from_aggregators_test() {
+    let big = 9.988465674311579e307;
+    let inf = f64::INFINITY;
+    let cases: &[(&[f64], f64)] = &[
+        (&[2., 8., 1e100, -1e100], 2.5),
+        (&[inf, 2.], inf),
+        (&[2., inf], inf),
+        (&[-inf, 2.], -inf),
+        (&[inf, -inf], f64::NAN),
+        (&[f64::NAN, 2.], f64::NAN),
+        (&[2., f64::NAN], f64::NAN),
+        (&[-inf, 0., inf], f64::NAN),
+        (&[big, big, big, big], big),
+        (&[-big, -big, -big, -big], -big),
+        (&[-big, -big, big, big], 0.),
+        (&[52.; 12], 52.),
+    ];
+    for (values, want) in cases {
+        let mut a = AvgAccumulator::new(values[0]);
+        for v in &values[1..] {
+            a.add(*v);
+        }
+        let got = a.value();
+        if want.is_nan() {
+            assert!(got.is_nan(), "{values:?}: {got}");
+        } else {
+            assert_eq!(got, *want, "{values:?}");
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Gorilla XOR chunk encoding: Prometheus' `chunkenc.XORChunk` byte for byte (`Encoding::Xor`)
+//! and a variant with smaller timestamp buckets for jittered scrapes (`Encoding::XorJitter`).
+//!
+//! Layout (see `storage/FORMAT.md` for the diagram and the two timestamp bucket tables):
+//! a big-endian u16 sample count, then
+//! `t0` as a zig-zag varint, `v0` as 64 raw bits, `t1 - t0` as a uvarint, then per sample
+//! a variable-width delta-of-delta timestamp and a XOR'd value. All timestamp arithmetic
+//! wraps, so any i64 sequence (even non-monotonic, even spanning i64::MIN..i64::MAX)
+//! round-trips exactly; values are compared as raw bits, so NaN payloads (the Prometheus
+//! stale marker 0x7ff0000000000002), -0.0, ±Inf and subnormals survive unchanged.
+
+use super::bits::{BitReader, BitWriter};
+use crate::error::{Error, Result};
+use crate::types::Sample;
+use crate::varint;
+
+/// Most samples one chunk can hold (the header count is a u16).
+pub const MAX_SAMPLES: usize = u16::MAX as usize;
+
+/// The two XOR variants. They differ only in the payload widths of the timestamp
+/// delta-of-delta buckets (prefixes `10`, `110`, `1110`; `0` is dod = 0 and `1111` is a
+/// full 64-bit dod in both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// Prometheus' XOR chunk, byte for byte: buckets of 14, 17 and 20 bits.
+    Xor = 1,
+    /// Same layout with buckets of 6, 13 and 20 bits. Scrapes every 15 s with a few
+    /// milliseconds of jitter have |dod| < 32 almost always: 8 bits per timestamp
+    /// instead of 16, which is half the size of a constant series' chunk. This is
+    /// what the engine writes.
+    XorJitter = 2,
+}
+
+impl Encoding {
+    /// What the engine writes.
+    pub const DEFAULT: Encoding = Encoding::XorJitter;
+
+    #[inline]
+    fn buckets(self) -> [u32; 3] {
+        match self {
+            Encoding::Xor => [14, 17, 20],
+            Encoding::XorJitter => [6, 13, 20],
+        }
+    }
+
+    /// The encoding stored in a chunk value's first byte.
+    pub fn from_byte(b: u8) -> Option<Encoding> {
+        match b {
+            1 => Some(Encoding::Xor),
+            2 => Some(Encoding::XorJitter),
+            _ => None,
+        }
+    }
+}
+
+/// An open chunk being appended to. Appending is O(1); the bytes are always a valid chunk.
+#[derive(Clone, Debug)]
+pub struct XorAppender {
+    enc: Encoding,
+    w: BitWriter,
+    count: u16,
+    t: i64,
+    /// Previous timestamp delta (wrapping), for delta-of-delta.
+    delta: u64,
+    v: u64,
+    /// Leading/trailing zero window of the previous XOR; `leading == 0xff` means none yet.
+    leading: u8,
+    trailing: u8,
+}
+
+impl Default for XorAppender {
+    fn default() -> Self {
+        Self::new(Encoding::DEFAULT)
+    }
+}
+
+impl XorAppender {
+    pub fn new(enc: Encoding) -> XorAppender {
+        // Starts small; the buffer doubles as samples arrive and is trimmed when sealed.
+        let mut w = BitWriter::with_capacity(32);
+        w.write_aligned(&[0, 0]);
+        XorAppender { enc, w, count: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0 }
+    }
+
+    pub fn encoding(&self) -> Encoding {
+        self.enc
+    }
+
+    /// Encodes a whole sample slice into a fresh chunk.
+    pub fn encode(enc: Encoding, samples: &[Sample]) -> Result<Vec<u8>> {
+        let mut a = XorAppender::new(enc);
+        for s in samples {
+            a.append(s.t, s.v)?;
+        }
+        Ok(a.into_bytes())
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Last appended timestamp (meaningless when empty).
+    pub fn last_t(&self) -> i64 {
+        self.t
+    }
+
+    /// The chunk bytes so far (a complete, decodable chunk).
+    pub fn bytes(&self) -> &[u8] {
+        self.w.bytes()
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.w.buf
+    }
+
+    /// Heap bytes held, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.w.buf.capacity()
+    }
+
+    /// Appends one sample. Fails only when the chunk already holds `MAX_SAMPLES`.
+    pub fn append(&mut self, t: i64, v: f64) -> Result<()> {
+        if self.count as usize >= MAX_SAMPLES {
+            return Err(Error::InvalidInput(format!("chunk is full ({MAX_SAMPLES} samples)")));
+        }
+        let vbits = v.to_bits();
+        match self.count {
+            0 => {
+                let mut tmp = Vec::with_capacity(10);
+                varint::put_varint(&mut tmp, t);
+                self.w.write_aligned(&tmp);
+                self.w.write_bits(vbits, 64);
+            }
+            1 => {
+                let delta = (t as u64).wrapping_sub(self.t as u64);
+                // The uvarint is written bit-wise because after v0 the stream is still
+                // byte-aligned (2 + varint + 8 bytes), so this keeps the Prometheus layout.
+                let mut tmp = Vec::with_capacity(10);
+                varint::put_uvarint(&mut tmp, delta);
+                for b in tmp {
+                    self.w.write_bits(u64::from(b), 8);
+                }
+                self.delta = delta;
+                self.write_xor(vbits);
+            }
+            _ => {
+                let delta = (t as u64).wrapping_sub(self.t as u64);
+                let dod = delta.wrapping_sub(self.delta) as i64;
+                let [b0, b1, b2] = self.enc.buckets();
+                if dod == 0 {
+                    self.w.write_bit(false);
+                } else if bit_range(dod, b0) {
+                    self.w.write_bits(0b10, 2);
+                    self.w.write_bits(dod as u64 & mask(b0), b0);
+                } else if bit_range(dod, b1) {
+                    self.w.write_bits(0b110, 3);
+                    self.w.write_bits(dod as u64 & mask(b1), b1);
+                } else if bit_range(dod, b2) {
+                    self.w.write_bits(0b1110, 4);
+                    self.w.write_bits(dod as u64 & mask(b2), b2);
+                } else {
+                    self.w.write_bits(0b1111, 4);
+                    self.w.write_bits(dod as u64, 64);
+                }
+                self.delta = delta;
+                self.write_xor(vbits);
+            }
+        }
+        self.t = t;
+        self.v = vbits;
+        self.count += 1;
+        self.w.buf[..2].copy_from_slice(&self.count.to_be_bytes());
+        Ok(())
+    }
+
+    fn write_xor(&mut self, vbits: u64) {
+        let delta = vbits ^ self.v;
+        if delta == 0 {
+            self.w.write_bit(false);
+            return;
+        }
+        self.w.write_bit(true);
+        // Leading zeros are stored in 5 bits, so clamp to 31 (the extra zeros are then
+        // part of the significant bits), exactly as Prometheus does.
+        let leading = (delta.leading_zeros() as u8).min(31);
+        let trailing = delta.trailing_zeros() as u8;
+        if self.leading != 0xff && leading >= self.leading && trailing >= self.trailing {
+            // The new XOR fits in the previous window: reuse it.
+            self.w.write_bit(false);
+            let sig = 64 - u32::from(self.leading) - u32::from(self.trailing);
+            self.w.write_bits(delta >> self.trailing, sig);
+            return;
+        }
+        self.leading = leading;
+        self.trailing = trailing;
+        self.w.write_bit(true);
+        self.w.write_bits(u64::from(leading), 5);
+        let sig = 64 - u32::from(leading) - u32::from(trailing);
+        // 64 significant bits do not fit in 6 bits; 0 stands for 64 (sig is never 0).
+        self.w.write_bits(u64::from(sig) & 0x3f, 6);
+        self.w.write_bits(delta >> trailing, sig);
+    }
+}
+
+#[inline]
+fn mask(bits: u32) -> u64 {
+    (1u64 << bits) - 1
+}
+
+/// True when `x` fits the `nbits` two's-complement bucket the way Prometheus checks it
+/// (the range is asymmetric: -(2^(n-1) - 1) ..= 2^(n-1)).
+#[inline]
+fn bit_range(x: i64, nbits: u32) -> bool {
+    let half = 1i64 << (nbits - 1);
+    -(half - 1) <= x && x <= half
+}
+
+/// Number of samples in an encoded chunk, from its header.
+pub fn num_samples(chunk: &[u8]) -> Result<usize> {
+    match chunk {
+        [a, b, ..] => Ok(u16::from_be_bytes([*a, *b]) as usize),
+        _ => Err(Error::corrupt("chunk", "shorter than its 2-byte header")),
+    }
+}
+
+/// Iterates the samples of an encoded chunk. Corrupt or truncated input yields one
+/// `Err` and then ends; it never panics.
+pub struct XorIter<'a> {
+    buckets: [u32; 3],
+    r: BitReader<'a>,
+    remaining: u16,
+    read: u16,
+    t: i64,
+    delta: u64,
+    v: u64,
+    leading: u8,
+    trailing: u8,
+    failed: bool,
+}
+
+impl<'a> XorIter<'a> {
+    pub fn new(chunk: &'a [u8], enc: Encoding) -> XorIter<'a> {
+        let mut r = BitReader::new(chunk);
+        let (remaining, failed) = match r.read_aligned(2) {
+            Ok(h) => (u16::from_be_bytes([h[0], h[1]]), false),
+            Err(_) => (0, true),
+        };
+        XorIter { buckets: enc.buckets(), r, remaining, read: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0, failed }
+    }
+
+    /// True when the header could not even be read (a 0- or 1-byte input).
+    pub fn header_failed(&self) -> bool {
+        self.failed && self.read == 0
+    }
+
+    fn next_sample(&mut self) -> Result<Sample> {
+        match self.read {
+            0 => {
+                self.t = varint::unzigzag(self.r.read_uvarint()?);
+                self.v = self.r.read_bits(64)?;
+            }
+            1 => {
+                // The delta uvarint sits at a byte boundary (see the appender).
+                let mut v: u64 = 0;
+                let mut done = false;
+                for i in 0..10 {
+                    let b = self.r.read_bits(8)? as u8;
+                    if i == 9 && b > 1 {
+                        return Err(Error::corrupt("chunk", "t1 delta varint overflows"));
+                    }
+                    v |= u64::from(b & 0x7f) << (7 * i);
+                    if b < 0x80 {
+                        done = true;
+                        break;
+                    }
+                }
+                if !done {
+                    return Err(Error::corrupt("chunk", "t1 delta varint too long"));
+                }
+                self.delta = v;
+                self.t = (self.t as u64).wrapping_add(v) as i64;
+                self.read_xor()?;
+            }
+            _ => {
+                // Count the leading one bits (at most 4) to find the dod bucket.
+                let mut ones = 0;
+                while ones < 4 && self.r.read_bit()? {
+                    ones += 1;
+                }
+                let dod: i64 = match ones {
+                    0 => 0,
+                    1..=3 => {
+                        let n = self.buckets[ones - 1];
+                        sign_extend(self.r.read_bits(n)?, n)
+                    }
+                    _ => self.r.read_bits(64)? as i64,
+                };
+                self.delta = self.delta.wrapping_add(dod as u64);
+                self.t = (self.t as u64).wrapping_add(self.delta) as i64;
+                self.read_xor()?;
+            }
+        }
+        self.read += 1;
+        Ok(Sample { t: self.t, v: f64::from_bits(self.v) })
+    }
+
+    fn read_xor(&mut self) -> Result<()> {
+        if !self.r.read_bit()? {
+            return Ok(());
+        }
+        if self.r.read_bit()? {
+            let leading = self.r.read_bits(5)? as u8;
+            let mut sig = self.r.read_bits(6)? as u8;
+            if sig == 0 {
+                sig = 64;
+            }
+            if u32::from(leading) + u32::from(sig) > 64 {
+                return Err(Error::corrupt("chunk", "xor window exceeds 64 bits"));
+            }
+            self.leading = leading;
+            self.trailing = 64 - leading - sig;
+        } else if self.leading == 0xff {
+            return Err(Error::corrupt("chunk", "xor window reused before it was set"));
+        }
+        let sig = 64 - u32::from(self.leading) - u32::from(self.trailing);
+        if sig == 0 {
+            return Err(Error::corrupt("chunk", "empty xor window"));
+        }
+        let bits = self.r.read_bits(sig)?;
+        self.v ^= bits << self.trailing;
+        Ok(())
+    }
+}
+
+/// Interprets the low `n` bits as a two's-complement number the way Prometheus does:
+/// values above 2^(n-1) are negative (2^(n-1) itself stays positive).
+#[inline]
+fn sign_extend(bits: u64, n: u32) -> i64 {
+    let b = bits as i64;
+    if b > (1i64 << (n - 1)) {
+        b - (1i64 << n)
+    } else {
+        b
+    }
+}
+
+impl Iterator for XorIter<'_> {
+    type Item = Result<Sample>;
+
+    fn next(&mut self) -> Option<Result<Sample>> {
+        if self.failed {
+            if self.header_failed() {
+                // Report the short header once, then stop.
+                self.read = 1;
+                return Some(Err(Error::corrupt("chunk", "shorter than its 2-byte header")));
+            }
+            return None;
+        }
+        if self.read >= self.remaining {
+            return None;
+        }
+        let r = self.next_sample();
+        if r.is_err() {
+            self.failed = true;
+            self.read = self.remaining.max(1);
+        }
+        Some(r)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.remaining.saturating_sub(self.read) as usize;
+        (0, Some(n))
+    }
+}
+
+/// Decodes a whole chunk, appending its samples to `out`.
+pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result<()> {
+    let n = num_samples(chunk)?;
+    out.reserve(n);
+    for s in XorIter::new(chunk, enc) {
+        out.push(s?);
+    }
+    Ok(())
+}
+
+/// Decodes a whole chunk into a new vector.
+pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
+    let mut out = Vec::new();
+    decode_into(chunk, enc, &mut out)?;
+    Ok(out)
+}

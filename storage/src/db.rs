@@ -1,0 +1,125 @@
+//! Opening the shard's RocksDB instance: column families, merge operator, retention
+//! compaction filter, and options sized for many shards per process.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use roaring::RoaringBitmap;
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, MergeOperands, Options, WriteBufferManager, DB,
+};
+
+use crate::config::EngineConfig;
+use crate::error::{Error, Result};
+use crate::keys;
+
+pub const CF_SERIES: &str = "series";
+pub const CF_SERIES_BY_HASH: &str = "series_by_hash";
+pub const CF_POSTINGS: &str = "postings";
+pub const CF_CHUNKS: &str = "chunks";
+pub const CF_META: &str = "meta";
+pub const ALL_CFS: [&str; 5] = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META];
+
+/// One block cache for every engine in the process: the server runs many shards, and a
+/// cache per instance would multiply memory. Sized by the first engine opened.
+fn shared_cache(bytes: usize) -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(|| Cache::new_lru_cache(bytes))
+}
+
+/// One memtable budget for every engine in the process: with 16 shards × 5 column
+/// families, per-instance memtables alone would otherwise reach gigabytes. When the
+/// budget is reached RocksDB flushes the largest memtables early.
+fn shared_write_buffers(bytes: usize) -> &'static WriteBufferManager {
+    static WBM: OnceLock<WriteBufferManager> = OnceLock::new();
+    WBM.get_or_init(|| WriteBufferManager::new_write_buffer_manager(bytes, false))
+}
+
+/// Merge operator of the `postings` CF: OR every operand bitmap into the existing one.
+/// A corrupt bitmap makes the merge fail (RocksDB then reports corruption on read)
+/// rather than silently dropping series.
+fn postings_or(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
+    let mut acc = match existing {
+        Some(b) => RoaringBitmap::deserialize_from(b).ok()?,
+        None => RoaringBitmap::new(),
+    };
+    for op in ops {
+        acc |= RoaringBitmap::deserialize_from(op).ok()?;
+    }
+    let mut out = Vec::with_capacity(acc.serialized_size());
+    acc.serialize_into(&mut out).ok()?;
+    Some(out)
+}
+
+pub fn decode_bitmap(b: &[u8]) -> Result<RoaringBitmap> {
+    RoaringBitmap::deserialize_from(b).map_err(|e| Error::corrupt("postings bitmap", e.to_string()))
+}
+
+pub fn encode_bitmap(b: &RoaringBitmap) -> Vec<u8> {
+    let mut out = Vec::with_capacity(b.serialized_size());
+    b.serialize_into(&mut out).expect("writing into a Vec cannot fail");
+    out
+}
+
+/// Opens (creating if needed) the RocksDB instance in `dir`.
+///
+/// `chunk_drop_before` is read by the `chunks` compaction filter: a chunk whose first
+/// timestamp is below it is dropped when compaction next touches it (retention without
+/// per-series tombstones).
+pub fn open(dir: &Path, cfg: &EngineConfig, chunk_drop_before: Arc<AtomicI64>) -> Result<DB> {
+    let mut db_opts = Options::default();
+    db_opts.create_if_missing(true);
+    db_opts.create_missing_column_families(true);
+    // Few threads per instance: the process holds many shards on few cores.
+    db_opts.set_max_background_jobs(2);
+    db_opts.set_max_open_files(512);
+    db_opts.set_keep_log_file_num(2);
+    db_opts.set_max_total_wal_size(4 * cfg.memtable_bytes as u64 * ALL_CFS.len() as u64);
+    if cfg.write_buffer_budget_bytes > 0 {
+        db_opts.set_write_buffer_manager(shared_write_buffers(cfg.write_buffer_budget_bytes));
+    }
+
+    let table = |bloom: bool| {
+        let mut t = BlockBasedOptions::default();
+        if cfg.block_cache_bytes > 0 {
+            t.set_block_cache(shared_cache(cfg.block_cache_bytes));
+        } else {
+            t.disable_cache();
+        }
+        if bloom {
+            t.set_bloom_filter(10.0, false);
+        }
+        t.set_cache_index_and_filter_blocks(true);
+        t
+    };
+    let cf_opts = |bloom: bool, compression: DBCompressionType, memtable: usize| {
+        let mut o = Options::default();
+        o.set_write_buffer_size(memtable.max(64 << 10));
+        o.set_max_write_buffer_number(2);
+        o.set_block_based_table_factory(&table(bloom));
+        o.set_compression_type(compression);
+        o
+    };
+
+    let full = cfg.memtable_bytes;
+    let mut postings = cf_opts(true, DBCompressionType::Lz4, full / 2);
+    postings.set_merge_operator_associative("roaring_or", postings_or);
+    // XOR chunks are already dense; general-purpose compression buys little there.
+    let mut chunks = cf_opts(false, DBCompressionType::None, full);
+    chunks.set_compaction_filter("retention", move |_level, key: &[u8], _value: &[u8]| {
+        let drop_before = chunk_drop_before.load(Ordering::Relaxed);
+        match keys::parse_chunk_key(key) {
+            Ok((_, mint)) if mint < drop_before => rocksdb::compaction_filter::Decision::Remove,
+            _ => rocksdb::compaction_filter::Decision::Keep,
+        }
+    });
+    let descriptors = vec![
+        ColumnFamilyDescriptor::new(CF_SERIES, cf_opts(true, DBCompressionType::Lz4, full / 2)),
+        ColumnFamilyDescriptor::new(CF_SERIES_BY_HASH, cf_opts(true, DBCompressionType::None, full / 4)),
+        ColumnFamilyDescriptor::new(CF_POSTINGS, postings),
+        ColumnFamilyDescriptor::new(CF_CHUNKS, chunks),
+        ColumnFamilyDescriptor::new(CF_META, cf_opts(false, DBCompressionType::None, 64 << 10)),
+    ];
+    DB::open_cf_descriptors(&db_opts, dir, descriptors).map_err(Error::rocks("open"))
+}

@@ -1,0 +1,587 @@
+//! The `Engine`: one shard. Glues the WAL, the head, RocksDB and the index together.
+//!
+//! Write path: `append` → (head lock) resolve/create series, apply samples with
+//! Prometheus semantics (`head.rs`) → WAL record written (`wal/`) → RocksDB batch of cut
+//! chunks, new series and postings (`keys.rs`) → (head lock released) group-commit fsync
+//! → ack. Read path: `select` → day-clamped postings (`index.rs`) → head snapshot →
+//! persisted chunks (`read.rs`) → merged, de-duplicated samples.
+//!
+//! Concurrency: one `parking_lot::Mutex` around the head. The WAL record is written
+//! while holding it so WAL order equals head order (replay then reproduces the same
+//! decisions), but the fsync is waited for after releasing it, so concurrent appenders
+//! queue their records behind one shared fsync instead of one fsync each.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use rocksdb::{WriteBatch, DB};
+
+use crate::config::EngineConfig;
+use crate::db::{self, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH};
+use crate::error::{Error, Result};
+use crate::head::{Ctx, Head, MemSeries, Outcome};
+use crate::index::Index;
+use crate::keys;
+use crate::matcher::Matcher;
+use crate::read;
+use crate::types::{AppendReport, Label, Sample, SeriesAppend, SeriesSamples, Stats};
+use crate::wal::{self, record, TornTail, Wal};
+
+#[derive(Default)]
+struct Counters {
+    samples_appended: AtomicU64,
+    rejected_too_old: AtomicU64,
+    rejected_duplicate: AtomicU64,
+    chunks_written: AtomicU64,
+    active_series: AtomicU64,
+    total_series: AtomicU64,
+}
+
+/// What `open` found while replaying the WAL.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayReport {
+    pub records: u64,
+    pub samples: u64,
+    pub series_created: u64,
+    /// Set when the WAL ended in a torn or corrupt record (cut and reported).
+    pub torn_tail: Option<TornTail>,
+}
+
+/// One shard's storage engine. `Send + Sync`; share it as `Arc<Engine>` and call it from
+/// blocking threads only.
+pub struct Engine {
+    dir: PathBuf,
+    cfg: EngineConfig,
+    db: DB,
+    wal: Wal,
+    head: Mutex<Head>,
+    counters: Counters,
+    /// Data older than this (ms) is invisible and being dropped (retention).
+    watermark: AtomicI64,
+    /// Shared with the chunks compaction filter.
+    chunk_drop_before: Arc<AtomicI64>,
+    replay: ReplayReport,
+}
+
+impl Engine {
+    /// Opens the shard in `dir` (created if missing), loads the series, replays the WAL.
+    pub fn open(dir: &Path, config: EngineConfig) -> Result<Engine> {
+        config.validate()?;
+        let started = Instant::now();
+        std::fs::create_dir_all(dir).map_err(Error::io("create data dir", dir))?;
+        let chunk_drop_before = Arc::new(AtomicI64::new(i64::MIN));
+        let db = db::open(&dir.join("db"), &config, Arc::clone(&chunk_drop_before))?;
+        let watermark = load_meta(&db)?;
+        let lookback = chunk_lookback(&config);
+        chunk_drop_before.store(watermark.saturating_sub(lookback), Ordering::Relaxed);
+        let head = load_head(&db)?;
+        tracing::info!(dir = %dir.display(), series = head.next_id, "storage: loaded series index");
+
+        let wal_dir = dir.join("wal");
+        std::fs::create_dir_all(&wal_dir).map_err(Error::io("create wal dir", &wal_dir))?;
+        let mut engine = Engine {
+            dir: dir.to_path_buf(),
+            cfg: config.clone(),
+            db,
+            wal: Wal::create(&wal_dir, config.wal_fsync, config.wal_fsync_interval_ms, config.wal_segment_bytes)?,
+            head: Mutex::new(head),
+            counters: Counters::default(),
+            watermark: AtomicI64::new(watermark),
+            chunk_drop_before,
+            replay: ReplayReport::default(),
+        };
+        // `Wal::create` started a fresh segment after the existing ones; replay reads
+        // the older ones (the fresh one is empty).
+        engine.replay = engine.replay_wal(&wal_dir)?;
+        if let Some(t) = &engine.replay.torn_tail {
+            tracing::warn!(segment = t.segment, offset = t.offset, reason = %t.reason, dropped = ?t.dropped_segments,
+                "storage: WAL ended in a torn or corrupt record; cut there");
+        }
+        tracing::info!(records = engine.replay.records, samples = engine.replay.samples,
+            elapsed_ms = started.elapsed().as_millis() as u64, "storage: WAL replayed");
+        {
+            let head = engine.head.lock();
+            engine.counters.active_series.store(head.active, Ordering::Relaxed);
+            engine.counters.total_series.store(head.series.iter().flatten().count() as u64, Ordering::Relaxed);
+        }
+        Ok(engine)
+    }
+
+    /// What the WAL replay at `open` found (torn tail, counts).
+    pub fn replay_report(&self) -> &ReplayReport {
+        &self.replay
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn replay_wal(&self, wal_dir: &Path) -> Result<ReplayReport> {
+        let mut rep = ReplayReport::default();
+        let current = self.wal.current_segment();
+        let mut head = self.head.lock();
+        let torn = wal::replay(wal_dir, |seg, typ, payload| {
+            if seg >= current {
+                return Ok(());
+            }
+            if typ != record::TYPE_BATCH {
+                return Err(Error::corrupt("wal record", format!("unknown record type {typ}")));
+            }
+            let (series, samples) = record::decode_batch(payload)?;
+            let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
+            for e in series {
+                let mut enc = Vec::new();
+                keys::encode_labels(&e.labels, &mut enc);
+                let hash = keys::labels_hash(&enc);
+                match head.get(e.id) {
+                    Some(s) if *s.labels == *enc => {}
+                    Some(_) => {
+                        return Err(Error::corrupt("wal record", format!("series id {} replayed with other labels", e.id)))
+                    }
+                    None => {
+                        put_series(&self.db, &mut ctx.batch, e.id, hash, &enc)?;
+                        head.insert(e.id, hash, MemSeries::new(enc.into_boxed_slice(), true));
+                        rep.series_created += 1;
+                    }
+                }
+            }
+            for x in &samples {
+                // Rejections here mean the sample is already on disk (or superseded).
+                apply_one(&mut head, &mut ctx, x.id, x.t, x.v)?;
+            }
+            rep.records += 1;
+            rep.samples += samples.len() as u64;
+            finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+            Ok(())
+        })?;
+        rep.torn_tail = torn;
+        Ok(rep)
+    }
+
+    /// Appends a batch; returns once the accepted samples are durable per the WAL policy.
+    ///
+    /// Per-sample rejections are in the report; `Err` means nothing can be assumed
+    /// stored and the sender should retry (retries are safe: identical samples are
+    /// no-ops).
+    pub fn append(&self, batch: &[SeriesAppend<'_>]) -> Result<AppendReport> {
+        if self.wal.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        // Validate everything before touching the head, so a bad request changes nothing.
+        let mut encoded = Vec::with_capacity(batch.len());
+        for s in batch {
+            for l in s.labels {
+                if l.name.len() > usize::from(u16::MAX) {
+                    return Err(Error::InvalidInput(format!("label name of {} bytes exceeds 65535", l.name.len())));
+                }
+            }
+            let mut enc = Vec::with_capacity(s.labels.len() * 24);
+            keys::encode_labels(s.labels, &mut enc);
+            let hash = keys::labels_hash(&enc);
+            encoded.push((enc, hash));
+        }
+
+        let mut report = AppendReport::default();
+        let mut head = self.head.lock();
+        let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
+        let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut accepted: Vec<record::SampleEntry> = Vec::with_capacity(batch.iter().map(|s| s.samples.len()).sum());
+        let mut sorted: Vec<Sample> = Vec::new();
+        for (i, (s, (enc, hash))) in batch.iter().zip(encoded).enumerate() {
+            let id = match head.lookup(hash, &enc) {
+                Some(id) => id,
+                None => {
+                    let id = head.next_id;
+                    if id == u32::MAX {
+                        return Err(Error::SeriesIdsExhausted);
+                    }
+                    put_series(&self.db, &mut ctx.batch, id, hash, &enc)?;
+                    head.insert(id, hash, MemSeries::new(enc.clone().into_boxed_slice(), true));
+                    new_series.push((id, enc));
+                    id
+                }
+            };
+            // Samples may come in any order; apply them in time order so most take the
+            // cheap in-order path. Stable sort keeps the sender's order for equal times.
+            let samples = if s.samples.windows(2).all(|w| w[0].t <= w[1].t) {
+                s.samples
+            } else {
+                sorted.clear();
+                sorted.extend_from_slice(s.samples);
+                sorted.sort_by_key(|x| x.t);
+                &sorted[..]
+            };
+            for x in samples {
+                match apply_one(&mut head, &mut ctx, id, x.t, x.v)? {
+                    Outcome::Appended => accepted.push(record::SampleEntry { id, t: x.t, v: x.v }),
+                    Outcome::Unchanged => {}
+                    Outcome::Rejected(reason) => report.reject(i, x.t, reason),
+                }
+            }
+        }
+        report.appended = accepted.len() as u64;
+
+        let mut pos = None;
+        if !accepted.is_empty() || !new_series.is_empty() {
+            let series_refs: Vec<(u32, &[u8])> = new_series.iter().map(|(id, e)| (*id, e.as_slice())).collect();
+            let mut payload = Vec::with_capacity(accepted.len() * 12 + 16);
+            record::encode_batch(&series_refs, &accepted, &mut payload);
+            pos = Some(self.wal.write(record::TYPE_BATCH, &payload)?);
+        }
+        if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
+            // The WAL has the samples but RocksDB refused the batch; the head and disk may
+            // now disagree, so stop taking writes (replay on reopen repairs it).
+            tracing::error!(error = %e, "storage: RocksDB write failed after WAL write");
+            return Err(e);
+        }
+        self.counters.total_series.fetch_add(new_series.len() as u64, Ordering::Relaxed);
+        if self.wal.wants_rotation() {
+            self.rotate_wal(&mut head)?;
+        }
+        drop(head);
+
+        if let Some(pos) = pos {
+            self.wal.sync_to(pos)?;
+        }
+        self.counters.samples_appended.fetch_add(report.appended, Ordering::Relaxed);
+        self.counters.rejected_too_old.fetch_add(report.rejected_too_old, Ordering::Relaxed);
+        self.counters.rejected_duplicate.fetch_add(report.rejected_duplicate, Ordering::Relaxed);
+        Ok(report)
+    }
+
+    /// Starts a new WAL segment and deletes the segments no open chunk needs any more.
+    /// If the WAL is over its size budget, first writes out the open chunks pinning the
+    /// oldest segments.
+    fn rotate_wal(&self, head: &mut Head) -> Result<()> {
+        let new_seg = self.wal.rotate()?;
+        if self.cfg.wal_max_bytes > 0 && self.wal.bytes() > self.cfg.wal_max_bytes {
+            let oldest = pinned_segment(head).unwrap_or(new_seg);
+            let cut_below = oldest + (new_seg - oldest).div_ceil(2).max(1);
+            let mut ctx = Ctx::new(&self.db, &self.cfg, new_seg);
+            let mut forced = 0u64;
+            for (id, s) in head.series.iter_mut().enumerate() {
+                if let Some(s) = s.as_deref_mut() {
+                    if s.open_len() > 0 && s.open_seg < cut_below {
+                        ctx.cut(id as u32, s)?;
+                        forced += 1;
+                    }
+                }
+            }
+            finish_ctx(&self.db, head, ctx, &self.counters)?;
+            tracing::info!(forced, cut_below, "storage: WAL over budget, wrote open chunks early");
+        }
+        let keep_from = pinned_segment(head).unwrap_or(new_seg);
+        // RocksDB's own WAL holds the cut chunks and series written so far; make it
+        // durable before deleting our copy of those samples.
+        self.db.flush_wal(true).map_err(Error::rocks("flush wal"))?;
+        self.wal.truncate_before(keep_from)?;
+        self.apply_retention(head)
+    }
+
+    /// Drops whole days older than the retention period (relative to the newest sample):
+    /// one range delete for their postings, and a compaction-filter watermark for chunks.
+    fn apply_retention(&self, head: &mut Head) -> Result<()> {
+        if self.cfg.retention_ms == 0 || head.max_t == i64::MIN {
+            return Ok(());
+        }
+        let wm = head.max_t.saturating_sub(self.cfg.retention_ms);
+        let old = self.watermark.load(Ordering::Relaxed);
+        if wm <= old {
+            return Ok(());
+        }
+        let cut_day = keys::day_of(wm);
+        if cut_day > keys::day_of(old) || old == i64::MIN {
+            let cf = cf(&self.db, CF_POSTINGS)?;
+            self.db
+                .delete_range_cf(cf, keys::day_prefix(i32::MIN), keys::day_prefix(cut_day))
+                .map_err(Error::rocks("delete old postings"))?;
+            if let Some((lo, hi)) = head.day_range {
+                head.day_range = if cut_day > hi { None } else { Some((lo.max(cut_day), hi)) };
+            }
+            tracing::info!(before_day = cut_day, "storage: retention dropped old days");
+        }
+        let meta = cf(&self.db, CF_META)?;
+        self.db.put_cf(meta, keys::META_RETENTION_WATERMARK, keys::encode_i64(wm)).map_err(Error::rocks("put meta"))?;
+        self.chunk_drop_before.store(wm.saturating_sub(chunk_lookback(&self.cfg)), Ordering::Relaxed);
+        self.watermark.store(wm, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Runs retention now (it also runs on WAL rotation and `flush`).
+    pub fn enforce_retention(&self) -> Result<()> {
+        let mut head = self.head.lock();
+        self.apply_retention(&mut head)
+    }
+
+    /// Samples of every matching series with `mint <= t <= maxt`, in time order, series
+    /// sorted by labels. An empty matcher list selects every series.
+    pub fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesSamples>> {
+        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+        if mint > maxt {
+            return Ok(Vec::new());
+        }
+        let ids = self.lookup(matchers, mint, maxt)?;
+        let snaps = {
+            let head = self.head.lock();
+            read::snapshot(&head, &ids, mint, maxt)
+        };
+        read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg))
+    }
+
+    fn lookup(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<roaring::RoaringBitmap> {
+        let range = self.head.lock().day_range;
+        let Some((lo, hi)) = range else { return Ok(Default::default()) };
+        let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
+        if lo > hi {
+            return Ok(Default::default());
+        }
+        Index::new(&self.db, lo, hi)?.select(matchers)
+    }
+
+    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+        if mint > maxt {
+            return Ok(Vec::new());
+        }
+        let ids = self.lookup(matchers, mint, maxt)?;
+        let head = self.head.lock();
+        let mut out = Vec::with_capacity(ids.len() as usize);
+        for id in &ids {
+            if let Some(l) = head.labels_of(id)? {
+                out.push(l);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Label sets of the matching series with postings in the time range (day
+    /// granularity: a series is listed if it has data on a day the range touches).
+    pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+        let mut out = self.matched_labels(matchers, mint, maxt)?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// Sorted label names, from the index only (never chunks).
+    pub fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        if matchers.is_empty() {
+            let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+            let range = self.head.lock().day_range;
+            let Some((lo, hi)) = range else { return Ok(Vec::new()) };
+            let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
+            if lo > hi || mint > maxt {
+                return Ok(Vec::new());
+            }
+            return Ok(Index::new(&self.db, lo, hi)?.label_names()?.into_iter().collect());
+        }
+        let mut names: Vec<String> =
+            self.matched_labels(matchers, mint, maxt)?.into_iter().flatten().map(|l| l.name).collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    /// Sorted values of label `name`, from the index only (never chunks).
+    pub fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        if matchers.is_empty() {
+            let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+            let range = self.head.lock().day_range;
+            let Some((lo, hi)) = range else { return Ok(Vec::new()) };
+            let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
+            if lo > hi || mint > maxt {
+                return Ok(Vec::new());
+            }
+            return Ok(Index::new(&self.db, lo, hi)?.label_values(name)?.into_iter().collect());
+        }
+        let mut values: Vec<String> = self
+            .matched_labels(matchers, mint, maxt)?
+            .into_iter()
+            .flatten()
+            .filter(|l| l.name == name && !l.value.is_empty())
+            .map(|l| l.value)
+            .collect();
+        values.sort();
+        values.dedup();
+        Ok(values)
+    }
+
+    /// Writes every open head chunk to RocksDB, flushes RocksDB's memtables, and
+    /// truncates the WAL (afterwards it holds nothing older than this call).
+    pub fn flush(&self) -> Result<()> {
+        if self.wal.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let mut head = self.head.lock();
+        let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
+        for (id, s) in head.series.iter_mut().enumerate() {
+            if let Some(s) = s.as_deref_mut() {
+                ctx.cut(id as u32, s)?;
+            }
+        }
+        finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+        let new_seg = self.wal.rotate()?;
+        let cfs: Vec<_> = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META]
+            .iter()
+            .map(|n| cf(&self.db, n))
+            .collect::<Result<_>>()?;
+        self.db.flush_cfs_opt(&cfs, &rocksdb::FlushOptions::default()).map_err(Error::rocks("flush"))?;
+        self.db.flush_wal(true).map_err(Error::rocks("flush wal"))?;
+        self.wal.truncate_before(new_seg)?;
+        self.apply_retention(&mut head)?;
+        self.counters.active_series.store(head.active, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Compacts every column family (benchmarks use it to measure settled disk size).
+    pub fn compact(&self) -> Result<()> {
+        for n in [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META] {
+            self.db.compact_range_cf(cf(&self.db, n)?, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
+    }
+
+    /// Current counters.
+    pub fn stats(&self) -> Stats {
+        let mut disk = 0u64;
+        for n in [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META] {
+            if let Some(h) = self.db.cf_handle(n) {
+                for p in ["rocksdb.live-sst-files-size", "rocksdb.cur-size-all-mem-tables"] {
+                    disk += self.db.property_int_value_cf(h, p).ok().flatten().unwrap_or(0);
+                }
+            }
+        }
+        let c = &self.counters;
+        Stats {
+            active_series: c.active_series.load(Ordering::Relaxed),
+            total_series: c.total_series.load(Ordering::Relaxed),
+            samples_appended: c.samples_appended.load(Ordering::Relaxed),
+            rejected_too_old: c.rejected_too_old.load(Ordering::Relaxed),
+            rejected_duplicate: c.rejected_duplicate.load(Ordering::Relaxed),
+            chunks_written: c.chunks_written.load(Ordering::Relaxed),
+            disk_bytes: disk,
+            wal_bytes: self.wal.bytes(),
+        }
+    }
+
+    /// Approximate heap bytes held by the head (series, open and recent chunks).
+    pub fn head_heap_bytes(&self) -> usize {
+        let head = self.head.lock();
+        head.series.capacity() * std::mem::size_of::<Option<Box<MemSeries>>>()
+            + head.series.iter().flatten().map(|s| std::mem::size_of::<MemSeries>() + s.heap_bytes()).sum::<usize>()
+            + head.by_hash.capacity() * 16
+    }
+
+    /// Flushes and shuts down; after this the directory can be reopened.
+    pub fn close(self) -> Result<()> {
+        self.flush()
+    }
+}
+
+fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily> {
+    db.cf_handle(name).ok_or_else(|| Error::corrupt("rocksdb", format!("missing column family {name}")))
+}
+
+/// How far before a query's start a chunk may begin and still overlap it: a chunk spans
+/// at most `chunk_max_span_ms`, plus what out-of-order inserts can stretch it by.
+fn chunk_lookback(cfg: &EngineConfig) -> i64 {
+    cfg.chunk_max_span_ms.saturating_add(cfg.out_of_order_window_ms)
+}
+
+/// Oldest WAL segment still holding a sample that is only in an open chunk.
+fn pinned_segment(head: &Head) -> Option<u64> {
+    head.series.iter().flatten().filter(|s| s.open_len() > 0).map(|s| s.open_seg).min()
+}
+
+fn put_series(db: &DB, batch: &mut WriteBatch, id: u32, hash: u64, enc: &[u8]) -> Result<()> {
+    batch.put_cf(cf(db, CF_SERIES)?, keys::series_key(id), enc);
+    batch.put_cf(cf(db, CF_SERIES_BY_HASH)?, keys::series_hash_key(hash, id), []);
+    Ok(())
+}
+
+/// Applies one sample to series `id` (warming it first) and indexes its day.
+fn apply_one(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Result<Outcome> {
+    let s = head
+        .get_mut(id)
+        .ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
+    ctx.warm(id, s)?;
+    let out = ctx.apply(id, s, t, v)?;
+    if out == Outcome::Appended {
+        let day = keys::day_of(t);
+        ctx.mark_day(id, s, day)?;
+        head.note_day(day);
+        head.max_t = head.max_t.max(t);
+    }
+    Ok(out)
+}
+
+/// Writes a context's RocksDB batch (chunks, series, postings) and folds its counters.
+fn finish_ctx(db: &DB, head: &mut Head, ctx: Ctx<'_>, counters: &Counters) -> Result<()> {
+    let Ctx { mut batch, postings, chunks_written, active_delta, .. } = ctx;
+    if !postings.is_empty() {
+        let pcf = cf(db, CF_POSTINGS)?;
+        for (k, ids) in &postings {
+            batch.merge_cf(pcf, k, db::encode_bitmap(ids));
+        }
+    }
+    if !batch.is_empty() {
+        db.write(batch).map_err(Error::rocks("write batch"))?;
+    }
+    head.active = (head.active as i64 + active_delta).max(0) as u64;
+    counters.active_series.store(head.active, Ordering::Relaxed);
+    counters.chunks_written.fetch_add(chunks_written, Ordering::Relaxed);
+    Ok(())
+}
+
+fn load_meta(db: &DB) -> Result<i64> {
+    let meta = cf(db, CF_META)?;
+    match db.get_cf(meta, keys::META_SCHEMA_VERSION).map_err(Error::rocks("get meta"))? {
+        Some(v) => {
+            let got = u32::from_be_bytes(
+                v.as_slice().try_into().map_err(|_| Error::corrupt("meta", "schema version is not 4 bytes"))?,
+            );
+            if got != keys::SCHEMA_VERSION {
+                return Err(Error::corrupt("meta", format!("schema version {got}, this build reads {}", keys::SCHEMA_VERSION)));
+            }
+        }
+        None => db
+            .put_cf(meta, keys::META_SCHEMA_VERSION, keys::SCHEMA_VERSION.to_be_bytes())
+            .map_err(Error::rocks("put meta"))?,
+    }
+    match db.get_cf(meta, keys::META_RETENTION_WATERMARK).map_err(Error::rocks("get meta"))? {
+        Some(v) => keys::decode_i64(&v),
+        None => Ok(i64::MIN),
+    }
+}
+
+/// Loads every series (labels, hash) and the range of indexed days.
+fn load_head(db: &DB) -> Result<Head> {
+    let mut head = Head::new();
+    let mut it = db.raw_iterator_cf(cf(db, CF_SERIES)?);
+    it.seek_to_first();
+    while it.valid() {
+        let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+        let id = keys::parse_series_key(k)?;
+        // Validate the encoding once at load, so later decodes of it cannot fail.
+        keys::decode_labels(v)?;
+        head.insert(id, keys::labels_hash(v), MemSeries::new(v.into(), false));
+        it.next();
+    }
+    it.status().map_err(Error::rocks("load series"))?;
+    let pcf = cf(db, CF_POSTINGS)?;
+    let mut it = db.raw_iterator_cf(pcf);
+    it.seek_to_first();
+    let lo = if it.valid() { it.key().map(keys::parse_day).transpose()? } else { None };
+    it.seek_to_last();
+    let hi = if it.valid() { it.key().map(keys::parse_day).transpose()? } else { None };
+    it.status().map_err(Error::rocks("scan postings"))?;
+    if let (Some(lo), Some(hi)) = (lo, hi) {
+        head.day_range = Some((lo, hi));
+    }
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,333 @@
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::{MatchOp, RejectReason, WalFsync};
+
+const T0: i64 = 1_700_000_000_000;
+
+fn cfg() -> EngineConfig {
+    EngineConfig { block_cache_bytes: 8 << 20, memtable_bytes: 1 << 20, ..EngineConfig::default() }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<Label> {
+    let mut l: Vec<Label> = pairs.iter().map(|(n, v)| Label::new(*n, *v)).collect();
+    l.sort();
+    l
+}
+
+fn m(name: &str, op: MatchOp, v: &str) -> Matcher {
+    Matcher::new(name, op, v).expect("matcher")
+}
+
+fn append1(e: &Engine, l: &[Label], samples: &[Sample]) -> AppendReport {
+    e.append(&[SeriesAppend { labels: l, samples }]).expect("append")
+}
+
+fn all_samples(e: &Engine, l: &[Label]) -> Vec<Sample> {
+    let ms: Vec<Matcher> = l.iter().map(|x| m(&x.name, MatchOp::Equal, &x.value)).collect();
+    let mut r = e.select(&ms, i64::MIN, i64::MAX).expect("select");
+    assert!(r.len() <= 1, "exact matchers returned {} series", r.len());
+    r.pop().map(|s| s.samples).unwrap_or_default()
+}
+
+fn series_at(n: i64, v: f64) -> Vec<Sample> {
+    (0..n).map(|i| Sample::new(T0 + i * 15_000, v + i as f64)).collect()
+}
+
+#[test]
+fn in_order_appends_read_back_across_chunk_cuts() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "gpu_util"), ("gpu", "0")]);
+    let samples = series_at(500, 1.0);
+    let r = append1(&e, &l, &samples);
+    assert_eq!(r.appended, 500);
+    assert_eq!(all_samples(&e, &l), samples);
+    assert!(e.stats().chunks_written >= 4, "500 samples at 120/chunk must cut 4 chunks");
+    // A sub-range is inclusive at both ends.
+    let ms = [m("gpu", MatchOp::Equal, "0")];
+    let r = e.select(&ms, samples[10].t, samples[20].t).expect("select");
+    assert_eq!(r[0].samples, samples[10..=20].to_vec());
+}
+
+#[test]
+fn out_of_order_within_window_is_read_back_in_order() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "x")]);
+    let mut all = series_at(300, 0.0);
+    // Everything except every 7th sample, then the missing ones late (within 10 min of
+    // the newest only for the last ones; older ones are too old).
+    let (late, early): (Vec<_>, Vec<_>) = all.iter().enumerate().partition(|(i, _)| i % 7 == 3);
+    let early: Vec<Sample> = early.into_iter().map(|(_, s)| *s).collect();
+    append1(&e, &l, &early);
+    let late: Vec<Sample> = late.into_iter().map(|(_, s)| *s).collect();
+    let newest = early.last().expect("non-empty").t;
+    let r = append1(&e, &l, &late);
+    let expect_ok = late.iter().filter(|s| s.t >= newest - 600_000).count() as u64;
+    assert_eq!(r.appended, expect_ok);
+    assert_eq!(r.rejected_too_old, late.len() as u64 - expect_ok);
+    all.retain(|s| early.contains(s) || s.t >= newest - 600_000);
+    assert_eq!(all_samples(&e, &l), all);
+}
+
+#[test]
+fn sample_older_than_window_is_rejected_as_too_old_with_reason() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "x")]);
+    append1(&e, &l, &[Sample::new(T0, 1.0)]);
+    let batch = [SeriesAppend { labels: &l, samples: &[Sample::new(T0 - 600_001, 2.0)] }];
+    let r = e.append(&batch).expect("append");
+    assert_eq!(r.rejected_too_old, 1);
+    let rej = r.first_rejection.expect("rejection");
+    assert_eq!(rej.reason, RejectReason::TooOld { min_allowed_t: T0 - 600_000 });
+    assert!(rej.reason.to_string().contains("too old"));
+    assert_eq!(e.stats().rejected_too_old, 1);
+}
+
+#[test]
+fn identical_resend_is_a_no_op_even_for_stale_nan() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "x")]);
+    let stale = f64::from_bits(0x7ff0_0000_0000_0002);
+    let s = vec![Sample::new(T0, 1.0), Sample::new(T0 + 15_000, stale), Sample::new(T0 + 30_000, 3.0)];
+    assert_eq!(append1(&e, &l, &s).appended, 3);
+    let r = append1(&e, &l, &s);
+    assert_eq!((r.appended, r.rejected_duplicate, r.rejected_too_old), (0, 0, 0));
+    let back = all_samples(&e, &l);
+    assert_eq!(back.len(), 3);
+    assert_eq!(back[1].v.to_bits(), 0x7ff0_0000_0000_0002);
+}
+
+#[test]
+fn same_timestamp_with_other_value_is_rejected_as_duplicate() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "x")]);
+    append1(&e, &l, &series_at(3, 1.0));
+    // A different NaN payload is a different value too.
+    let r = append1(&e, &l, &[Sample::new(T0 + 15_000, 9.0), Sample::new(T0, f64::NAN)]);
+    assert_eq!(r.rejected_duplicate, 2);
+    assert_eq!(r.first_rejection.expect("rejection").reason, RejectReason::Duplicate);
+    assert_eq!(all_samples(&e, &l), series_at(3, 1.0));
+}
+
+#[test]
+fn unflushed_samples_survive_reopen_via_wal_replay() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let l = labels(&[("__name__", "x"), ("pod", "a")]);
+    let samples = series_at(250, 5.0);
+    {
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        append1(&e, &l, &samples);
+        // Dropped without close: the head is lost, the WAL is not.
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert_eq!(e.replay_report().samples, 250);
+    assert!(e.replay_report().torn_tail.is_none());
+    assert_eq!(all_samples(&e, &l), samples);
+    // Replayed samples that were already in persisted chunks did not duplicate.
+    drop(e);
+    let e = Engine::open(d.path(), cfg()).expect("reopen twice");
+    assert_eq!(all_samples(&e, &l), samples);
+}
+
+#[test]
+fn flush_persists_chunks_and_truncates_the_wal() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let l = labels(&[("__name__", "x")]);
+    let samples = series_at(50, 0.0);
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    append1(&e, &l, &samples);
+    assert!(e.stats().wal_bytes > 0);
+    e.flush().expect("flush");
+    assert_eq!(e.stats().wal_bytes, 0);
+    assert!(e.stats().disk_bytes > 0);
+    e.close().expect("close");
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert_eq!(e.replay_report().records, 0);
+    assert_eq!(all_samples(&e, &l), samples);
+}
+
+#[test]
+fn duplicate_check_sees_persisted_chunks_after_restart() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let l = labels(&[("__name__", "x")]);
+    let samples = series_at(40, 0.0);
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    append1(&e, &l, &samples);
+    e.close().expect("close");
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    let r = append1(&e, &l, &[samples[39], Sample::new(samples[38].t, 123.0), Sample::new(samples[38].t + 1, 7.0)]);
+    assert_eq!((r.appended, r.rejected_duplicate), (1, 1));
+    let r = append1(&e, &l, &[Sample::new(samples[0].t - 20_000, 0.0)]);
+    assert_eq!(r.rejected_too_old, 1, "max_t was restored from disk");
+    assert_eq!(all_samples(&e, &l).len(), 41);
+}
+
+#[test]
+fn matchers_follow_prometheus_semantics_for_missing_labels() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let a = labels(&[("__name__", "m"), ("gpu", "0"), ("pod", "train-1")]);
+    let b = labels(&[("__name__", "m"), ("gpu", "1"), ("pod", "infer-1")]);
+    let c = labels(&[("__name__", "m"), ("pod", "train-2")]);
+    for l in [&a, &b, &c] {
+        append1(&e, l, &series_at(2, 0.0));
+    }
+    let names = |ms: &[Matcher]| -> Vec<String> {
+        e.series(ms, i64::MIN, i64::MAX)
+            .expect("series")
+            .into_iter()
+            .map(|l| l.iter().find(|x| x.name == "pod").map(|x| x.value.clone()).unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(names(&[m("gpu", MatchOp::Equal, "0")]), ["train-1"]);
+    assert_eq!(names(&[m("gpu", MatchOp::Equal, "")]), ["train-2"]);
+    assert_eq!(names(&[m("gpu", MatchOp::NotEqual, "0")]), ["infer-1", "train-2"]);
+    // Series come back sorted by label set: a (gpu=0) < b (gpu=1) < c (no gpu).
+    assert_eq!(names(&[m("gpu", MatchOp::NotEqual, "")]), ["train-1", "infer-1"]);
+    assert_eq!(names(&[m("gpu", MatchOp::Regex, "0|1")]), ["train-1", "infer-1"]);
+    assert_eq!(names(&[m("gpu", MatchOp::Regex, ".*")]), ["train-1", "infer-1", "train-2"]);
+    assert_eq!(names(&[m("gpu", MatchOp::NotRegex, ".+")]), ["train-2"]);
+    assert_eq!(names(&[m("pod", MatchOp::Regex, "train-.*")]), ["train-1", "train-2"]);
+    assert_eq!(names(&[m("pod", MatchOp::Regex, "train")]), Vec::<String>::new());
+    assert_eq!(names(&[m("pod", MatchOp::NotRegex, "train-[0-9]"), m("__name__", MatchOp::Equal, "m")]), ["infer-1"]);
+    assert_eq!(names(&[]).len(), 3, "no matchers selects everything");
+    assert_eq!(e.label_names(&[], i64::MIN, i64::MAX).expect("names"), ["__name__", "gpu", "pod"]);
+    assert_eq!(e.label_names(&[m("pod", MatchOp::Equal, "train-2")], i64::MIN, i64::MAX).expect("names"), ["__name__", "pod"]);
+    assert_eq!(e.label_values("gpu", &[], i64::MIN, i64::MAX).expect("values"), ["0", "1"]);
+    assert_eq!(e.label_values("pod", &[m("gpu", MatchOp::Regex, ".+")], i64::MIN, i64::MAX).expect("values"), ["infer-1", "train-1"]);
+    // A time range on another day sees nothing.
+    assert!(e.series(&[], T0 + 5 * keys::MS_PER_DAY, T0 + 6 * keys::MS_PER_DAY).expect("series").is_empty());
+}
+
+#[test]
+fn retention_drops_old_days_from_index_and_reads() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig { retention_ms: 2 * keys::MS_PER_DAY, ..cfg() };
+    let e = Engine::open(d.path(), config).expect("open");
+    let old = labels(&[("__name__", "old")]);
+    let new = labels(&[("__name__", "new")]);
+    append1(&e, &old, &[Sample::new(T0, 1.0)]);
+    append1(&e, &new, &[Sample::new(T0 + 5 * keys::MS_PER_DAY, 1.0)]);
+    e.flush().expect("flush");
+    assert_eq!(e.label_values("__name__", &[], i64::MIN, i64::MAX).expect("values"), ["new"]);
+    assert!(all_samples(&e, &old).is_empty());
+    assert_eq!(all_samples(&e, &new).len(), 1);
+    e.close().expect("close");
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert!(all_samples(&e, &old).is_empty(), "watermark persisted");
+}
+
+#[test]
+fn concurrent_appenders_all_land() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Arc::new(Engine::open(d.path(), cfg()).expect("open"));
+    let threads: Vec<_> = (0..4)
+        .map(|k| {
+            let e = Arc::clone(&e);
+            std::thread::spawn(move || {
+                let l = labels(&[("__name__", "c"), ("thread", &k.to_string())]);
+                for i in 0..100 {
+                    append1(&e, &l, &[Sample::new(T0 + i * 1000, i as f64)]);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("join");
+    }
+    let r = e.select(&[m("__name__", MatchOp::Equal, "c")], i64::MIN, i64::MAX).expect("select");
+    assert_eq!(r.len(), 4);
+    assert!(r.iter().all(|s| s.samples.len() == 100));
+    assert_eq!(e.stats().samples_appended, 400);
+}
+
+#[test]
+fn wal_fsync_none_still_survives_process_drop() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let l = labels(&[("__name__", "x")]);
+    {
+        let e = Engine::open(d.path(), EngineConfig { wal_fsync: WalFsync::None, ..cfg() }).expect("open");
+        append1(&e, &l, &series_at(10, 0.0));
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert_eq!(all_samples(&e, &l).len(), 10);
+}
+
+#[test]
+fn oversized_label_name_is_rejected_before_anything_is_stored() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let good = labels(&[("__name__", "ok")]);
+    let bad = vec![Label::new("n".repeat(70_000), "v")];
+    let s = [Sample::new(T0, 1.0)];
+    let err = e.append(&[SeriesAppend { labels: &good, samples: &s }, SeriesAppend { labels: &bad, samples: &s }]);
+    assert!(matches!(err, Err(Error::InvalidInput(_))));
+    assert!(all_samples(&e, &good).is_empty());
+}
+
+/// A plain model of the index: label sets and the days they have data on.
+fn model_select(sets: &[(Vec<Label>, BTreeSet<i32>)], ms: &[Matcher], lo: i32, hi: i32) -> BTreeSet<Vec<Label>> {
+    sets.iter()
+        .filter(|(_, days)| days.range(lo..=hi).next().is_some())
+        .filter(|(l, _)| ms.iter().all(|m| m.matches_labels(l)))
+        .map(|(l, _)| l.clone())
+        .collect()
+}
+
+fn arb_matcher() -> impl Strategy<Value = Matcher> {
+    let names = prop_oneof![Just("a"), Just("b"), Just("c")];
+    let values = prop_oneof![Just(""), Just("x"), Just("y"), Just("x|y"), Just("x.*"), Just(".*"), Just(".+"), Just("[xz]")];
+    let ops = prop_oneof![Just(MatchOp::Equal), Just(MatchOp::NotEqual), Just(MatchOp::Regex), Just(MatchOp::NotRegex)];
+    (names, ops, values).prop_map(|(n, o, v)| Matcher::new(n, o, v).expect("valid"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn postings_agree_with_a_btreeset_model(
+        series in proptest::collection::vec(
+            (proptest::collection::vec((0usize..3, 0usize..3), 0..3), proptest::collection::btree_set(0i32..4, 1..3)),
+            1..12),
+        queries in proptest::collection::vec((proptest::collection::vec(arb_matcher(), 0..3), 0i32..4, 0i32..4), 1..6),
+    ) {
+        let d = tempfile::tempdir().expect("tempdir");
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        let names = ["a", "b", "c"];
+        let values = ["x", "y", "xz"];
+        let mut sets: Vec<(Vec<Label>, BTreeSet<i32>)> = Vec::new();
+        for (i, (pairs, days)) in series.iter().enumerate() {
+            let mut l = vec![Label::new("id", i.to_string())];
+            for &(n, v) in pairs {
+                if !l.iter().any(|x| x.name == names[n]) {
+                    l.push(Label::new(names[n], values[v]));
+                }
+            }
+            l.sort();
+            let samples: Vec<Sample> = days.iter().map(|&day| Sample::new(i64::from(day) * keys::MS_PER_DAY + 1000, 1.0)).collect();
+            let r = e.append(&[SeriesAppend { labels: &l, samples: &samples }]).expect("append");
+            // Days apart by more than the OOO window: only in-order samples are kept.
+            let mut kept = BTreeSet::new();
+            let mut max = i32::MIN;
+            for &day in days {
+                if day > max { kept.insert(day); max = day; }
+            }
+            prop_assert_eq!(r.appended as usize, kept.len());
+            sets.push((l, kept));
+        }
+        for (ms, a, b) in &queries {
+            let (lo, hi) = (*a.min(b), *a.max(b));
+            let got: BTreeSet<Vec<Label>> = e
+                .series(ms, i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1)
+                .expect("series").into_iter().collect();
+            prop_assert_eq!(got, model_select(&sets, ms, lo, hi), "matchers {:?} days {}..={}", ms, lo, hi);
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! The in-memory head: every known series, with one open chunk per active series plus
+//! the recently cut chunks that out-of-order samples may still land in.
+//!
+//! **Invariant:** every stored sample with `t >= max_t - out_of_order_window` of a warm
+//! series is in `open` or `recent`, so duplicate checks never read RocksDB on the hot
+//! path. Chunks of one series never overlap in time: an out-of-order sample goes into
+//! the chunk whose range contains it, or the one before the gap it falls in.
+//!
+//! The head is guarded by one `Mutex` in `Engine`; nothing here locks.
+
+use std::collections::{BTreeMap, HashMap};
+
+use roaring::RoaringBitmap;
+use rocksdb::{WriteBatch, DB};
+
+use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
+use crate::config::EngineConfig;
+use crate::db::CF_CHUNKS;
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::types::{Label, RejectReason, Sample};
+
+/// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
+#[derive(Clone, Debug)]
+pub struct CutChunk {
+    pub enc: Encoding,
+    pub bytes: Vec<u8>,
+    pub mint: i64,
+    pub maxt: i64,
+}
+
+/// One series in memory.
+pub struct MemSeries {
+    /// Canonical label encoding (`keys::encode_labels`); compact, and compared byte-wise
+    /// to detect hash collisions.
+    pub labels: Box<[u8]>,
+    pub open: Option<XorAppender>,
+    pub open_mint: i64,
+    /// Oldest WAL segment holding a sample of `open`: that segment must outlive it.
+    pub open_seg: u64,
+    pub recent: Vec<CutChunk>,
+    /// Newest timestamp stored for the series; meaningful when `has_max`.
+    pub max_t: i64,
+    pub has_max: bool,
+    /// Whether `recent`/`max_t` were loaded from RocksDB in this process (series that
+    /// existed before the last restart are cold until first touched).
+    pub warm: bool,
+    /// The two days most recently added to postings for this series in this process.
+    pub days: [Option<i32>; 2],
+}
+
+impl MemSeries {
+    pub fn new(labels: Box<[u8]>, warm: bool) -> MemSeries {
+        MemSeries {
+            labels,
+            open: None,
+            open_mint: 0,
+            open_seg: 0,
+            recent: Vec::new(),
+            max_t: i64::MIN,
+            has_max: false,
+            warm,
+            days: [None, None],
+        }
+    }
+
+    pub fn open_len(&self) -> usize {
+        self.open.as_ref().map_or(0, XorAppender::len)
+    }
+
+    /// Approximate heap bytes, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.labels.len()
+            + self.open.as_ref().map_or(0, XorAppender::heap_bytes)
+            + self.recent.iter().map(|c| c.bytes.capacity() + std::mem::size_of::<CutChunk>()).sum::<usize>()
+    }
+}
+
+/// What happened to one sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Outcome {
+    Appended,
+    /// Same timestamp, bit-identical value: nothing to do (a retried write).
+    Unchanged,
+    Rejected(RejectReason),
+}
+
+/// Per-call write context: the RocksDB batch and postings being accumulated.
+pub struct Ctx<'a> {
+    pub db: &'a DB,
+    pub cfg: &'a EngineConfig,
+    pub batch: WriteBatch,
+    /// Postings key → ids to OR in (one merge operand per key per call).
+    pub postings: BTreeMap<Vec<u8>, RoaringBitmap>,
+    /// WAL segment the samples being applied are (or will be) written to.
+    pub seg: u64,
+    pub chunks_written: u64,
+    /// Change in the number of series with a non-empty open chunk.
+    pub active_delta: i64,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(db: &'a DB, cfg: &'a EngineConfig, seg: u64) -> Ctx<'a> {
+        Ctx { db, cfg, batch: WriteBatch::default(), postings: BTreeMap::new(), seg, chunks_written: 0, active_delta: 0 }
+    }
+
+    fn chunks_cf(&self) -> Result<&'a rocksdb::ColumnFamily> {
+        self.db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))
+    }
+
+    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]) -> Result<()> {
+        let cf = self.chunks_cf()?;
+        self.batch.put_cf(cf, keys::chunk_key(id, mint), keys::encode_chunk_value(enc, mint, maxt, bytes));
+        self.chunks_written += 1;
+        Ok(())
+    }
+
+    fn delete_chunk(&mut self, id: u32, mint: i64) -> Result<()> {
+        let cf = self.chunks_cf()?;
+        self.batch.delete_cf(cf, keys::chunk_key(id, mint));
+        Ok(())
+    }
+
+    /// Seals the open chunk of `s`: writes it and keeps it in `recent`.
+    pub fn cut(&mut self, id: u32, s: &mut MemSeries) -> Result<()> {
+        let Some(open) = s.open.take() else { return Ok(()) };
+        if open.is_empty() {
+            return Ok(());
+        }
+        let maxt = open.last_t();
+        let enc = open.encoding();
+        let mut bytes = open.into_bytes();
+        // The appender grew its buffer by doubling; a sealed chunk never grows again.
+        bytes.shrink_to_fit();
+        self.put_chunk(id, enc, s.open_mint, maxt, &bytes)?;
+        s.recent.push(CutChunk { enc, bytes, mint: s.open_mint, maxt });
+        self.active_delta -= 1;
+        Ok(())
+    }
+
+    /// Records that series `id` has data on `day`, adding it to that day's postings
+    /// unless it is one of the two days indexed most recently for the series (nearly
+    /// every sample falls on the same day as the previous one; out-of-order samples
+    /// around midnight touch two). Postings are idempotent, so forgetting an older day
+    /// only costs a redundant merge operand.
+    pub fn mark_day(&mut self, id: u32, s: &mut MemSeries, day: i32) -> Result<()> {
+        if s.days[0] == Some(day) || s.days[1] == Some(day) {
+            return Ok(());
+        }
+        s.days = [Some(day), s.days[0]];
+        let labels = keys::decode_labels(&s.labels)?;
+        self.postings.entry(keys::all_postings_key(day).to_vec()).or_default().insert(id);
+        for l in &labels {
+            self.postings.entry(keys::postings_key(day, &l.name, &l.value)?).or_default().insert(id);
+        }
+        Ok(())
+    }
+
+    /// Loads `max_t` and the recent chunks of a series that existed before this process
+    /// started, so out-of-order and duplicate checks see what is already on disk.
+    pub fn warm(&mut self, id: u32, s: &mut MemSeries) -> Result<()> {
+        if s.warm {
+            return Ok(());
+        }
+        s.warm = true;
+        let cf = self.chunks_cf()?;
+        let window = self.cfg.out_of_order_window_ms;
+        let mut it = self.db.raw_iterator_cf(cf);
+        it.seek_for_prev(keys::chunk_key(id, i64::MAX));
+        let mut newest: Option<i64> = None;
+        let mut loaded = Vec::new();
+        while it.valid() {
+            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+            let (cid, mint) = keys::parse_chunk_key(k)?;
+            if cid != id {
+                break;
+            }
+            let (enc, maxt, bytes) = keys::decode_chunk_value(mint, v)?;
+            let newest_t = *newest.get_or_insert(maxt);
+            if maxt < newest_t.saturating_sub(window) {
+                break;
+            }
+            loaded.push(CutChunk { enc, bytes: bytes.to_vec(), mint, maxt });
+            it.prev();
+        }
+        it.status().map_err(Error::rocks("read chunks"))?;
+        loaded.reverse();
+        if let Some(t) = newest {
+            if !s.has_max || t > s.max_t {
+                s.max_t = t;
+                s.has_max = true;
+            }
+        }
+        s.recent = loaded;
+        Ok(())
+    }
+
+    /// Applies one sample to a (warm) series with Prometheus append semantics.
+    pub fn apply(&mut self, id: u32, s: &mut MemSeries, t: i64, v: f64) -> Result<Outcome> {
+        let window = self.cfg.out_of_order_window_ms;
+        if !s.has_max || t > s.max_t {
+            self.append_in_order(id, s, t, v)?;
+            s.max_t = t;
+            s.has_max = true;
+            let keep_from = t.saturating_sub(window);
+            s.recent.retain(|c| c.maxt >= keep_from);
+            return Ok(Outcome::Appended);
+        }
+        let min_allowed = s.max_t.saturating_sub(window);
+        if t < min_allowed {
+            return Ok(Outcome::Rejected(RejectReason::TooOld { min_allowed_t: min_allowed }));
+        }
+        self.insert_out_of_order(id, s, t, v)
+    }
+
+    fn append_in_order(&mut self, id: u32, s: &mut MemSeries, t: i64, v: f64) -> Result<()> {
+        let n = s.open_len();
+        if n > 0 {
+            let span = i128::from(t) - i128::from(s.open_mint);
+            if n >= usize::from(self.cfg.chunk_target_samples) || span >= i128::from(self.cfg.chunk_max_span_ms) {
+                self.cut(id, s)?;
+            }
+        }
+        if s.open_len() == 0 {
+            let mut a = XorAppender::new(Encoding::DEFAULT);
+            a.append(t, v)?;
+            s.open = Some(a);
+            s.open_mint = t;
+            s.open_seg = self.seg;
+            self.active_delta += 1;
+            return Ok(());
+        }
+        s.open.as_mut().expect("open_len() > 0 implies an open chunk").append(t, v)
+    }
+
+    fn insert_out_of_order(&mut self, id: u32, s: &mut MemSeries, t: i64, v: f64) -> Result<Outcome> {
+        // Chunks in time order: recent ones, then the open one.
+        let open_idx = s.recent.len();
+        let has_open = s.open_len() > 0;
+        let count = open_idx + usize::from(has_open);
+        if count == 0 {
+            // Nothing in memory covers the window (cannot happen for a warm series with
+            // a max_t, but stay correct): start an open chunk.
+            return self.append_in_order(id, s, t, v).map(|()| Outcome::Appended);
+        }
+        let mint_of = |i: usize| if i == open_idx { s.open_mint } else { s.recent[i].mint };
+        let target = (0..count).rev().find(|&i| mint_of(i) <= t).unwrap_or(0);
+        let mut samples = if target == open_idx {
+            let open = s.open.as_ref().expect("has_open");
+            chunk::decode(open.bytes(), open.encoding())?
+        } else {
+            chunk::decode(&s.recent[target].bytes, s.recent[target].enc)?
+        };
+        match samples.binary_search_by(|x| x.t.cmp(&t)) {
+            Ok(i) => {
+                return Ok(if samples[i].v.to_bits() == v.to_bits() {
+                    Outcome::Unchanged
+                } else {
+                    Outcome::Rejected(RejectReason::Duplicate)
+                });
+            }
+            Err(i) => {
+                if samples.len() >= MAX_SAMPLES {
+                    return Err(Error::InvalidInput(format!(
+                        "out-of-order sample at t={t} would overflow a chunk of {MAX_SAMPLES} samples"
+                    )));
+                }
+                samples.insert(i, Sample { t, v });
+            }
+        }
+        let new_mint = samples[0].t;
+        let new_maxt = samples[samples.len() - 1].t;
+        if target == open_idx {
+            let mut a = XorAppender::new(Encoding::DEFAULT);
+            for x in &samples {
+                a.append(x.t, x.v)?;
+            }
+            s.open = Some(a);
+            s.open_mint = new_mint;
+        } else {
+            let enc = Encoding::DEFAULT;
+            let bytes = XorAppender::encode(enc, &samples)?;
+            let old_mint = s.recent[target].mint;
+            if old_mint != new_mint {
+                self.delete_chunk(id, old_mint)?;
+            }
+            self.put_chunk(id, enc, new_mint, new_maxt, &bytes)?;
+            s.recent[target] = CutChunk { enc, bytes, mint: new_mint, maxt: new_maxt };
+        }
+        Ok(Outcome::Appended)
+    }
+}
+
+/// All series of the shard.
+#[derive(Default)]
+pub struct Head {
+    /// Indexed by series id; `None` for ids never assigned in this shard.
+    pub series: Vec<Option<Box<MemSeries>>>,
+    /// Label-set hash → series id (the first one with this hash).
+    pub by_hash: HashMap<u64, u32>,
+    /// Further ids whose label sets share a hash (rare; xxh3-64 collisions).
+    pub collisions: HashMap<u64, Vec<u32>>,
+    pub next_id: u32,
+    /// Series with a non-empty open chunk.
+    pub active: u64,
+    /// Newest timestamp stored in the shard (drives retention), i64::MIN when empty.
+    pub max_t: i64,
+    /// Range of days that have postings (clamps index scans of huge time ranges).
+    pub day_range: Option<(i32, i32)>,
+}
+
+impl Head {
+    pub fn new() -> Head {
+        Head { max_t: i64::MIN, ..Head::default() }
+    }
+
+    /// Finds the id of a label set by its canonical encoding.
+    pub fn lookup(&self, hash: u64, encoded: &[u8]) -> Option<u32> {
+        let first = *self.by_hash.get(&hash)?;
+        let same = |id: u32| self.get(id).is_some_and(|s| *s.labels == *encoded);
+        if same(first) {
+            return Some(first);
+        }
+        self.collisions.get(&hash)?.iter().copied().find(|&id| same(id))
+    }
+
+    /// Registers a series under an id (new, loaded from RocksDB, or replayed).
+    pub fn insert(&mut self, id: u32, hash: u64, s: MemSeries) {
+        let idx = id as usize;
+        if self.series.len() <= idx {
+            self.series.resize_with(idx + 1, || None);
+        }
+        self.series[idx] = Some(Box::new(s));
+        match self.by_hash.get(&hash) {
+            Some(&existing) if existing != id => self.collisions.entry(hash).or_default().push(id),
+            Some(_) => {}
+            None => {
+                self.by_hash.insert(hash, id);
+            }
+        }
+        self.next_id = self.next_id.max(id.saturating_add(1));
+    }
+
+    pub fn get(&self, id: u32) -> Option<&MemSeries> {
+        self.series.get(id as usize)?.as_deref()
+    }
+
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut MemSeries> {
+        self.series.get_mut(id as usize)?.as_deref_mut()
+    }
+
+    pub fn note_day(&mut self, day: i32) {
+        self.day_range = Some(match self.day_range {
+            None => (day, day),
+            Some((lo, hi)) => (lo.min(day), hi.max(day)),
+        });
+    }
+
+    pub fn labels_of(&self, id: u32) -> Result<Option<Vec<Label>>> {
+        match self.get(id) {
+            Some(s) => Ok(Some(keys::decode_labels(&s.labels)?)),
+            None => Ok(None),
+        }
+    }
+}

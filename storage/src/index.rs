@@ -1,0 +1,187 @@
+//! Reading the per-day inverted index: matchers → series ids, label names and values.
+//!
+//! A series' labels never change, so "matches all matchers on some day in range" equals
+//! "(union over days of matcher 1) ∩ (union over days of matcher 2) ∩ …": each matcher
+//! is evaluated over the whole day range, then the results are intersected.
+
+use std::collections::BTreeSet;
+
+use roaring::RoaringBitmap;
+use rocksdb::DB;
+
+use crate::db::{decode_bitmap, CF_POSTINGS};
+use crate::error::{Error, Result};
+use crate::keys;
+use crate::matcher::{Matcher, ValueScan};
+
+pub struct Index<'a> {
+    db: &'a DB,
+    cf: &'a rocksdb::ColumnFamily,
+    /// Inclusive day range to look at (already clamped to days that have postings).
+    lo: i32,
+    hi: i32,
+}
+
+impl<'a> Index<'a> {
+    pub fn new(db: &'a DB, lo: i32, hi: i32) -> Result<Index<'a>> {
+        let cf = db.cf_handle(CF_POSTINGS).ok_or_else(|| Error::corrupt("rocksdb", "missing postings column family"))?;
+        Ok(Index { db, cf, lo, hi })
+    }
+
+    fn days(&self) -> impl Iterator<Item = i32> {
+        self.lo..=self.hi
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<RoaringBitmap>> {
+        match self.db.get_pinned_cf(self.cf, key).map_err(Error::rocks("get postings"))? {
+            Some(v) => Ok(Some(decode_bitmap(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every series with data in the day range.
+    pub fn all(&self) -> Result<RoaringBitmap> {
+        let mut acc = RoaringBitmap::new();
+        for d in self.days() {
+            if let Some(b) = self.get(&keys::all_postings_key(d))? {
+                acc |= b;
+            }
+        }
+        Ok(acc)
+    }
+
+    /// Calls `f(value, serialized bitmap)` for every stored value of `name` starting with
+    /// `prefix`; the callback decides whether the bitmap is worth decoding.
+    fn scan_values(&self, name: &str, prefix: &str, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        for d in self.days() {
+            let name_prefix = keys::postings_name_prefix(d, name)?;
+            let mut start = name_prefix.clone();
+            start.extend_from_slice(prefix.as_bytes());
+            let mut it = self.db.raw_iterator_cf(self.cf);
+            it.seek(&start);
+            while it.valid() {
+                let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+                if !k.starts_with(&start) {
+                    break;
+                }
+                f(&k[name_prefix.len()..], v)?;
+                it.next();
+            }
+            it.status().map_err(Error::rocks("scan postings"))?;
+        }
+        Ok(())
+    }
+
+    /// Series whose value of `name` satisfies `pred` (missing labels never included).
+    fn union_where(&self, name: &str, scan: ValueScan<'_>, pred: impl Fn(&str) -> bool) -> Result<RoaringBitmap> {
+        let mut acc = RoaringBitmap::new();
+        match scan {
+            ValueScan::Exact(values) => {
+                for v in values {
+                    if v.is_empty() || !pred(v) {
+                        continue;
+                    }
+                    for d in self.days() {
+                        if let Some(b) = self.get(&keys::postings_key(d, name, v)?)? {
+                            acc |= b;
+                        }
+                    }
+                }
+            }
+            ValueScan::Prefix(prefix) => {
+                self.scan_values(name, prefix, |v, b| {
+                    if std::str::from_utf8(v).is_ok_and(&pred) {
+                        acc |= decode_bitmap(b)?;
+                    }
+                    Ok(())
+                })?;
+            }
+        }
+        Ok(acc)
+    }
+
+    /// Series selected by one matcher, with Prometheus semantics for missing labels.
+    pub fn matcher(&self, m: &Matcher, all: &mut Option<RoaringBitmap>) -> Result<RoaringBitmap> {
+        let p = m.pattern();
+        let positive_matches_empty = p.matches("");
+        let mut all_series = || -> Result<RoaringBitmap> {
+            if all.is_none() {
+                *all = Some(self.all()?);
+            }
+            Ok(all.clone().expect("just filled"))
+        };
+        Ok(match (m.is_negated(), positive_matches_empty) {
+            // name=~P, P("") false: series having a value matching P.
+            (false, false) => self.union_where(m.name(), p.scan(), |v| p.matches(v))?,
+            // name=~P, P("") true: everything except series whose value fails P.
+            (false, true) => all_series()? - self.union_where(m.name(), ValueScan::Prefix(""), |v| !p.matches(v))?,
+            // name!~P, P("") false: everything except series whose value matches P.
+            (true, false) => all_series()? - self.union_where(m.name(), p.scan(), |v| p.matches(v))?,
+            // name!~P, P("") true: series having a value that fails P.
+            (true, true) => self.union_where(m.name(), ValueScan::Prefix(""), |v| !p.matches(v))?,
+        })
+    }
+
+    /// Series matching every matcher; no matchers selects every series in range.
+    pub fn select(&self, matchers: &[Matcher]) -> Result<RoaringBitmap> {
+        let mut all = None;
+        if matchers.is_empty() {
+            return self.all();
+        }
+        // Cheap, selective matchers (`=` on a non-empty value) first, so an empty
+        // intersection stops before any scan.
+        let mut order: Vec<&Matcher> = matchers.iter().collect();
+        order.sort_by_key(|m| !(m.op() == crate::MatchOp::Equal && !m.value().is_empty()));
+        let mut acc: Option<RoaringBitmap> = None;
+        for m in order {
+            let b = self.matcher(m, &mut all)?;
+            let next = match acc {
+                None => b,
+                Some(a) => a & b,
+            };
+            if next.is_empty() {
+                return Ok(next);
+            }
+            acc = Some(next);
+        }
+        Ok(acc.unwrap_or_default())
+    }
+
+    /// Distinct label names with postings in range (skips over each name's values).
+    pub fn label_names(&self) -> Result<BTreeSet<String>> {
+        let mut names = BTreeSet::new();
+        for d in self.days() {
+            let day = keys::day_prefix(d);
+            let mut it = self.db.raw_iterator_cf(self.cf);
+            it.seek(day);
+            while it.valid() {
+                let Some(k) = it.key() else { break };
+                if !k.starts_with(&day) {
+                    break;
+                }
+                let (_, name, _) = keys::parse_postings_key(k)?;
+                let name_end = 6 + name.len();
+                let skip_to = keys::prefix_successor(&k[..name_end]);
+                if !name.is_empty() {
+                    names.insert(String::from_utf8_lossy(name).into_owned());
+                }
+                match skip_to {
+                    Some(s) => it.seek(s),
+                    None => break,
+                }
+            }
+            it.status().map_err(Error::rocks("scan postings"))?;
+        }
+        Ok(names)
+    }
+
+    /// Distinct values of one label with postings in range.
+    pub fn label_values(&self, name: &str) -> Result<BTreeSet<String>> {
+        let mut values = BTreeSet::new();
+        self.scan_values(name, "", |v, _| {
+            values.insert(String::from_utf8_lossy(v).into_owned());
+            Ok(())
+        })?;
+        Ok(values)
+    }
+}

@@ -1,0 +1,123 @@
+//! The data model shared with the server: labels, samples, append batches and reports.
+
+use std::fmt;
+
+/// One label pair. A series is identified by its label set, sorted by name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label {
+    pub name: String,
+    pub value: String,
+}
+
+impl Label {
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Label {
+        Label { name: name.into(), value: value.into() }
+    }
+}
+
+/// One float sample: `t` in milliseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub t: i64,
+    pub v: f64,
+}
+
+impl Sample {
+    pub fn new(t: i64, v: f64) -> Sample {
+        Sample { t, v }
+    }
+}
+
+/// The samples of one series in an append batch.
+///
+/// `labels` must already be validated and sorted by name (the server does this); the
+/// engine hashes and stores them as given. `samples` may be in any order.
+#[derive(Clone, Copy, Debug)]
+pub struct SeriesAppend<'a> {
+    pub labels: &'a [Label],
+    pub samples: &'a [Sample],
+}
+
+/// What happened to one append batch. Rejections are per sample and never fail the batch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AppendReport {
+    /// Samples newly stored (idempotent re-sends of an identical sample are not counted).
+    pub appended: u64,
+    /// Samples older than the series' newest sample minus the out-of-order window.
+    pub rejected_too_old: u64,
+    /// Samples whose timestamp is already stored with a different value.
+    pub rejected_duplicate: u64,
+    /// The first rejection in batch order, so the server can name it in its 400 message.
+    pub first_rejection: Option<Rejection>,
+}
+
+impl AppendReport {
+    pub(crate) fn reject(&mut self, series_index: usize, t: i64, reason: RejectReason) {
+        match reason {
+            RejectReason::TooOld { .. } => self.rejected_too_old += 1,
+            RejectReason::Duplicate => self.rejected_duplicate += 1,
+        }
+        if self.first_rejection.is_none() {
+            self.first_rejection = Some(Rejection { series_index, t, reason });
+        }
+    }
+}
+
+/// One rejected sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rejection {
+    /// Index of the series in the batch passed to `Engine::append`.
+    pub series_index: usize,
+    /// Timestamp of the rejected sample (ms).
+    pub t: i64,
+    pub reason: RejectReason,
+}
+
+/// Why a sample was not stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RejectReason {
+    /// The sample is older than the series' newest sample minus the out-of-order window.
+    TooOld { min_allowed_t: i64 },
+    /// A sample with the same timestamp and a different value is already stored.
+    Duplicate,
+}
+
+impl fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RejectReason::TooOld { min_allowed_t } => write!(
+                f,
+                "sample is too old: this series only accepts timestamps >= {min_allowed_t} ms \
+                 (newest sample minus the out-of-order window)"
+            ),
+            RejectReason::Duplicate => f.write_str(
+                "duplicate sample: this series already has a different value at this timestamp",
+            ),
+        }
+    }
+}
+
+/// The samples of one series returned by `Engine::select`, in time order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesSamples {
+    pub labels: Vec<Label>,
+    pub samples: Vec<Sample>,
+}
+
+/// Engine counters, cheap to read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Series that currently have samples in the in-memory head.
+    pub active_series: u64,
+    /// Series known to this shard (every id ever assigned and not yet dropped).
+    pub total_series: u64,
+    pub samples_appended: u64,
+    pub rejected_too_old: u64,
+    pub rejected_duplicate: u64,
+    /// Chunks written to RocksDB since open (including rewrites of recent chunks).
+    pub chunks_written: u64,
+    /// RocksDB live SST bytes plus memtable bytes over all column families.
+    pub disk_bytes: u64,
+    /// Bytes in WAL segment files.
+    pub wal_bytes: u64,
+}

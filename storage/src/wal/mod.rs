@@ -1,0 +1,282 @@
+//! Write-ahead log: numbered segment files of checksummed records, group commit.
+//!
+//! Appenders write their record with one `write` syscall under `writer` (so the bytes
+//! are in the OS page cache and survive `kill -9` from that moment), then call
+//! `sync_to(pos)`. The first appender needing a sync becomes the leader and runs one
+//! `fdatasync` for everyone who wrote before it started; the others wait on a condvar.
+//! A failed fsync poisons the WAL for good: the kernel may have dropped the dirty pages,
+//! so retrying could report success for data that is gone.
+//!
+//! Segments are never appended to after a restart: replay reads them all, then a new
+//! segment is started. A segment is deleted once every sample in it is in a chunk that
+//! RocksDB holds durably (the engine decides; see `truncate_before`).
+
+pub mod record;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::config::WalFsync;
+use crate::error::{Error, Result};
+
+/// What replay found wrong at the end of the log (reported, never a crash).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    pub segment: u64,
+    /// Byte offset of the first bad record; the segment was truncated here.
+    pub offset: u64,
+    pub reason: String,
+    /// Later segments that were deleted because they follow the damage.
+    pub dropped_segments: Vec<u64>,
+}
+
+struct Writer {
+    file: Arc<File>,
+    seg: u64,
+    seg_bytes: u64,
+    /// Bytes ever written through this `Wal` (positions for group commit).
+    written: u64,
+    /// Size of every segment on disk, current one included.
+    sizes: BTreeMap<u64, u64>,
+}
+
+struct SyncState {
+    synced: u64,
+    syncing: bool,
+    last_sync: Instant,
+    poisoned: bool,
+}
+
+pub struct Wal {
+    dir: PathBuf,
+    policy: WalFsync,
+    interval: Duration,
+    segment_limit: u64,
+    writer: Mutex<Writer>,
+    sync: Mutex<SyncState>,
+    synced_cv: Condvar,
+}
+
+fn segment_path(dir: &Path, seg: u64) -> PathBuf {
+    dir.join(format!("{seg:08}"))
+}
+
+/// Lists segment numbers in `dir` in order (files named by 8 decimal digits).
+pub fn list_segments(dir: &Path) -> Result<Vec<u64>> {
+    let mut segs = Vec::new();
+    for e in fs::read_dir(dir).map_err(Error::io("read wal dir", dir))? {
+        let e = e.map_err(Error::io("read wal dir", dir))?;
+        if let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) {
+            segs.push(n);
+        }
+    }
+    segs.sort_unstable();
+    Ok(segs)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(Error::io("fsync wal dir", dir))
+}
+
+/// Reads every record of every segment in order, calling `apply(segment, type, payload)`.
+/// A bad frame truncates its segment at that offset and deletes the later segments.
+pub fn replay(dir: &Path, mut apply: impl FnMut(u64, u8, &[u8]) -> Result<()>) -> Result<Option<TornTail>> {
+    let segs = list_segments(dir)?;
+    for (i, &seg) in segs.iter().enumerate() {
+        let path = segment_path(dir, seg);
+        let buf = fs::read(&path).map_err(Error::io("read wal segment", &path))?;
+        let mut off = 0usize;
+        loop {
+            match record::read_frame(&buf[off..]) {
+                record::Frame::End => break,
+                record::Frame::Record(typ, payload, used) => {
+                    apply(seg, typ, payload)?;
+                    off += used;
+                }
+                record::Frame::Bad(reason) => {
+                    let f = OpenOptions::new().write(true).open(&path).map_err(Error::io("open wal segment", &path))?;
+                    f.set_len(off as u64).map_err(Error::io("truncate wal segment", &path))?;
+                    f.sync_all().map_err(Error::io("fsync wal segment", &path))?;
+                    let dropped: Vec<u64> = segs[i + 1..].to_vec();
+                    for &d in &dropped {
+                        let p = segment_path(dir, d);
+                        fs::remove_file(&p).map_err(Error::io("remove wal segment", &p))?;
+                    }
+                    sync_dir(dir)?;
+                    return Ok(Some(TornTail { segment: seg, offset: off as u64, reason, dropped_segments: dropped }));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+impl Wal {
+    /// Opens the WAL for writing in a fresh segment after the existing ones (call after
+    /// `replay`).
+    pub fn create(dir: &Path, policy: WalFsync, interval_ms: u64, segment_limit: u64) -> Result<Wal> {
+        fs::create_dir_all(dir).map_err(Error::io("create wal dir", dir))?;
+        let mut sizes = BTreeMap::new();
+        for seg in list_segments(dir)? {
+            let p = segment_path(dir, seg);
+            let len = fs::metadata(&p).map_err(Error::io("stat wal segment", &p))?.len();
+            sizes.insert(seg, len);
+        }
+        let seg = sizes.keys().next_back().map_or(1, |s| s + 1);
+        let file = Self::new_segment(dir, seg)?;
+        sizes.insert(seg, 0);
+        Ok(Wal {
+            dir: dir.to_path_buf(),
+            policy,
+            interval: Duration::from_millis(interval_ms),
+            segment_limit,
+            writer: Mutex::new(Writer { file: Arc::new(file), seg, seg_bytes: 0, written: 0, sizes }),
+            sync: Mutex::new(SyncState { synced: 0, syncing: false, last_sync: Instant::now(), poisoned: false }),
+            synced_cv: Condvar::new(),
+        })
+    }
+
+    fn new_segment(dir: &Path, seg: u64) -> Result<File> {
+        let p = segment_path(dir, seg);
+        let f = OpenOptions::new().create_new(true).append(true).open(&p).map_err(Error::io("create wal segment", &p))?;
+        // The new directory entry must be durable too, or power loss could lose the file.
+        sync_dir(dir)?;
+        Ok(f)
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.sync.lock().poisoned
+    }
+
+    /// The segment new records go to.
+    pub fn current_segment(&self) -> u64 {
+        self.writer.lock().seg
+    }
+
+    /// Total bytes in all segments on disk.
+    pub fn bytes(&self) -> u64 {
+        self.writer.lock().sizes.values().sum()
+    }
+
+    /// Whether the current segment has reached its size limit.
+    pub fn wants_rotation(&self) -> bool {
+        self.writer.lock().seg_bytes >= self.segment_limit
+    }
+
+    /// Appends one framed record; returns the position to pass to `sync_to`.
+    /// The bytes are handed to the OS before this returns.
+    pub fn write(&self, typ: u8, payload: &[u8]) -> Result<u64> {
+        if self.is_poisoned() {
+            return Err(Error::Poisoned);
+        }
+        let framed = record::frame(typ, payload);
+        let mut w = self.writer.lock();
+        let seg = w.seg;
+        let r = (&*w.file).write_all(&framed);
+        if let Err(source) = r {
+            // A partial write leaves a torn record mid-segment; nothing after it could be
+            // replayed, so refuse further writes.
+            self.sync.lock().poisoned = true;
+            return Err(Error::Io { op: "write wal segment", path: segment_path(&self.dir, seg), source });
+        }
+        w.seg_bytes += framed.len() as u64;
+        w.written += framed.len() as u64;
+        *w.sizes.entry(seg).or_insert(0) += framed.len() as u64;
+        Ok(w.written)
+    }
+
+    /// Makes everything up to `pos` durable according to the fsync policy.
+    pub fn sync_to(&self, pos: u64) -> Result<()> {
+        let mut st = self.sync.lock();
+        match self.policy {
+            WalFsync::None => return if st.poisoned { Err(Error::Poisoned) } else { Ok(()) },
+            WalFsync::Interval if st.last_sync.elapsed() < self.interval => {
+                return if st.poisoned { Err(Error::Poisoned) } else { Ok(()) };
+            }
+            _ => {}
+        }
+        loop {
+            if st.poisoned {
+                return Err(Error::Poisoned);
+            }
+            if st.synced >= pos {
+                return Ok(());
+            }
+            if st.syncing {
+                // Someone else is syncing; they may or may not cover our bytes, so re-check.
+                self.synced_cv.wait(&mut st);
+                continue;
+            }
+            st.syncing = true;
+            drop(st);
+            // Snapshot the file and the position together: every byte up to `target` is
+            // in this file or in an earlier segment that was synced when it was closed.
+            let (file, target, seg) = {
+                let w = self.writer.lock();
+                (Arc::clone(&w.file), w.written, w.seg)
+            };
+            let r = file.sync_data();
+            st = self.sync.lock();
+            st.syncing = false;
+            match r {
+                Ok(()) => {
+                    st.synced = st.synced.max(target);
+                    st.last_sync = Instant::now();
+                }
+                Err(source) => {
+                    st.poisoned = true;
+                    self.synced_cv.notify_all();
+                    tracing::error!(segment = seg, error = %source, "WAL fsync failed; engine is poisoned");
+                    return Err(Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, seg), source });
+                }
+            }
+            self.synced_cv.notify_all();
+        }
+    }
+
+    /// Closes the current segment (fsynced) and starts the next one. Returns the new
+    /// segment number.
+    pub fn rotate(&self) -> Result<u64> {
+        let mut w = self.writer.lock();
+        if let Err(source) = w.file.sync_data() {
+            self.sync.lock().poisoned = true;
+            return Err(Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, w.seg), source });
+        }
+        let seg = w.seg + 1;
+        let file = Self::new_segment(&self.dir, seg)?;
+        w.file = Arc::new(file);
+        w.seg = seg;
+        w.seg_bytes = 0;
+        w.sizes.insert(seg, 0);
+        Ok(seg)
+    }
+
+    /// Deletes every segment numbered below `keep_from` (never the current one).
+    pub fn truncate_before(&self, keep_from: u64) -> Result<usize> {
+        let mut w = self.writer.lock();
+        let keep_from = keep_from.min(w.seg);
+        let doomed: Vec<u64> = w.sizes.range(..keep_from).map(|(s, _)| *s).collect();
+        for s in &doomed {
+            let p = segment_path(&self.dir, *s);
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(Error::Io { op: "remove wal segment", path: p, source }),
+            }
+            w.sizes.remove(s);
+        }
+        if !doomed.is_empty() {
+            sync_dir(&self.dir)?;
+        }
+        Ok(doomed.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;
