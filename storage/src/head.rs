@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use roaring::RoaringBitmap;
 use rocksdb::{WriteBatch, DB};
 
-use crate::chunk::{self, XorAppender, MAX_SAMPLES};
+use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
 use crate::db::CF_CHUNKS;
 use crate::error::{Error, Result};
@@ -23,6 +23,7 @@ use crate::types::{Label, RejectReason, Sample};
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
 #[derive(Clone, Debug)]
 pub struct CutChunk {
+    pub enc: Encoding,
     pub bytes: Vec<u8>,
     pub mint: i64,
     pub maxt: i64,
@@ -107,9 +108,9 @@ impl<'a> Ctx<'a> {
         self.db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))
     }
 
-    fn put_chunk(&mut self, id: u32, mint: i64, maxt: i64, bytes: &[u8]) -> Result<()> {
+    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]) -> Result<()> {
         let cf = self.chunks_cf()?;
-        self.batch.put_cf(cf, keys::chunk_key(id, mint), keys::encode_chunk_value(mint, maxt, bytes));
+        self.batch.put_cf(cf, keys::chunk_key(id, mint), keys::encode_chunk_value(enc, mint, maxt, bytes));
         self.chunks_written += 1;
         Ok(())
     }
@@ -127,9 +128,12 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         let maxt = open.last_t();
-        let bytes = open.into_bytes();
-        self.put_chunk(id, s.open_mint, maxt, &bytes)?;
-        s.recent.push(CutChunk { bytes, mint: s.open_mint, maxt });
+        let enc = open.encoding();
+        let mut bytes = open.into_bytes();
+        // The appender grew its buffer by doubling; a sealed chunk never grows again.
+        bytes.shrink_to_fit();
+        self.put_chunk(id, enc, s.open_mint, maxt, &bytes)?;
+        s.recent.push(CutChunk { enc, bytes, mint: s.open_mint, maxt });
         self.active_delta -= 1;
         Ok(())
     }
@@ -171,12 +175,12 @@ impl<'a> Ctx<'a> {
             if cid != id {
                 break;
             }
-            let (maxt, bytes) = keys::decode_chunk_value(mint, v)?;
+            let (enc, maxt, bytes) = keys::decode_chunk_value(mint, v)?;
             let newest_t = *newest.get_or_insert(maxt);
             if maxt < newest_t.saturating_sub(window) {
                 break;
             }
-            loaded.push(CutChunk { bytes: bytes.to_vec(), mint, maxt });
+            loaded.push(CutChunk { enc, bytes: bytes.to_vec(), mint, maxt });
             it.prev();
         }
         it.status().map_err(Error::rocks("read chunks"))?;
@@ -218,7 +222,7 @@ impl<'a> Ctx<'a> {
             }
         }
         if s.open_len() == 0 {
-            let mut a = XorAppender::new();
+            let mut a = XorAppender::new(Encoding::DEFAULT);
             a.append(t, v)?;
             s.open = Some(a);
             s.open_mint = t;
@@ -242,9 +246,10 @@ impl<'a> Ctx<'a> {
         let mint_of = |i: usize| if i == open_idx { s.open_mint } else { s.recent[i].mint };
         let target = (0..count).rev().find(|&i| mint_of(i) <= t).unwrap_or(0);
         let mut samples = if target == open_idx {
-            chunk::decode(s.open.as_ref().expect("has_open").bytes())?
+            let open = s.open.as_ref().expect("has_open");
+            chunk::decode(open.bytes(), open.encoding())?
         } else {
-            chunk::decode(&s.recent[target].bytes)?
+            chunk::decode(&s.recent[target].bytes, s.recent[target].enc)?
         };
         match samples.binary_search_by(|x| x.t.cmp(&t)) {
             Ok(i) => {
@@ -266,20 +271,21 @@ impl<'a> Ctx<'a> {
         let new_mint = samples[0].t;
         let new_maxt = samples[samples.len() - 1].t;
         if target == open_idx {
-            let mut a = XorAppender::new();
+            let mut a = XorAppender::new(Encoding::DEFAULT);
             for x in &samples {
                 a.append(x.t, x.v)?;
             }
             s.open = Some(a);
             s.open_mint = new_mint;
         } else {
-            let bytes = XorAppender::encode(&samples)?;
+            let enc = Encoding::DEFAULT;
+            let bytes = XorAppender::encode(enc, &samples)?;
             let old_mint = s.recent[target].mint;
             if old_mint != new_mint {
                 self.delete_chunk(id, old_mint)?;
             }
-            self.put_chunk(id, new_mint, new_maxt, &bytes)?;
-            s.recent[target] = CutChunk { bytes, mint: new_mint, maxt: new_maxt };
+            self.put_chunk(id, enc, new_mint, new_maxt, &bytes)?;
+            s.recent[target] = CutChunk { enc, bytes, mint: new_mint, maxt: new_maxt };
         }
         Ok(Outcome::Appended)
     }

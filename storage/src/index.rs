@@ -50,8 +50,9 @@ impl<'a> Index<'a> {
         Ok(acc)
     }
 
-    /// Calls `f(value, bitmap)` for every stored value of `name` starting with `prefix`.
-    fn scan_values(&self, name: &str, prefix: &str, mut f: impl FnMut(&[u8], RoaringBitmap) -> Result<()>) -> Result<()> {
+    /// Calls `f(value, serialized bitmap)` for every stored value of `name` starting with
+    /// `prefix`; the callback decides whether the bitmap is worth decoding.
+    fn scan_values(&self, name: &str, prefix: &str, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
         for d in self.days() {
             let name_prefix = keys::postings_name_prefix(d, name)?;
             let mut start = name_prefix.clone();
@@ -63,7 +64,7 @@ impl<'a> Index<'a> {
                 if !k.starts_with(&start) {
                     break;
                 }
-                f(&k[name_prefix.len()..], decode_bitmap(v)?)?;
+                f(&k[name_prefix.len()..], v)?;
                 it.next();
             }
             it.status().map_err(Error::rocks("scan postings"))?;
@@ -90,7 +91,7 @@ impl<'a> Index<'a> {
             ValueScan::Prefix(prefix) => {
                 self.scan_values(name, prefix, |v, b| {
                     if std::str::from_utf8(v).is_ok_and(&pred) {
-                        acc |= b;
+                        acc |= decode_bitmap(b)?;
                     }
                     Ok(())
                 })?;

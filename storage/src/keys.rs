@@ -3,6 +3,7 @@
 //! Integers in keys are big-endian so RocksDB's bytewise order is numeric order; signed
 //! integers have their sign bit flipped so negative times sort before positive ones.
 
+use crate::chunk::Encoding;
 use crate::error::{Error, Result};
 use crate::types::Label;
 use crate::varint::{self, Cursor};
@@ -110,15 +111,13 @@ pub fn parse_chunk_key(k: &[u8]) -> Result<(u32, i64)> {
     Ok((id, mint))
 }
 
-/// Encoding byte of a float XOR chunk (Prometheus uses 1 for XOR too).
-pub const ENC_XOR: u8 = 1;
-
 /// `chunks` CF value: `encoding u8, maxt - mint uvarint, chunk bytes, crc32 LE` where the
 /// CRC (IEEE) covers everything before it. `maxt` lets a reader skip a chunk without
-/// decoding it.
-pub fn encode_chunk_value(mint: i64, maxt: i64, chunk: &[u8]) -> Vec<u8> {
+/// decoding it. Encoding 1 is Prometheus' XOR (same number as Prometheus uses), 2 the
+/// jitter-friendly variant.
+pub fn encode_chunk_value(enc: Encoding, mint: i64, maxt: i64, chunk: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(chunk.len() + 10);
-    v.push(ENC_XOR);
+    v.push(enc as u8);
     varint::put_uvarint(&mut v, (maxt as u64).wrapping_sub(mint as u64));
     v.extend_from_slice(chunk);
     let crc = crc32fast::hash(&v);
@@ -126,8 +125,8 @@ pub fn encode_chunk_value(mint: i64, maxt: i64, chunk: &[u8]) -> Vec<u8> {
     v
 }
 
-/// Checks the CRC and returns `(maxt, chunk bytes)`.
-pub fn decode_chunk_value(mint: i64, v: &[u8]) -> Result<(i64, &[u8])> {
+/// Checks the CRC and returns `(encoding, maxt, chunk bytes)`.
+pub fn decode_chunk_value(mint: i64, v: &[u8]) -> Result<(Encoding, i64, &[u8])> {
     if v.len() < 1 + 1 + 2 + 4 {
         return Err(Error::corrupt("chunk value", format!("only {} bytes", v.len())));
     }
@@ -136,11 +135,10 @@ pub fn decode_chunk_value(mint: i64, v: &[u8]) -> Result<(i64, &[u8])> {
     if crc32fast::hash(body) != want {
         return Err(Error::corrupt("chunk value", "checksum mismatch"));
     }
-    if body[0] != ENC_XOR {
-        return Err(Error::corrupt("chunk value", format!("unknown encoding {}", body[0])));
-    }
+    let enc = Encoding::from_byte(body[0])
+        .ok_or_else(|| Error::corrupt("chunk value", format!("unknown encoding {}", body[0])))?;
     let (span, n) = varint::read_uvarint(&body[1..])?;
-    Ok(((mint as u64).wrapping_add(span) as i64, &body[1 + n..]))
+    Ok((enc, (mint as u64).wrapping_add(span) as i64, &body[1 + n..]))
 }
 
 // ---- postings --------------------------------------------------------------------
@@ -239,8 +237,8 @@ mod tests {
 
     #[test]
     fn chunk_value_detects_corruption() {
-        let v = encode_chunk_value(100, 200, &[0, 1, 2, 3]);
-        assert_eq!(decode_chunk_value(100, &v).expect("valid"), (200, &[0u8, 1, 2, 3][..]));
+        let v = encode_chunk_value(Encoding::XorJitter, 100, 200, &[0, 1, 2, 3]);
+        assert_eq!(decode_chunk_value(100, &v).expect("valid"), (Encoding::XorJitter, 200, &[0u8, 1, 2, 3][..]));
         for i in 0..v.len() {
             let mut bad = v.clone();
             bad[i] ^= 0x10;

@@ -4,7 +4,7 @@
 use roaring::RoaringBitmap;
 use rocksdb::DB;
 
-use crate::chunk::XorIter;
+use crate::chunk::{Encoding, XorIter};
 use crate::db::CF_CHUNKS;
 use crate::error::{Error, Result};
 use crate::head::Head;
@@ -16,8 +16,8 @@ use crate::types::{Sample, SeriesSamples};
 pub struct SeriesSnap {
     id: u32,
     labels: Box<[u8]>,
-    /// `(mint, chunk bytes)` of head chunks overlapping the range, in time order.
-    head_chunks: Vec<(i64, Vec<u8>)>,
+    /// `(mint, encoding, chunk bytes)` of head chunks overlapping the range, in time order.
+    head_chunks: Vec<(i64, Encoding, Vec<u8>)>,
 }
 
 pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> Vec<SeriesSnap> {
@@ -27,12 +27,12 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> Vec<S
         let mut head_chunks = Vec::new();
         for c in &s.recent {
             if c.mint <= maxt && c.maxt >= mint {
-                head_chunks.push((c.mint, c.bytes.clone()));
+                head_chunks.push((c.mint, c.enc, c.bytes.clone()));
             }
         }
         if let Some(o) = &s.open {
             if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
-                head_chunks.push((s.open_mint, o.bytes().to_vec()));
+                head_chunks.push((s.open_mint, o.encoding(), o.bytes().to_vec()));
             }
         }
         out.push(SeriesSnap { id, labels: s.labels.clone(), head_chunks });
@@ -41,8 +41,8 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> Vec<S
 }
 
 /// Decodes `chunk`'s samples within `[mint, maxt]` onto `out`.
-fn decode_range(chunk: &[u8], mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-    for s in XorIter::new(chunk) {
+fn decode_range(chunk: &[u8], enc: Encoding, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
+    for s in XorIter::new(chunk, enc) {
         let s = s?;
         if s.t > maxt {
             break;
@@ -72,12 +72,12 @@ pub fn select(db: &DB, snaps: Vec<SeriesSnap>, mint: i64, maxt: i64, lookback: i
                 break;
             }
             let (_, cmint) = keys::parse_chunk_key(k)?;
-            let (cmaxt, bytes) = keys::decode_chunk_value(cmint, v)?;
+            let (enc, cmaxt, bytes) = keys::decode_chunk_value(cmint, v)?;
             // A chunk also held in the head is read from the head (it may be newer).
-            let in_head = snap.head_chunks.iter().any(|(m, _)| *m == cmint);
+            let in_head = snap.head_chunks.iter().any(|(m, _, _)| *m == cmint);
             if cmaxt >= mint && !in_head {
                 let before = samples.len();
-                decode_range(bytes, mint, maxt, &mut samples)?;
+                decode_range(bytes, enc, mint, maxt, &mut samples)?;
                 if before > 0 && samples.len() > before && samples[before].t <= samples[before - 1].t {
                     in_order = false;
                 }
@@ -85,9 +85,9 @@ pub fn select(db: &DB, snaps: Vec<SeriesSnap>, mint: i64, maxt: i64, lookback: i
             it.next();
         }
         it.status().map_err(Error::rocks("read chunks"))?;
-        for (_, bytes) in &snap.head_chunks {
+        for (_, enc, bytes) in &snap.head_chunks {
             let before = samples.len();
-            decode_range(bytes, mint, maxt, &mut samples)?;
+            decode_range(bytes, *enc, mint, maxt, &mut samples)?;
             if before > 0 && samples.len() > before && samples[before].t <= samples[before - 1].t {
                 in_order = false;
             }

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
+use futures::future::BoxFuture;
 use axum::Router;
 use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
 
@@ -63,48 +64,53 @@ pub trait Evaluator: Send + Sync + 'static {
 }
 
 /// A tenant's data as the read API sees it. Implemented by the server over its shards.
-/// `for_each_series` and `head_summary` block (they read the index); they are called from the
-/// blocking pool.
 pub trait TenantData: Send + Sync + 'static {
-    /// The tenant's series and samples, as the engine reads them. Cheap to call.
-    fn queryable(&self, tenant: &str) -> Arc<dyn Queryable>;
+    /// The tenant's series and samples, as the engine reads them. Cheap to call; the
+    /// returned view blocks on storage and is only used from the blocking pool. Fails
+    /// (typically `unavailable`) while storage is not ready.
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError>;
 
-    /// Calls `visit` once per series the tenant has in the index, labels only.
-    fn for_each_series(&self, tenant: &str, visit: &mut dyn FnMut(&Labels)) -> Result<(), QueryError>;
+    /// The label sets of all the tenant's series, from the index (no samples). Async
+    /// because the index is read on the storage side's own bounded blocking pool.
+    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>>;
 
-    /// Chunk count and time range of the tenant's data, for `headStats`.
-    fn head_summary(&self, tenant: &str) -> Result<HeadSummary, QueryError>;
+    /// Chunk count and time range of the tenant's data for `headStats`, when storage
+    /// keeps them per tenant. Must not do I/O.
+    fn head_summary(&self, tenant: &str) -> HeadSummary;
 
     /// Series held across all tenants (`timeSeriesCount` in runtimeinfo), if known.
     fn total_series(&self) -> Option<u64>;
 }
 
-/// Limits that protect the server from expensive queries.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Limits that protect the server from expensive queries. Also the `[query]` table of the
+/// server's config file, hence the plain units.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct QueryLimits {
-    /// Longest a query may run, queueing included; a request's `timeout=` can only shorten
-    /// it. Default 2 minutes, as Prometheus' `--query.timeout`.
-    pub timeout: Duration,
-    /// Evaluations running at once; more wait in a queue. Default twice the core count.
+    /// Longest a query may run, in seconds, waiting for a slot included; a request's
+    /// `timeout=` can only shorten it. Default 120 (Prometheus' `--query.timeout`).
+    pub timeout_secs: u64,
+    /// Evaluations running at once; more wait in a queue. Default 0, meaning twice the
+    /// number of cores.
     pub max_concurrent: usize,
     /// Samples one query may hold in memory, counted as Prometheus counts them (enforced by
-    /// the engine). Default 50 million, as Prometheus' `--query.max-samples`.
+    /// the engine). Default 50,000,000 (Prometheus' `--query.max-samples`).
     pub max_samples: u64,
-    /// Most steps a range query may have per series. Default 11,000, Prometheus' fixed limit.
+    /// Most steps per series of a range query, as Prometheus counts them:
+    /// `(end - start) / step` may not exceed it. Default 11,000, Prometheus' fixed limit.
     pub max_points_per_series: u64,
-    /// Default lookback delta in ms (5 minutes).
-    pub lookback_delta_ms: i64,
+    /// How far back (seconds) an instant selector looks for a sample. Default 300.
+    pub lookback_delta_secs: u64,
 }
 
 impl Default for QueryLimits {
     fn default() -> Self {
-        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
         QueryLimits {
-            timeout: Duration::from_secs(120),
-            max_concurrent: 2 * cores,
+            timeout_secs: 120,
+            max_concurrent: 0,
             max_samples: 50_000_000,
             max_points_per_series: 11_000,
-            lookback_delta_ms: 5 * 60 * 1000,
+            lookback_delta_secs: 300,
         }
     }
 }
@@ -112,19 +118,32 @@ impl Default for QueryLimits {
 impl QueryLimits {
     /// Rejects limits that would make every query fail.
     pub fn validate(&self) -> Result<(), String> {
-        if self.timeout.is_zero() {
-            return Err("query timeout must be positive".into());
-        }
-        if self.max_concurrent == 0 {
-            return Err("max concurrent queries must be at least 1".into());
+        if self.timeout_secs == 0 {
+            return Err("query.timeout_secs must be positive".into());
         }
         if self.max_samples == 0 || self.max_points_per_series == 0 {
-            return Err("max samples and max points per series must be positive".into());
+            return Err("query.max_samples and query.max_points_per_series must be positive".into());
         }
-        if self.lookback_delta_ms <= 0 {
-            return Err("lookback delta must be positive".into());
+        if self.lookback_delta_secs == 0 {
+            return Err("query.lookback_delta_secs must be positive".into());
         }
         Ok(())
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs)
+    }
+
+    /// The concurrency bound with 0 resolved to twice the core count.
+    pub fn concurrency(&self) -> usize {
+        if self.max_concurrent > 0 {
+            return self.max_concurrent;
+        }
+        2 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+
+    pub fn lookback_delta_ms(&self) -> i64 {
+        i64::try_from(self.lookback_delta_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 }
 
@@ -189,7 +208,7 @@ pub struct QueryApi {
 
 impl QueryApi {
     pub fn new(evaluator: Arc<dyn Evaluator>, data: Arc<dyn TenantData>, limits: QueryLimits, info: ServerInfo) -> Self {
-        let executor = exec::Executor::new(limits.max_concurrent);
+        let executor = exec::Executor::new(limits.concurrency());
         QueryApi { evaluator, data, limits, info, executor }
     }
 }
@@ -218,5 +237,8 @@ pub fn routes(api: QueryApi) -> Router {
         .route("/api/v1/status/runtimeinfo", get(status::runtimeinfo))
         .route("/api/v1/status/flags", get(status::flags))
         .route("/api/v1/status/tsdb", get(status::tsdb))
+        // Prometheus gzips answers for clients that accept it; dashboards fetching
+        // large matrices over a network are why.
+        .layer(tower_http::compression::CompressionLayer::new())
         .with_state(api)
 }

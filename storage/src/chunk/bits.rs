@@ -64,16 +64,22 @@ impl BitWriter {
 }
 
 /// Reads bits from a byte slice; running past the end is an error, never a panic.
+///
+/// Bits are buffered left-aligned in a u64 accumulator refilled a byte at a time, so
+/// most reads are a shift and a mask.
 #[derive(Clone, Debug)]
 pub struct BitReader<'a> {
     data: &'a [u8],
-    /// Position in bits from the start of `data`.
-    pos: usize,
+    /// Next byte of `data` to load into the accumulator.
+    next: usize,
+    acc: u64,
+    /// Valid bits in `acc`, counted from its most significant bit.
+    acc_bits: u32,
 }
 
 impl<'a> BitReader<'a> {
     pub fn new(data: &'a [u8]) -> BitReader<'a> {
-        BitReader { data, pos: 0 }
+        BitReader { data, next: 0, acc: 0, acc_bits: 0 }
     }
 
     fn eof() -> Error {
@@ -81,49 +87,92 @@ impl<'a> BitReader<'a> {
     }
 
     #[inline]
+    fn refill(&mut self) {
+        if self.acc_bits == 0 && self.next + 8 <= self.data.len() {
+            // Fast path: a whole word.
+            let w = u64::from_be_bytes(self.data[self.next..self.next + 8].try_into().expect("8 bytes"));
+            self.acc = w;
+            self.acc_bits = 64;
+            self.next += 8;
+            return;
+        }
+        while self.acc_bits <= 56 && self.next < self.data.len() {
+            self.acc |= u64::from(self.data[self.next]) << (56 - self.acc_bits);
+            self.acc_bits += 8;
+            self.next += 1;
+        }
+    }
+
+    /// Takes `n` (1..=acc_bits) bits off the accumulator.
+    #[inline]
+    fn take(&mut self, n: u32) -> u64 {
+        let v = self.acc >> (64 - n);
+        self.acc = if n == 64 { 0 } else { self.acc << n };
+        self.acc_bits -= n;
+        v
+    }
+
+    #[inline]
     pub fn read_bit(&mut self) -> Result<bool> {
-        let byte = *self.data.get(self.pos / 8).ok_or_else(Self::eof)?;
-        let bit = (byte >> (7 - (self.pos % 8))) & 1;
-        self.pos += 1;
-        Ok(bit == 1)
+        if self.acc_bits == 0 {
+            self.refill();
+            if self.acc_bits == 0 {
+                return Err(Self::eof());
+            }
+        }
+        Ok(self.take(1) == 1)
     }
 
     /// Reads `n` (1..=64) bits as an unsigned integer, most significant first.
     #[inline]
     pub fn read_bits(&mut self, n: u32) -> Result<u64> {
         debug_assert!((1..=64).contains(&n));
-        let end = self.pos + n as usize;
-        if end > self.data.len() * 8 {
+        if n > self.acc_bits {
+            self.refill();
+        }
+        if n <= self.acc_bits {
+            return Ok(self.take(n));
+        }
+        // The accumulator holds fewer than `n` bits even after a refill: either the
+        // data ends, or `n` is large and the accumulator is not byte-aligned. Read in
+        // two parts.
+        if self.next >= self.data.len() || self.acc_bits == 0 {
             return Err(Self::eof());
         }
-        let first = self.pos / 8;
-        let off = (self.pos % 8) as u32;
-        // At most 9 bytes cover an unaligned 64-bit read; load them left-aligned into a
-        // u128 and shift the wanted bits down. Missing bytes past the end are zeros and
-        // never reach the result because of the bound check above.
-        let mut word = [0u8; 16];
-        let avail = (self.data.len() - first).min(9);
-        word[..avail].copy_from_slice(&self.data[first..first + avail]);
-        let acc = u128::from_be_bytes(word);
-        let v = (acc << off) >> (128 - n);
-        self.pos = end;
-        Ok(v as u64)
+        let hi_n = self.acc_bits;
+        let hi = self.take(hi_n);
+        self.refill();
+        let lo_n = n - hi_n;
+        if lo_n > self.acc_bits {
+            return Err(Self::eof());
+        }
+        Ok((hi << lo_n) | self.take(lo_n))
+    }
+
+    /// Byte offset of the read position; only meaningful while byte-aligned.
+    fn aligned_pos(&mut self) -> usize {
+        debug_assert_eq!(self.acc_bits % 8, 0, "aligned read on an unaligned stream");
+        // Give back the whole bytes still buffered.
+        let pos = self.next - (self.acc_bits / 8) as usize;
+        self.next = pos;
+        self.acc = 0;
+        self.acc_bits = 0;
+        pos
     }
 
     /// Reads whole bytes; only valid while byte-aligned (header fields).
     pub fn read_aligned(&mut self, n: usize) -> Result<&'a [u8]> {
-        debug_assert_eq!(self.pos % 8, 0);
-        let start = self.pos / 8;
+        let start = self.aligned_pos();
         let bytes = self.data.get(start..start + n).ok_or_else(Self::eof)?;
-        self.pos += n * 8;
+        self.next = start + n;
         Ok(bytes)
     }
 
     /// Reads a Go-style unsigned varint (LEB128) at a byte-aligned position.
     pub fn read_uvarint(&mut self) -> Result<u64> {
-        debug_assert_eq!(self.pos % 8, 0);
-        let (v, used) = crate::varint::read_uvarint(&self.data[(self.pos / 8).min(self.data.len())..])?;
-        self.pos += used * 8;
+        let start = self.aligned_pos();
+        let (v, used) = crate::varint::read_uvarint(&self.data[start.min(self.data.len())..])?;
+        self.next = start + used;
         Ok(v)
     }
 }

@@ -2,10 +2,20 @@ use super::*;
 use crate::types::Sample;
 use proptest::prelude::*;
 
+const BOTH: [Encoding; 2] = [Encoding::Xor, Encoding::XorJitter];
+
+/// Round-trips through both encodings; they must agree.
 fn roundtrip(samples: &[Sample]) -> Vec<Sample> {
-    let bytes = XorAppender::encode(samples).expect("encode");
-    assert_eq!(num_samples(&bytes).expect("header"), samples.len());
-    decode(&bytes).expect("decode")
+    let mut results = Vec::new();
+    for enc in BOTH {
+        let bytes = XorAppender::encode(enc, samples).expect("encode");
+        assert_eq!(num_samples(&bytes).expect("header"), samples.len());
+        results.push(decode(&bytes, enc).expect("decode"));
+    }
+    let v2 = results.pop().expect("two results");
+    let v1 = results.pop().expect("two results");
+    assert_bit_exact(&v1, &v2);
+    v2
 }
 
 fn assert_bit_exact(a: &[Sample], b: &[Sample]) {
@@ -78,7 +88,7 @@ fn dod_bucket_edges_round_trip() {
 #[test]
 fn frozen_v1_fixture_decodes() {
     let samples = [Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31000, 2.5)];
-    let bytes = XorAppender::encode(&samples).expect("encode");
+    let bytes = XorAppender::encode(Encoding::Xor, &samples).expect("encode");
     // Derived by hand from the Prometheus XOR layout: count=3, varint(1000)=d0 0f,
     // 1.0 as 8 raw bytes, uvarint(15000)=98 75, then bits 0 (v1 unchanged), 0 (dod 0),
     // 11 00001 001101 1111111111101 (new xor window: leading 1, 13 significant bits).
@@ -89,16 +99,32 @@ fn frozen_v1_fixture_decodes() {
     if bytes != frozen {
         panic!("encoding changed: {bytes:02x?}");
     }
-    assert_bit_exact(&samples, &decode(frozen).expect("decode"));
+    assert_bit_exact(&samples, &decode(frozen, Encoding::Xor).expect("decode"));
+}
+
+#[test]
+fn frozen_fixtures_show_the_smaller_jitter_bucket() {
+    // Third sample 3 ms late: dod = 3. Prometheus XOR spends `10` + 14 bits on it, the
+    // jitter variant `10` + 6 bits. Bits after `98 75`: 0 (v1 same), dod, 0 (v2 same).
+    let samples = [Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31003, 1.0)];
+    let head: &[u8] = &[0x00, 0x03, 0xd0, 0x0f, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0x98, 0x75];
+    let v1: Vec<u8> = [head, &[0x40, 0x01, 0x80]].concat(); // 0 10 00000000000011 0
+    let v2: Vec<u8> = [head, &[0x41, 0x80]].concat(); // 0 10 000011 0
+    assert_eq!(XorAppender::encode(Encoding::Xor, &samples).expect("encode"), v1);
+    assert_eq!(XorAppender::encode(Encoding::XorJitter, &samples).expect("encode"), v2);
+    assert_bit_exact(&samples, &decode(&v1, Encoding::Xor).expect("decode v1"));
+    assert_bit_exact(&samples, &decode(&v2, Encoding::XorJitter).expect("decode v2"));
 }
 
 #[test]
 fn truncated_chunk_is_an_error_not_a_panic() {
     let samples: Vec<Sample> = (0..120).map(|i| Sample::new(i * 15_000 + (i % 7), (i as f64).sin())).collect();
-    let bytes = XorAppender::encode(&samples).expect("encode");
-    for cut in 0..bytes.len() {
-        let r = decode(&bytes[..cut]);
-        assert!(matches!(r, Err(crate::Error::Corrupt { .. })), "cut at {cut} decoded: {r:?}");
+    for enc in BOTH {
+        let bytes = XorAppender::encode(enc, &samples).expect("encode");
+        for cut in 0..bytes.len() {
+            let r = decode(&bytes[..cut], enc);
+            assert!(matches!(r, Err(crate::Error::Corrupt { .. })), "{enc:?} cut at {cut} decoded: {r:?}");
+        }
     }
 }
 
@@ -132,17 +158,20 @@ proptest! {
     fn corrupted_bytes_never_panic(raw in proptest::collection::vec((any::<i64>(), any::<u64>()), 1..50),
                                    flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8)) {
         let samples: Vec<Sample> = raw.iter().map(|&(t, v)| Sample::new(t, f64::from_bits(v))).collect();
-        let mut bytes = XorAppender::encode(&samples).expect("encode");
-        for (pos, x) in flips {
-            let i = pos % bytes.len();
-            bytes[i] ^= x;
+        for enc in BOTH {
+            let mut bytes = XorAppender::encode(enc, &samples).expect("encode");
+            for &(pos, x) in &flips {
+                let i = pos % bytes.len();
+                bytes[i] ^= x;
+            }
+            // Either an error or some samples; the point is that it returns.
+            let _ = decode(&bytes, enc);
         }
-        // Either an error or some samples; the point is that it returns.
-        let _ = decode(&bytes);
     }
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = decode(&bytes);
+        let _ = decode(&bytes, Encoding::Xor);
+        let _ = decode(&bytes, Encoding::XorJitter);
     }
 }

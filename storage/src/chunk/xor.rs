@@ -1,6 +1,8 @@
-//! Gorilla XOR chunk encoding, byte-compatible with Prometheus' `chunkenc.XORChunk`.
+//! Gorilla XOR chunk encoding: Prometheus' `chunkenc.XORChunk` byte for byte (`Encoding::Xor`)
+//! and a variant with smaller timestamp buckets for jittered scrapes (`Encoding::XorJitter`).
 //!
-//! Layout (see `storage/FORMAT.md` for the diagram): a big-endian u16 sample count, then
+//! Layout (see `storage/FORMAT.md` for the diagram and the two timestamp bucket tables):
+//! a big-endian u16 sample count, then
 //! `t0` as a zig-zag varint, `v0` as 64 raw bits, `t1 - t0` as a uvarint, then per sample
 //! a variable-width delta-of-delta timestamp and a XOR'd value. All timestamp arithmetic
 //! wraps, so any i64 sequence (even non-monotonic, even spanning i64::MIN..i64::MAX)
@@ -15,9 +17,46 @@ use crate::varint;
 /// Most samples one chunk can hold (the header count is a u16).
 pub const MAX_SAMPLES: usize = u16::MAX as usize;
 
+/// The two XOR variants. They differ only in the payload widths of the timestamp
+/// delta-of-delta buckets (prefixes `10`, `110`, `1110`; `0` is dod = 0 and `1111` is a
+/// full 64-bit dod in both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    /// Prometheus' XOR chunk, byte for byte: buckets of 14, 17 and 20 bits.
+    Xor = 1,
+    /// Same layout with buckets of 6, 13 and 20 bits. Scrapes every 15 s with a few
+    /// milliseconds of jitter have |dod| < 32 almost always: 8 bits per timestamp
+    /// instead of 16, which is half the size of a constant series' chunk. This is
+    /// what the engine writes.
+    XorJitter = 2,
+}
+
+impl Encoding {
+    /// What the engine writes.
+    pub const DEFAULT: Encoding = Encoding::XorJitter;
+
+    #[inline]
+    fn buckets(self) -> [u32; 3] {
+        match self {
+            Encoding::Xor => [14, 17, 20],
+            Encoding::XorJitter => [6, 13, 20],
+        }
+    }
+
+    /// The encoding stored in a chunk value's first byte.
+    pub fn from_byte(b: u8) -> Option<Encoding> {
+        match b {
+            1 => Some(Encoding::Xor),
+            2 => Some(Encoding::XorJitter),
+            _ => None,
+        }
+    }
+}
+
 /// An open chunk being appended to. Appending is O(1); the bytes are always a valid chunk.
 #[derive(Clone, Debug)]
 pub struct XorAppender {
+    enc: Encoding,
     w: BitWriter,
     count: u16,
     t: i64,
@@ -31,21 +70,25 @@ pub struct XorAppender {
 
 impl Default for XorAppender {
     fn default() -> Self {
-        Self::new()
+        Self::new(Encoding::DEFAULT)
     }
 }
 
 impl XorAppender {
-    pub fn new() -> XorAppender {
-        // 2 header bytes + ~1.3 bytes/sample for 120 typical samples; growth beyond is rare.
+    pub fn new(enc: Encoding) -> XorAppender {
+        // Starts small; the buffer doubles as samples arrive and is trimmed when sealed.
         let mut w = BitWriter::with_capacity(32);
         w.write_aligned(&[0, 0]);
-        XorAppender { w, count: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0 }
+        XorAppender { enc, w, count: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0 }
+    }
+
+    pub fn encoding(&self) -> Encoding {
+        self.enc
     }
 
     /// Encodes a whole sample slice into a fresh chunk.
-    pub fn encode(samples: &[Sample]) -> Result<Vec<u8>> {
-        let mut a = XorAppender::new();
+    pub fn encode(enc: Encoding, samples: &[Sample]) -> Result<Vec<u8>> {
+        let mut a = XorAppender::new(enc);
         for s in samples {
             a.append(s.t, s.v)?;
         }
@@ -107,17 +150,18 @@ impl XorAppender {
             _ => {
                 let delta = (t as u64).wrapping_sub(self.t as u64);
                 let dod = delta.wrapping_sub(self.delta) as i64;
+                let [b0, b1, b2] = self.enc.buckets();
                 if dod == 0 {
                     self.w.write_bit(false);
-                } else if bit_range(dod, 14) {
+                } else if bit_range(dod, b0) {
                     self.w.write_bits(0b10, 2);
-                    self.w.write_bits(dod as u64, 14);
-                } else if bit_range(dod, 17) {
+                    self.w.write_bits(dod as u64 & mask(b0), b0);
+                } else if bit_range(dod, b1) {
                     self.w.write_bits(0b110, 3);
-                    self.w.write_bits(dod as u64, 17);
-                } else if bit_range(dod, 20) {
+                    self.w.write_bits(dod as u64 & mask(b1), b1);
+                } else if bit_range(dod, b2) {
                     self.w.write_bits(0b1110, 4);
-                    self.w.write_bits(dod as u64, 20);
+                    self.w.write_bits(dod as u64 & mask(b2), b2);
                 } else {
                     self.w.write_bits(0b1111, 4);
                     self.w.write_bits(dod as u64, 64);
@@ -162,6 +206,11 @@ impl XorAppender {
     }
 }
 
+#[inline]
+fn mask(bits: u32) -> u64 {
+    (1u64 << bits) - 1
+}
+
 /// True when `x` fits the `nbits` two's-complement bucket the way Prometheus checks it
 /// (the range is asymmetric: -(2^(n-1) - 1) ..= 2^(n-1)).
 #[inline]
@@ -181,6 +230,7 @@ pub fn num_samples(chunk: &[u8]) -> Result<usize> {
 /// Iterates the samples of an encoded chunk. Corrupt or truncated input yields one
 /// `Err` and then ends; it never panics.
 pub struct XorIter<'a> {
+    buckets: [u32; 3],
     r: BitReader<'a>,
     remaining: u16,
     read: u16,
@@ -193,13 +243,13 @@ pub struct XorIter<'a> {
 }
 
 impl<'a> XorIter<'a> {
-    pub fn new(chunk: &'a [u8]) -> XorIter<'a> {
+    pub fn new(chunk: &'a [u8], enc: Encoding) -> XorIter<'a> {
         let mut r = BitReader::new(chunk);
         let (remaining, failed) = match r.read_aligned(2) {
             Ok(h) => (u16::from_be_bytes([h[0], h[1]]), false),
             Err(_) => (0, true),
         };
-        XorIter { r, remaining, read: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0, failed }
+        XorIter { buckets: enc.buckets(), r, remaining, read: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0, failed }
     }
 
     /// True when the header could not even be read (a 0- or 1-byte input).
@@ -243,9 +293,10 @@ impl<'a> XorIter<'a> {
                 }
                 let dod: i64 = match ones {
                     0 => 0,
-                    1 => sign_extend(self.r.read_bits(14)?, 14),
-                    2 => sign_extend(self.r.read_bits(17)?, 17),
-                    3 => sign_extend(self.r.read_bits(20)?, 20),
+                    1..=3 => {
+                        let n = self.buckets[ones - 1];
+                        sign_extend(self.r.read_bits(n)?, n)
+                    }
                     _ => self.r.read_bits(64)? as i64,
                 };
                 self.delta = self.delta.wrapping_add(dod as u64);
@@ -327,18 +378,18 @@ impl Iterator for XorIter<'_> {
 }
 
 /// Decodes a whole chunk, appending its samples to `out`.
-pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result<()> {
     let n = num_samples(chunk)?;
     out.reserve(n);
-    for s in XorIter::new(chunk) {
+    for s in XorIter::new(chunk, enc) {
         out.push(s?);
     }
     Ok(())
 }
 
 /// Decodes a whole chunk into a new vector.
-pub fn decode(chunk: &[u8]) -> Result<Vec<Sample>> {
+pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
     let mut out = Vec::new();
-    decode_into(chunk, &mut out)?;
+    decode_into(chunk, enc, &mut out)?;
     Ok(out)
 }

@@ -53,7 +53,7 @@ fn parse_expr(params: &Params) -> Result<Expr, ApiError> {
 
 /// The deadline of a query: now plus the configured timeout, shortened by `timeout=`.
 fn deadline(api: &QueryApi, params: &Params) -> Result<Instant, ApiError> {
-    let mut timeout = api.limits.timeout;
+    let mut timeout = api.limits.timeout();
     if let Some(raw) = params.get("timeout") {
         let ns = params::parse_duration_ns(raw).map_err(|e| ApiError::invalid_param("timeout", e))?;
         // A zero or negative timeout expires at once, as Go's context.WithDeadline does.
@@ -96,7 +96,10 @@ fn truncate(output: &mut QueryOutput, limit: usize) {
     }
 }
 
-fn respond(output: QueryOutput) -> Response {
+/// Truncates to `limit` and encodes the answer. Called on the blocking pool with the
+/// evaluation: encoding a large matrix is CPU work of the same order as evaluating it.
+fn encode(mut output: QueryOutput, limit: usize) -> ApiSuccess {
+    truncate(&mut output, limit);
     let mut data = String::new();
     json::write_query_data(&mut data, &output.value);
     ApiSuccess {
@@ -104,7 +107,6 @@ fn respond(output: QueryOutput) -> Response {
         warnings: cap_annotations(output.warnings, "warning"),
         infos: cap_annotations(output.infos, "info"),
     }
-    .into_response()
 }
 
 /// Prometheus' name for a value type in error messages (`parser.DocumentedType`).
@@ -134,17 +136,16 @@ async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, 
     parse_expr(p)?;
 
     let expr = p.value("query").to_string();
-    let queryable = api.data.queryable(&req.tenant);
+    let queryable = api.data.queryable(&req.tenant)?;
     let evaluator = api.evaluator.clone();
-    let mut output = api
+    let answer = api
         .executor
         .run(deadline, move |ctl| {
             let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
-            evaluator.instant(queryable.as_ref(), &expr, time, &opts)
+            evaluator.instant(queryable.as_ref(), &expr, time, &opts).map(|out| encode(out, limit))
         })
         .await?;
-    truncate(&mut output, limit);
-    Ok(respond(output))
+    Ok(answer.into_response())
 }
 
 /// `GET|POST /api/v1/query_range`
@@ -210,17 +211,16 @@ async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, Ap
     }
 
     let expr = p.value("query").to_string();
-    let queryable = api.data.queryable(&req.tenant);
+    let queryable = api.data.queryable(&req.tenant)?;
     let evaluator = api.evaluator.clone();
-    let mut output = api
+    let answer = api
         .executor
         .run(deadline, move |ctl| {
             let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
-            evaluator.range(queryable.as_ref(), &expr, start, end, step_ms, &opts)
+            evaluator.range(queryable.as_ref(), &expr, start, end, step_ms, &opts).map(|out| encode(out, limit))
         })
         .await?;
-    truncate(&mut output, limit);
-    Ok(respond(output))
+    Ok(answer.into_response())
 }
 
 /// `GET|POST /api/v1/query_exemplars`: Tessera stores no exemplars yet, so a valid query gets

@@ -9,7 +9,7 @@ use chrono::SecondsFormat;
 
 use super::handlers::ApiRequest;
 use super::json::{write_str, ObjectWriter};
-use super::response::{ApiError, ApiSuccess};
+use super::response::{ApiError, ApiErrorKind, ApiSuccess};
 use super::tsdb_stats::{self, CardinalityCounter};
 use super::QueryApi;
 
@@ -76,38 +76,38 @@ pub async fn flags(State(api): State<Arc<QueryApi>>) -> Response {
     ApiSuccess::data(out).into_response()
 }
 
-/// `GET /api/v1/status/tsdb`: cardinality of the requesting tenant's series. The walk over
-/// the index runs on the blocking pool under the same concurrency bound and timeout as
-/// queries, since a tenant with millions of series makes it a heavy request.
+/// `GET /api/v1/status/tsdb`: cardinality of the requesting tenant's series. Reading the
+/// index and counting are bounded by the query timeout, and the counting runs on the
+/// blocking pool under the query concurrency bound: for a tenant with millions of series it
+/// is as heavy as a query.
 pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     let limit = match tsdb_stats::parse_limit(req.params.get("limit")) {
         Ok(l) => l,
         Err(e) => return ApiError::bad_data(e).into_response(),
     };
-    let data = api.data.clone();
-    let tenant = req.tenant;
-    let deadline = Instant::now() + api.limits.timeout;
+    let deadline = Instant::now() + api.limits.timeout();
+    let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {
+        Ok(Ok(l)) => l,
+        Ok(Err(e)) => return e.into_response(),
+        Err(_) => {
+            return ApiError { kind: ApiErrorKind::Timeout, message: "query timed out in series listing".into() }
+                .into_response()
+        }
+    };
+    let head = api.data.head_summary(&req.tenant);
     let result = api
         .executor
         .run(deadline, move |ctl| {
             let mut counter = CardinalityCounter::default();
-            let mut seen = 0u64;
-            let mut stopped = None;
-            data.for_each_series(&tenant, &mut |labels| {
-                // Check the deadline now and then; the visitor cannot return early, so we
-                // stop counting and report the timeout afterwards.
-                seen += 1;
-                if stopped.is_none() && seen % 4096 == 0 {
-                    stopped = ctl.stop_reason();
+            for (i, l) in labels.iter().enumerate() {
+                // Check the deadline and cancel flag now and then, not per series.
+                if i % 4096 == 0 {
+                    if let Some(e) = ctl.stop_reason() {
+                        return Err(e);
+                    }
                 }
-                if stopped.is_none() {
-                    counter.add(labels);
-                }
-            })?;
-            if let Some(e) = stopped {
-                return Err(e);
+                counter.add(l);
             }
-            let head = data.head_summary(&tenant)?;
             Ok(counter.finish(head, limit))
         })
         .await;

@@ -55,24 +55,22 @@ impl Queryable for MemQueryable {
 }
 
 impl TenantData for MemTenants {
-    fn queryable(&self, tenant: &str) -> Arc<dyn Queryable> {
-        Arc::new(MemQueryable(self.tenants.get(tenant).cloned().unwrap_or_default()))
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError> {
+        Ok(Arc::new(MemQueryable(self.tenants.get(tenant).cloned().unwrap_or_default())))
     }
 
-    fn for_each_series(&self, tenant: &str, visit: &mut dyn FnMut(&Labels)) -> Result<(), QueryError> {
-        for s in self.tenants.get(tenant).into_iter().flatten() {
-            visit(&s.labels);
-        }
-        Ok(())
+    fn series_labels(&self, tenant: &str) -> futures::future::BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
+        let labels: Vec<Labels> = self.tenants.get(tenant).into_iter().flatten().map(|s| s.labels.clone()).collect();
+        Box::pin(async move { Ok(labels) })
     }
 
-    fn head_summary(&self, tenant: &str) -> Result<HeadSummary, QueryError> {
+    fn head_summary(&self, tenant: &str) -> HeadSummary {
         let all: Vec<i64> = self.tenants.get(tenant).into_iter().flatten().flat_map(|s| s.samples.iter().map(|x| x.t)).collect();
-        Ok(HeadSummary {
+        HeadSummary {
             chunk_count: Some(self.tenants.get(tenant).map(|v| v.len() as i64).unwrap_or(0)),
-            min_time: all.iter().copied().min().unwrap_or(0),
-            max_time: all.iter().copied().max().unwrap_or(0),
-        })
+            min_time: all.iter().copied().min(),
+            max_time: all.iter().copied().max(),
+        }
     }
 
     fn total_series(&self) -> Option<u64> {
@@ -344,6 +342,17 @@ async fn instant_query_returns_prometheus_vector_json() {
 }
 
 #[tokio::test]
+async fn answers_are_gzipped_for_clients_that_accept_it() {
+    let req = Request::get("/api/v1/query?query=up&time=1000")
+        .header("Accept-Encoding", "gzip")
+        .body(Body::empty())
+        .expect("request builds");
+    let resp = api().oneshot(req).await.expect("router is infallible");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers().get("content-encoding").map(|v| v.as_bytes()), Some(&b"gzip"[..]));
+}
+
+#[tokio::test]
 async fn nan_and_inf_values_are_spelled_like_prometheus() {
     let (status, body) = get(api(), "/api/v1/query?query=special_values&time=1.5").await;
     assert_eq!(status, StatusCode::OK);
@@ -565,7 +574,7 @@ async fn timeout_parameter_bounds_evaluation_and_returns_503() {
 
 #[tokio::test]
 async fn configured_timeout_caps_a_longer_timeout_parameter() {
-    let limits = QueryLimits { timeout: Duration::from_millis(50), ..QueryLimits::default() };
+    let limits = QueryLimits { timeout_secs: 1, ..QueryLimits::default() };
     let router = api_with(limits, Arc::new(TestEvaluator::default()));
     let started = std::time::Instant::now();
     let (status, _) = get(router, "/api/v1/query?query=wait_for_cancel&time=1&timeout=1h").await;
@@ -722,6 +731,7 @@ async fn tsdb_status_counts_the_requesting_tenants_series() {
     assert_eq!(status, StatusCode::OK);
     let d = &json(&body)["data"];
     assert_eq!(d["headStats"]["numSeries"], 2);
+    assert_eq!(d["headStats"]["minTime"], 1_000_000);
     // __name__=up, job=node, instance=a:9100, instance=b:9100
     assert_eq!(d["headStats"]["numLabelPairs"], 4);
     assert_eq!(d["seriesCountByMetricName"], serde_json::json!([{"name": "up", "value": 2}]));
@@ -750,4 +760,17 @@ async fn tsdb_status_counts_the_requesting_tenants_series() {
         let (status, _) = get(api(), &format!("/api/v1/status/tsdb?limit={bad}")).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "limit={bad}");
     }
+}
+
+#[test]
+fn query_limits_read_from_config_with_defaults_for_missing_keys() {
+    let limits: QueryLimits = toml::from_str("timeout_secs = 30\nmax_concurrent = 3").expect("valid [query] table");
+    assert_eq!(limits.timeout(), Duration::from_secs(30));
+    assert_eq!(limits.concurrency(), 3);
+    assert_eq!(limits.max_points_per_series, 11_000);
+    assert_eq!(limits.lookback_delta_ms(), 300_000);
+    assert!(limits.validate().is_ok());
+    assert!(toml::from_str::<QueryLimits>("timeout = 30").is_err(), "unknown keys are refused");
+    assert!(QueryLimits { timeout_secs: 0, ..QueryLimits::default() }.validate().is_err());
+    assert!(QueryLimits::default().concurrency() >= 2);
 }

@@ -16,14 +16,15 @@ use super::json::{write_str, ObjectWriter};
 pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 10_000;
 
-/// Head numbers that only the storage side knows.
+/// Head numbers that only the storage side knows. `None` is written as `null`: storage
+/// that does not keep a number per tenant says so instead of inventing one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HeadSummary {
-    /// Chunks held for the tenant (open and persisted); `None` when storage cannot tell.
+    /// Chunks held for the tenant (open and persisted).
     pub chunk_count: Option<i64>,
     /// Oldest and newest sample time (ms) of the tenant's data.
-    pub min_time: i64,
-    pub max_time: i64,
+    pub min_time: Option<i64>,
+    pub max_time: Option<i64>,
 }
 
 /// Accumulates label statistics over a tenant's series.
@@ -150,11 +151,16 @@ impl TsdbStatus {
             let mut h = ObjectWriter::new(out);
             h.int("numSeries", self.num_series as i64)
                 .int("numLabelPairs", self.num_label_pairs as i64);
-            match self.head.chunk_count {
-                Some(c) => h.int("chunkCount", c),
-                None => h.null("chunkCount"),
-            };
-            h.int("minTime", self.head.min_time).int("maxTime", self.head.max_time);
+            for (key, value) in [
+                ("chunkCount", self.head.chunk_count),
+                ("minTime", self.head.min_time),
+                ("maxTime", self.head.max_time),
+            ] {
+                match value {
+                    Some(v) => h.int(key, v),
+                    None => h.null(key),
+                };
+            }
             h.finish();
         });
         o.raw("seriesCountByMetricName", |out| write_stats(out, &self.series_count_by_metric_name));
