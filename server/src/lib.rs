@@ -1,3 +1,24 @@
-//! tessera-server (skeleton being filled in).
+//! The `tessera` server: configuration, the HTTP front end (remote write/read and the
+//! Prometheus HTTP API), the local shards and self-monitoring.
+//!
+//! This is the only crate that knows about networks. It crosses into the synchronous
+//! storage engines through `shards` only, on the blocking pool; it owns tenancy (the
+//! reserved `__tenant__` label is added and stripped in `shards` and nowhere else).
+//! It never reads or writes RocksDB or WAL files itself.
+//!
+//! Write path: `http/write.rs` → `ingest/decode.rs` + `ingest/validate.rs` →
+//! `ingest/limits.rs` → `shards/mod.rs` (`Shards::push`, hash in `shards/hash.rs`) →
+//! `tessera_storage::Engine::append`.
 
+pub mod config;
+pub mod error;
 pub mod http;
+pub mod ingest;
+pub mod metadata;
+pub mod metrics;
+pub mod serve;
+pub mod shards;
+
+pub use config::Config;
+pub use http::{AppState, ServerState};
+pub use shards::{Shards, TenantView};

@@ -1,1 +1,118 @@
-fn main() {}
+//! The `tessera` command line. `tessera serve` runs the all-in-one node.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use tessera_server::config::{Config, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_SHARDS};
+
+#[derive(Parser)]
+#[command(name = "tessera", version, about = "Tessera: a sharded, Prometheus-compatible time-series database.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the all-in-one node: remote write/read, the Prometheus HTTP API and S local shards.
+    #[command(long_about = SERVE_ABOUT)]
+    Serve(ServeArgs),
+}
+
+const SERVE_ABOUT: &str = "\
+Run the all-in-one node: the remote-write receiver (POST /api/v1/write, RW 1.0 and 2.0), \
+remote read (POST /api/v1/read), the Prometheus HTTP API, /metrics, and S local shards, \
+each a storage engine with its own WAL.
+
+Settings come from, lowest to highest precedence: built-in defaults, the config file \
+(--config, TOML; every key is documented in deploy/tessera.toml), environment variables, \
+flags. Only the top-level keys have flags; limits and storage settings are set in the file.
+
+/-/healthy answers 200 as soon as the process listens; /-/ready answers 200 once every \
+shard has replayed its WAL. SIGTERM or SIGINT stops accepting connections, finishes \
+in-flight requests, flushes the shards and exits 0.
+
+Point a Prometheus agent at it with:
+  remote_write:
+    - url: http://127.0.0.1:9201/api/v1/write";
+
+#[derive(Args)]
+struct ServeArgs {
+    /// TOML config file with the same keys as the flags plus [limits] and [storage]
+    /// (see deploy/tessera.toml). Without it, built-in defaults apply.
+    #[arg(long, env = "TESSERA_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// HTTP listen address (config key `listen`). Port 0 picks a free port; the bound
+    /// address is printed on stdout as "listening on ADDR".
+    #[arg(long, env = "TESSERA_LISTEN", value_name = "ADDR", help_heading = "Settings (override the config file)")]
+    #[arg(long_help = format!("HTTP listen address (config key `listen`). Default {DEFAULT_LISTEN} (loopback only). \
+Port 0 picks a free port; the bound address is printed on stdout as \"listening on ADDR\"."))]
+    listen: Option<SocketAddr>,
+
+    /// Data directory for the shards' WAL and RocksDB files (config key `data_dir`).
+    #[arg(long, env = "TESSERA_DATA_DIR", value_name = "DIR", help_heading = "Settings (override the config file)")]
+    #[arg(long_help = format!("Directory for the shards' WAL and RocksDB files (config key `data_dir`). \
+Default {DEFAULT_DATA_DIR}. Created if missing."))]
+    data_dir: Option<PathBuf>,
+
+    /// Number of local shards (config key `shards`); fixed when the data directory is created.
+    #[arg(long, env = "TESSERA_SHARDS", value_name = "N", help_heading = "Settings (override the config file)")]
+    #[arg(long_help = format!("Number of logical shards, each its own storage engine (config key `shards`). \
+Default {DEFAULT_SHARDS}. Recorded in the data directory on first start; a different value later is refused, \
+because series are placed in shard xxh3_64(tenant, labels) mod shards."))]
+    shards: Option<u32>,
+
+    /// Log filter, e.g. `info` or `tessera_server=debug,info` (tracing env-filter syntax).
+    #[arg(long, env = "TESSERA_LOG", value_name = "FILTER", default_value = "info")]
+    log: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    // Logs go to stderr; stdout carries only the "listening on" line.
+    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|e| {
+        eprintln!("warning: invalid --log filter {:?} ({e}); using \"info\"", args.log);
+        tracing_subscriber::EnvFilter::new("info")
+    });
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+
+    let mut config = match &args.config {
+        Some(path) => match Config::from_file(path) {
+            Ok(c) => c,
+            Err(e) => return fail(anyhow::Error::new(e)),
+        },
+        None => Config::default(),
+    };
+    if let Some(v) = args.listen {
+        config.listen = v;
+    }
+    if let Some(v) = args.data_dir {
+        config.data_dir = v;
+    }
+    if let Some(v) = args.shards {
+        config.shards = v;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    match runtime.block_on(tessera_server::serve::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: anyhow::Error) -> ExitCode {
+    tracing::error!("{e:#}");
+    eprintln!("error: {e:#}");
+    ExitCode::FAILURE
+}

@@ -1,3 +1,123 @@
-//! The HTTP front end: axum routers for the Prometheus-compatible API.
+//! The HTTP front end (axum): shared state, the router, and per-request metrics.
+//!
+//! Route map (each handler in the file named after what it serves):
+//!
+//! | route | file |
+//! |---|---|
+//! | `POST /api/v1/write` | `write.rs` (remote write 1.0 and 2.0) |
+//! | `POST /api/v1/read` | `read.rs` (remote read, sampled response) |
+//! | `GET/POST /api/v1/series`, `/api/v1/labels`, `/api/v1/label/{name}/values`, `GET /api/v1/metadata` | `index_api.rs` |
+//! | `/-/healthy`, `/-/ready`, `/metrics` | `health.rs` |
+//! | `/api/v1/query`, `/api/v1/query_range`, `/api/v1/status/*`, ... | `query_api.rs` (added by the query API work; mounted in [`router`]) |
+//!
+//! Handlers never call storage directly: they go through [`crate::shards::Shards`],
+//! which owns tenancy and the blocking pool.
 
+pub mod health;
+pub mod index_api;
+pub mod params;
 pub mod query_api;
+pub mod read;
+pub mod write;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::config::Config;
+use crate::error::ApiError;
+use crate::ingest::limits::{ActiveSeries, RateLimiter};
+use crate::metadata::MetadataStore;
+use crate::metrics::Metrics;
+use crate::shards::{Shards, TenantView};
+
+/// State shared by every handler. Clone is cheap (one `Arc`).
+pub type AppState = Arc<ServerState>;
+
+/// Everything a handler may need.
+pub struct ServerState {
+    pub config: Config,
+    /// Set once every shard has replayed its WAL; until then reads and writes get 503
+    /// and `/-/ready` says not ready.
+    shards: OnceLock<Arc<Shards>>,
+    pub metadata: MetadataStore,
+    pub metrics: Metrics,
+    pub rate_limiter: RateLimiter,
+    pub active_series: ActiveSeries,
+}
+
+impl ServerState {
+    pub fn new(config: Config) -> Self {
+        ServerState {
+            metadata: MetadataStore::new(config.limits.max_metadata_per_tenant),
+            rate_limiter: RateLimiter::new(&config.limits),
+            active_series: ActiveSeries::new(&config.limits),
+            metrics: Metrics::new(),
+            shards: OnceLock::new(),
+            config,
+        }
+    }
+
+    /// Publishes the opened shards; the server is ready from now on.
+    pub fn set_shards(&self, shards: Arc<Shards>) {
+        // `set` fails only if called twice; start-up calls it exactly once.
+        let _ = self.shards.set(shards);
+    }
+
+    /// The shards, or 503 while the WAL replay is still running.
+    pub fn shards(&self) -> Result<Arc<Shards>, ApiError> {
+        self.shards.get().cloned().ok_or_else(|| {
+            let mut e = ApiError::unavailable("not ready: WAL replay in progress");
+            e.retry_after_secs = Some(5);
+            e
+        })
+    }
+
+    /// The shards if already open (for `/metrics` and shutdown).
+    pub fn shards_if_ready(&self) -> Option<Arc<Shards>> {
+        self.shards.get().cloned()
+    }
+
+    /// A synchronous, tenant-scoped `Queryable` for the PromQL engine (call it from a
+    /// blocking thread). The tenant comes from [`params::tenant`].
+    pub fn tenant_view(&self, tenant: &str) -> Result<TenantView, ApiError> {
+        Ok(self.shards()?.tenant_view(tenant))
+    }
+}
+
+/// The complete router. Add new route groups here (one `.merge` per module).
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/api/v1/write", post(write::remote_write))
+        .route("/api/v1/read", post(read::remote_read))
+        .route("/api/v1/series", get(index_api::series).post(index_api::series))
+        .route("/api/v1/labels", get(index_api::label_names).post(index_api::label_names))
+        .route("/api/v1/label/{name}/values", get(index_api::label_values))
+        .route("/api/v1/metadata", get(index_api::metadata))
+        .route("/-/healthy", get(health::healthy))
+        .route("/-/ready", get(health::ready))
+        .route("/metrics", get(health::metrics));
+    // The query API (`query_api::routes()`, a `Router<AppState>`) is merged here:
+    //     let api = api.merge(query_api::routes());
+    api.layer(axum::middleware::from_fn_with_state(Arc::clone(&state), track_request)).with_state(state)
+}
+
+/// Counts every request by route and status and records its latency.
+async fn track_request(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let handler = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "other".to_owned());
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let code = resp.status().as_u16().to_string();
+    state.metrics.requests.inc_by(&[&handler, &code], 1);
+    state.metrics.request_duration.observe(&[&handler], start.elapsed().as_secs_f64());
+    resp
+}

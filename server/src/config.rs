@@ -1,0 +1,213 @@
+//! The server's configuration: one struct mirrored by the config file (TOML), the
+//! command-line flags and the `TESSERA_*` environment variables.
+//!
+//! Precedence, lowest to highest: built-in defaults, the config file, environment
+//! variables, flags (clap folds env vars into the flags). Every field documents its
+//! unit, its default and what 0 means; `deploy/tessera.toml` is the annotated example
+//! and a test parses it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::error::ConfigError;
+
+/// Default HTTP listen address: loopback only, so a first run exposes nothing.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:9201";
+/// Default data directory, relative to the working directory.
+pub const DEFAULT_DATA_DIR: &str = "./tessera-data";
+/// Default number of logical shards (one storage engine each).
+pub const DEFAULT_SHARDS: u32 = 16;
+
+/// Top-level configuration of `tessera serve`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// HTTP listen address. Default `127.0.0.1:9201`. Port 0 picks a free port (the
+    /// bound address is printed on stdout as `listening on ADDR`).
+    pub listen: SocketAddr,
+    /// Where the shards keep their WAL and RocksDB files. Default `./tessera-data`.
+    pub data_dir: PathBuf,
+    /// Number of logical shards S, each its own storage engine. Default 16. Fixed when
+    /// the data directory is created (it is recorded there, because the series-to-shard
+    /// hash depends on it); starting with a different value is refused.
+    pub shards: u32,
+    /// Maximum number of storage calls running at once on the blocking thread pool
+    /// (appends, selects, index reads). Default 0 = 2 × shards.
+    pub max_blocking_storage_calls: usize,
+    /// Seconds to wait for in-flight requests on SIGTERM/SIGINT before flushing and
+    /// exiting anyway. Default 30. 0 = wait without limit.
+    pub shutdown_timeout_secs: u64,
+    /// Write-path limits.
+    pub limits: Limits,
+    /// Settings of each shard's storage engine (see the storage crate for each field).
+    pub storage: tessera_storage::EngineConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: DEFAULT_LISTEN.parse().expect("DEFAULT_LISTEN is a valid socket address"),
+            data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            shards: DEFAULT_SHARDS,
+            max_blocking_storage_calls: 0,
+            shutdown_timeout_secs: 30,
+            limits: Limits::default(),
+            storage: tessera_storage::EngineConfig::default(),
+        }
+    }
+}
+
+/// How label and metric names are checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NameValidation {
+    /// The remote-write 1.0 rules: metric names `[a-zA-Z_:][a-zA-Z0-9_:]*`, label names
+    /// `[a-zA-Z_][a-zA-Z0-9_]*`.
+    Legacy,
+    /// Prometheus 3.x UTF-8 names: any non-empty valid UTF-8.
+    Utf8,
+}
+
+/// Limits applied to every remote-write request, per tenant where it says so.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest accepted request body as sent (snappy-compressed), in bytes. Larger → 413.
+    /// Default 32 MiB. Must be > 0.
+    pub max_request_bytes: usize,
+    /// Largest accepted body after snappy decompression, in bytes. Larger → 413.
+    /// Default 256 MiB. Must be > 0.
+    pub max_decompressed_bytes: usize,
+    /// Most labels (including `__name__`) one series may have. Default 64 (DCGM
+    /// exporters send 30+ labels). 0 = no limit.
+    pub max_labels_per_series: usize,
+    /// Longest label name, in bytes. Default 1024. 0 = no limit.
+    pub max_label_name_bytes: usize,
+    /// Longest label value, in bytes. Default 4096. 0 = no limit.
+    pub max_label_value_bytes: usize,
+    /// Name rules: `legacy` (default) or `utf8`.
+    pub name_validation: NameValidation,
+    /// Sustained ingestion rate per tenant, in samples per second. A request that would
+    /// exceed it is refused with 429 and `Retry-After`. Default 0 = unlimited.
+    pub ingestion_rate_samples_per_sec: f64,
+    /// Burst allowance of the per-tenant rate limit, in samples. Default 0 = one second
+    /// of `ingestion_rate_samples_per_sec` (at least one request of the largest size).
+    pub ingestion_burst_samples: u64,
+    /// Most active series per tenant. Samples for new series beyond it are refused with
+    /// 429 (samples of known series in the same request are still written).
+    /// Default 0 = unlimited.
+    pub max_active_series_per_tenant: u64,
+    /// A series counts as active for this many seconds after its last sample, for
+    /// `max_active_series_per_tenant`. Default 1200 (20 minutes). Must be > 0.
+    pub active_series_idle_secs: u64,
+    /// Metric families remembered per tenant for `/api/v1/metadata`. Default 100000.
+    /// 0 = metadata is not kept.
+    pub max_metadata_per_tenant: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_bytes: 32 << 20,
+            max_decompressed_bytes: 256 << 20,
+            max_labels_per_series: 64,
+            max_label_name_bytes: 1024,
+            max_label_value_bytes: 4096,
+            name_validation: NameValidation::Legacy,
+            ingestion_rate_samples_per_sec: 0.0,
+            ingestion_burst_samples: 0,
+            max_active_series_per_tenant: 0,
+            active_series_idle_secs: 1200,
+            max_metadata_per_tenant: 100_000,
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML config file; unknown keys are an error (a typo must not be ignored).
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
+            other => other,
+        })
+    }
+
+    /// Parses TOML text (used by `from_file` and by tests of the example config).
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse { path: PathBuf::new(), message: e.to_string() })
+    }
+
+    /// Checks value ranges; called once at start-up.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.shards == 0 || self.shards > 4096 {
+            return bad(format!("shards must be in 1..=4096, got {}", self.shards));
+        }
+        let l = &self.limits;
+        if l.max_request_bytes == 0 {
+            return bad("limits.max_request_bytes must be > 0".into());
+        }
+        if l.max_decompressed_bytes == 0 {
+            return bad("limits.max_decompressed_bytes must be > 0".into());
+        }
+        if !(l.ingestion_rate_samples_per_sec >= 0.0 && l.ingestion_rate_samples_per_sec.is_finite()) {
+            return bad(format!(
+                "limits.ingestion_rate_samples_per_sec must be a finite number >= 0, got {}",
+                l.ingestion_rate_samples_per_sec
+            ));
+        }
+        if l.active_series_idle_secs == 0 {
+            return bad("limits.active_series_idle_secs must be > 0".into());
+        }
+        self.storage.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Permits of the blocking-call semaphore, resolving the 0 default.
+    pub fn blocking_permits(&self) -> usize {
+        if self.max_blocking_storage_calls == 0 {
+            2 * self.shards as usize
+        } else {
+            self.max_blocking_storage_calls
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_in_deploy_parses_and_validates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/tessera.toml");
+        let cfg = Config::from_file(&path).expect("deploy/tessera.toml parses");
+        cfg.validate().expect("deploy/tessera.toml is valid");
+        assert!(cfg.limits.max_labels_per_series >= 40);
+    }
+
+    #[test]
+    fn empty_file_gives_documented_defaults() {
+        let cfg = Config::from_toml("").expect("empty config parses");
+        assert_eq!(cfg.listen.to_string(), "127.0.0.1:9201");
+        assert_eq!(cfg.data_dir, PathBuf::from("./tessera-data"));
+        assert_eq!(cfg.shards, 16);
+        assert_eq!(cfg.limits.max_labels_per_series, 64);
+        cfg.validate().expect("defaults are valid");
+    }
+
+    #[test]
+    fn unknown_key_is_rejected() {
+        let err = Config::from_toml("shard = 3").expect_err("typo must fail");
+        assert!(err.to_string().contains("shard"), "{err}");
+    }
+
+    #[test]
+    fn zero_shards_is_invalid() {
+        let cfg = Config::from_toml("shards = 0").expect("parses");
+        assert!(cfg.validate().is_err());
+    }
+}

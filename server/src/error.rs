@@ -1,0 +1,184 @@
+//! Server errors and the one place that maps an error kind to an HTTP status and a
+//! Prometheus `errorType`.
+//!
+//! Two renderings exist because the two API families expect different bodies: the
+//! remote-write/read endpoints answer with a plain-text, human-readable message (the
+//! spec says senders log it as is), the JSON API with Prometheus' envelope
+//! `{"status":"error","errorType":"bad_data","error":"..."}`.
+
+use std::path::PathBuf;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+/// Result alias for request handling.
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+/// What class of failure, in Prometheus' vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request is invalid and will never succeed (400 `bad_data`).
+    BadData,
+    /// The request body is larger than the configured limit (413).
+    TooLarge,
+    /// Content-Type or Content-Encoding not supported (415).
+    UnsupportedMediaType,
+    /// A rate or series limit was hit; retry later (429).
+    TooManyRequests,
+    /// The request failed during execution (422 `execution`).
+    Execution,
+    /// The server is not ready or a shard refuses writes (503 `unavailable`).
+    Unavailable,
+    /// A bug or storage trouble (500 `internal`).
+    Internal,
+    /// No such resource (404 `not_found`).
+    NotFound,
+}
+
+/// THE mapping from error kind to HTTP status and Prometheus `errorType`.
+pub fn status_of(kind: ErrorKind) -> (StatusCode, &'static str) {
+    match kind {
+        ErrorKind::BadData => (StatusCode::BAD_REQUEST, "bad_data"),
+        ErrorKind::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "bad_data"),
+        ErrorKind::UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "bad_data"),
+        ErrorKind::TooManyRequests => (StatusCode::TOO_MANY_REQUESTS, "unavailable"),
+        ErrorKind::Execution => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
+        ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+    }
+}
+
+/// An error answered to an HTTP client.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub kind: ErrorKind,
+    pub message: String,
+    /// Seconds for the `Retry-After` header (429 and 503 only).
+    pub retry_after_secs: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        ApiError { kind, message: message.into(), retry_after_secs: None }
+    }
+    pub fn bad_data(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::BadData, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Internal, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+    pub fn too_many_requests(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        ApiError { kind: ErrorKind::TooManyRequests, message: message.into(), retry_after_secs: Some(retry_after_secs) }
+    }
+
+    /// Status code this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        status_of(self.kind).0
+    }
+
+    /// Plain-text rendering, for remote write and remote read.
+    pub fn into_text_response(self) -> Response {
+        let (status, _) = status_of(self.kind);
+        let mut resp = (status, format!("{}\n", self.message)).into_response();
+        self.add_retry_after(&mut resp);
+        resp
+    }
+
+    /// Prometheus JSON envelope rendering, for the `/api/v1/*` JSON endpoints.
+    pub fn into_json_response(self) -> Response {
+        let (status, error_type) = status_of(self.kind);
+        let body = serde_json::json!({"status": "error", "errorType": error_type, "error": self.message});
+        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response();
+        self.add_retry_after(&mut resp);
+        resp
+    }
+
+    fn add_retry_after(&self, resp: &mut Response) {
+        if let Some(secs) = self.retry_after_secs {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+    }
+}
+
+impl From<tessera_storage::Error> for ApiError {
+    /// Storage errors keep their class: bad input stays 400, a poisoned shard is 503
+    /// (the sender retries against a restarted server), disk trouble is 500.
+    fn from(e: tessera_storage::Error) -> Self {
+        use tessera_storage::ErrorKind as K;
+        let kind = match e.kind() {
+            K::BadData => ErrorKind::BadData,
+            K::Unavailable => ErrorKind::Unavailable,
+            K::Internal => ErrorKind::Internal,
+        };
+        // The storage error's message plus its source chain, so "rocksdb put" says why.
+        let mut message = format!("storage: {e}");
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            message.push_str(&format!(": {s}"));
+            src = s.source();
+        }
+        ApiError::new(kind, message)
+    }
+}
+
+/// A JSON-API handler's error: renders [`ApiError`] in Prometheus' envelope.
+pub struct JsonError(pub ApiError);
+
+impl IntoResponse for JsonError {
+    fn into_response(self) -> Response {
+        self.0.into_json_response()
+    }
+}
+
+impl From<ApiError> for JsonError {
+    fn from(e: ApiError) -> Self {
+        JsonError(e)
+    }
+}
+
+impl From<tessera_storage::Error> for JsonError {
+    fn from(e: tessera_storage::Error) -> Self {
+        JsonError(e.into())
+    }
+}
+
+/// A remote-write/read handler's error: renders [`ApiError`] as plain text.
+pub struct TextError(pub ApiError);
+
+impl IntoResponse for TextError {
+    fn into_response(self) -> Response {
+        self.0.into_text_response()
+    }
+}
+
+impl From<ApiError> for TextError {
+    fn from(e: ApiError) -> Self {
+        TextError(e)
+    }
+}
+
+impl From<tessera_storage::Error> for TextError {
+    fn from(e: tessera_storage::Error) -> Self {
+        TextError(e.into())
+    }
+}
+
+/// Start-up errors: configuration and data-directory problems. Printed, then exit 1.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}

@@ -1,0 +1,167 @@
+//! Parsing of the HTTP API's common parameters: form/query pairs, `match[]` series
+//! selectors, `start`/`end` timestamps and `limit`, with Prometheus' rules and error
+//! messages.
+
+use axum::http::HeaderMap;
+use promql_parser::label::MatchOp as PMatchOp;
+use promql_parser::parser::Expr;
+use tessera_storage::{MatchOp, Matcher};
+
+use crate::error::ApiError;
+
+/// All `key=value` pairs of the URL query string and, for POST, of a form body.
+pub fn form_pairs(query: Option<&str>, body: &[u8]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> =
+        form_urlencoded::parse(query.unwrap_or("").as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    out.extend(form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())));
+    out
+}
+
+/// Every value of a repeated parameter, in order.
+pub fn all<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
+    pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+}
+
+/// The last value of a parameter, if present and non-empty.
+pub fn one<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+}
+
+/// Parses a timestamp as Prometheus does: unix seconds (float) or RFC 3339. Returns ms.
+pub fn parse_time(s: &str, param: &str) -> Result<i64, ApiError> {
+    if let Ok(f) = s.parse::<f64>() {
+        if f.is_finite() {
+            return Ok((f * 1000.0).round() as i64);
+        }
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.timestamp_millis());
+    }
+    Err(ApiError::bad_data(format!("invalid parameter {param:?}: cannot parse {s:?} to a valid timestamp")))
+}
+
+/// `start`/`end` in ms with Prometheus' defaults (the whole time range).
+pub fn time_range(pairs: &[(String, String)]) -> Result<(i64, i64), ApiError> {
+    let start = one(pairs, "start").map(|s| parse_time(s, "start")).transpose()?.unwrap_or(i64::MIN);
+    let end = one(pairs, "end").map(|s| parse_time(s, "end")).transpose()?.unwrap_or(i64::MAX);
+    if end < start {
+        return Err(ApiError::bad_data("invalid parameter \"end\": end timestamp must not be before start time"));
+    }
+    Ok((start, end))
+}
+
+/// `limit`: a non-negative integer; 0 or absent means no limit.
+pub fn limit(pairs: &[(String, String)]) -> Result<Option<usize>, ApiError> {
+    match one(pairs, "limit") {
+        None => Ok(None),
+        Some(s) => match s.parse::<i64>() {
+            Ok(n) if n > 0 => Ok(Some(n as usize)),
+            Ok(0) => Ok(None),
+            _ => Err(ApiError::bad_data(format!("invalid parameter \"limit\": cannot parse {s:?} to a non-negative integer"))),
+        },
+    }
+}
+
+/// Parses every `match[]` into selector matcher lists (an `or` inside one selector
+/// gives several lists). An empty result means "no match[] given".
+pub fn selectors(pairs: &[(String, String)]) -> Result<Vec<Vec<Matcher>>, ApiError> {
+    let mut out = Vec::new();
+    for s in all(pairs, "match[]") {
+        out.extend(parse_selector(s)?);
+    }
+    Ok(out)
+}
+
+/// Parses one series selector such as `up{job=~"node.*"}`.
+pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
+    let expr = promql_parser::parser::parse(s)
+        .map_err(|e| ApiError::bad_data(format!("invalid parameter \"match[]\": {e}")))?;
+    let Expr::VectorSelector(vs) = expr else {
+        return Err(ApiError::bad_data(format!("invalid parameter \"match[]\": {s:?} is not a series selector")));
+    };
+    let groups: Vec<Vec<promql_parser::label::Matcher>> = if vs.matchers.or_matchers.is_empty() {
+        vec![vs.matchers.matchers.clone()]
+    } else {
+        vs.matchers.or_matchers.clone()
+    };
+    let mut out = Vec::new();
+    for group in groups {
+        let mut ms = Vec::with_capacity(group.len() + 1);
+        if let Some(name) = &vs.name {
+            if !group.iter().any(|m| m.name == "__name__") {
+                ms.push(Matcher::new("__name__", MatchOp::Equal, name).map_err(ApiError::from)?);
+            }
+        }
+        for m in &group {
+            let op = match m.op {
+                PMatchOp::Equal => MatchOp::Equal,
+                PMatchOp::NotEqual => MatchOp::NotEqual,
+                PMatchOp::Re(_) => MatchOp::Regex,
+                PMatchOp::NotRe(_) => MatchOp::NotRegex,
+            };
+            ms.push(Matcher::new(&m.name, op, &m.value).map_err(ApiError::from)?);
+        }
+        if ms.iter().all(|m| m.matches_empty()) {
+            return Err(ApiError::bad_data(format!(
+                "invalid parameter \"match[]\": {s:?} must contain at least one matcher that does not match the empty string"
+            )));
+        }
+        out.push(ms);
+    }
+    Ok(out)
+}
+
+/// The tenant of a request: `X-Scope-OrgID`, or `anonymous`. Tenant IDs follow the
+/// Cortex/Mimir rules (at most 150 characters of `[A-Za-z0-9!-_.*'()]`, not `.`/`..`),
+/// so they are safe in logs and labels; several tenants (`a|b`) are not supported.
+pub fn tenant(headers: &HeaderMap) -> Result<String, ApiError> {
+    let Some(v) = headers.get("x-scope-orgid") else { return Ok(crate::shards::DEFAULT_TENANT.to_owned()) };
+    let s = v.to_str().map_err(|_| ApiError::bad_data("X-Scope-OrgID is not valid text"))?.trim();
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "!-_.*'()".contains(c);
+    if s.is_empty() || s.len() > 150 || s == "." || s == ".." || !s.chars().all(ok_char) {
+        return Err(ApiError::bad_data(format!(
+            "invalid X-Scope-OrgID {s:?}: use 1-150 characters of letters, digits and !-_.*'()"
+        )));
+    }
+    Ok(s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_parse_as_float_seconds_or_rfc3339() {
+        assert_eq!(parse_time("1.5", "start").expect("float"), 1500);
+        assert_eq!(parse_time("2015-07-01T20:10:51.781Z", "start").expect("rfc3339"), 1_435_781_451_781);
+        assert!(parse_time("yesterday", "start").is_err());
+    }
+
+    #[test]
+    fn selector_with_metric_name_gets_a_name_matcher() {
+        let sel = parse_selector("up{job=~\"n.*\"}").expect("parses");
+        assert_eq!(sel.len(), 1);
+        assert_eq!(sel[0][0].name(), "__name__");
+        assert_eq!(sel[0][1].op(), MatchOp::Regex);
+    }
+
+    #[test]
+    fn selector_matching_everything_is_refused() {
+        // Refused by the parser or by our own check, either way a 400 about match[].
+        let err = parse_selector("{job=~\".*\"}").expect_err("matches empty");
+        assert!(err.message.contains("match[]"), "{}", err.message);
+        let err = parse_selector("{job=\"\"}").expect_err("matches empty");
+        assert!(err.message.contains("match[]"), "{}", err.message);
+        assert!(parse_selector("rate(x[5m])").is_err());
+    }
+
+    #[test]
+    fn tenant_header_is_checked() {
+        let mut h = HeaderMap::new();
+        assert_eq!(tenant(&h).expect("default"), "anonymous");
+        h.insert("x-scope-orgid", "team-a".parse().expect("header"));
+        assert_eq!(tenant(&h).expect("ok"), "team-a");
+        h.insert("x-scope-orgid", "a|b".parse().expect("header"));
+        assert!(tenant(&h).is_err());
+    }
+}

@@ -1,0 +1,81 @@
+//! `POST /api/v1/read`: Prometheus remote read with the SAMPLES response type.
+//!
+//! Request and response are snappy block-compressed protobuf (`prometheus.ReadRequest`
+//! / `prometheus.ReadResponse`). Each query's matchers get the tenant matcher added by
+//! `Shards::select`, like every other read. Only the SAMPLES response type is served:
+//! a client that accepts only STREAMED_XOR_CHUNKS gets a 400 saying so.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use prost::Message;
+use tessera_proto::prometheus::{self, label_matcher, read_request::ResponseType};
+use tessera_storage::{MatchOp, Matcher};
+
+use super::{params, AppState};
+use crate::error::{ApiError, TextError};
+
+/// Most samples one remote-read response may carry, so a careless query cannot make
+/// the server build a response of many gigabytes.
+pub const MAX_READ_SAMPLES: usize = 50_000_000;
+
+pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, TextError> {
+    let tenant = params::tenant(&headers)?;
+    let shards = st.shards()?;
+    let body = axum::body::to_bytes(body, st.config.limits.max_request_bytes)
+        .await
+        .map_err(|e| ApiError::bad_data(format!("cannot read request body: {e}")))?;
+    let raw = crate::ingest::decode::decompress(&body, st.config.limits.max_decompressed_bytes)?;
+    let req = prometheus::ReadRequest::decode(raw)
+        .map_err(|e| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}")))?;
+    if !req.accepted_response_types.is_empty() && !req.accepted_response_types.contains(&(ResponseType::Samples as i32)) {
+        return Err(ApiError::bad_data("none of the accepted response types is supported: this server answers SAMPLES only").into());
+    }
+
+    let mut results = Vec::with_capacity(req.queries.len());
+    let mut total = 0usize;
+    for q in &req.queries {
+        let matchers = q.matchers.iter().map(to_matcher).collect::<Result<Vec<_>, _>>()?;
+        let series = shards.select(&tenant, &matchers, q.start_timestamp_ms, q.end_timestamp_ms).await?;
+        total += series.iter().map(|s| s.samples.len()).sum::<usize>();
+        if total > MAX_READ_SAMPLES {
+            return Err(ApiError::new(
+                crate::error::ErrorKind::Execution,
+                format!("remote read would return more than {MAX_READ_SAMPLES} samples; narrow the time range or matchers"),
+            )
+            .into());
+        }
+        let timeseries = series
+            .into_iter()
+            .map(|s| prometheus::TimeSeries {
+                labels: s.labels.into_iter().map(|l| prometheus::Label::new(l.name, l.value)).collect(),
+                samples: s.samples.iter().map(|p| prometheus::Sample { value: p.v, timestamp: p.t }).collect(),
+                ..Default::default()
+            })
+            .collect();
+        results.push(prometheus::QueryResult { timeseries });
+    }
+    let encoded = prometheus::ReadResponse { results }.encode_to_vec();
+    let compressed = snap::raw::Encoder::new()
+        .compress_vec(&encoded)
+        .map_err(|e| ApiError::internal(format!("snappy compression of the response failed: {e}")))?;
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/x-protobuf"), (header::CONTENT_ENCODING, "snappy")],
+        Bytes::from(compressed),
+    )
+        .into_response())
+}
+
+fn to_matcher(m: &prometheus::LabelMatcher) -> Result<Matcher, ApiError> {
+    let op = match label_matcher::Type::try_from(m.r#type) {
+        Ok(label_matcher::Type::Eq) => MatchOp::Equal,
+        Ok(label_matcher::Type::Neq) => MatchOp::NotEqual,
+        Ok(label_matcher::Type::Re) => MatchOp::Regex,
+        Ok(label_matcher::Type::Nre) => MatchOp::NotRegex,
+        Err(_) => return Err(ApiError::bad_data(format!("unknown matcher type {}", m.r#type))),
+    };
+    Matcher::new(&m.name, op, &m.value).map_err(ApiError::from)
+}

@@ -1,0 +1,195 @@
+//! `POST /api/v1/write`: remote write 1.0 and 2.0.
+//!
+//! The request's journey: negotiate the message from the headers (415) → read the body
+//! under the size limit (413) → on a blocking thread, snappy-decompress, protobuf-decode
+//! and validate each series (`ingest::decode`, 400 for request-level garbage) → rate
+//! and series limits (429) → `Shards::push`, which splits the series per shard and
+//! appends the parts in parallel, returning when all are durable (5xx on storage
+//! failure) → 204, or 400/429 naming the first offending series when anything was not
+//! written. Valid series of a request with invalid ones are still written, as both
+//! specs allow; a retry of the whole request is harmless because re-sent samples are
+//! idempotent in storage.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use std::sync::atomic::Ordering;
+use tessera_storage::Label;
+
+use super::{params, AppState};
+use crate::error::{ApiError, ErrorKind};
+use crate::ingest::decode::{self, Problem, Version};
+use crate::shards::{series_hash, PushSeries};
+
+/// What was written, for the 2.0 `X-Prometheus-Remote-Write-*-Written` headers.
+#[derive(Default)]
+struct Written {
+    samples: u64,
+    histograms: u64,
+    exemplars: u64,
+}
+
+pub async fn remote_write(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let header_str = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let version = match decode::negotiate(header_str(header::CONTENT_TYPE), header_str(header::CONTENT_ENCODING)) {
+        Ok(v) => v,
+        Err(e) => return e.into_text_response(),
+    };
+    let mut written = Written::default();
+    let mut resp = match write(&st, &headers, version, body, &mut written).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => {
+            if e.kind == ErrorKind::Internal || e.kind == ErrorKind::Unavailable {
+                tracing::warn!(error = %e, "remote write failed");
+            }
+            e.into_text_response()
+        }
+    };
+    // 2.0 receivers MUST send these on success and failure alike; for 1.0 they would be
+    // meaningless to the sender (it must not interpret them), so they are omitted.
+    if version == Version::V2 {
+        let h = resp.headers_mut();
+        h.insert("X-Prometheus-Remote-Write-Samples-Written", HeaderValue::from(written.samples));
+        h.insert("X-Prometheus-Remote-Write-Histograms-Written", HeaderValue::from(written.histograms));
+        h.insert("X-Prometheus-Remote-Write-Exemplars-Written", HeaderValue::from(written.exemplars));
+    }
+    resp
+}
+
+/// Reads the body, refusing more than `max` bytes with 413.
+async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<bytes::Bytes, ApiError> {
+    let too_large = |n: String| {
+        ApiError::new(ErrorKind::TooLarge, format!("request body {n}is larger than the limit of {max} bytes (limits.max_request_bytes)"))
+    };
+    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if len > max as u64 {
+            return Err(too_large(format!("of {len} bytes ")));
+        }
+    }
+    match Limited::new(body, max).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(too_large(String::new())),
+        Err(e) => Err(ApiError::bad_data(format!("cannot read request body: {e}"))),
+    }
+}
+
+async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body, written: &mut Written) -> Result<(), ApiError> {
+    let tenant = params::tenant(headers)?;
+    let shards = st.shards()?;
+    let limits = &st.config.limits;
+    let body = read_body(headers, body, limits.max_request_bytes).await?;
+
+    // Decompression and decoding are CPU work proportional to the body: off the runtime.
+    let lim = limits.clone();
+    let batch = tokio::task::spawn_blocking(move || decode::decode(version, &body, &lim))
+        .await
+        .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
+
+    let m = &st.metrics;
+    let batch_series = batch.series.len() + batch.problems.len();
+    m.samples_received.fetch_add(batch.samples_total, Ordering::Relaxed);
+    st.metadata.record(&tenant, batch.metadata);
+    let mut problems: Vec<Problem> = batch.problems;
+    let invalid: u64 = problems.iter().map(|p| p.samples).sum();
+    if invalid > 0 {
+        m.samples_rejected.inc_by(&["invalid_series"], invalid);
+    }
+
+    // Rate limit: all or nothing, so a 429 never leaves a half-written request.
+    let valid_samples: u64 = batch.series.iter().map(|s| s.samples.len() as u64).sum();
+    if let Err(wait) = st.rate_limiter.try_take(&tenant, valid_samples) {
+        m.samples_rejected.inc_by(&["rate_limited"], valid_samples);
+        return Err(ApiError::too_many_requests(
+            format!(
+                "ingestion rate limit of {} samples/s exceeded for tenant {tenant:?} (limits.ingestion_rate_samples_per_sec); \
+                 no sample of this request was written",
+                limits.ingestion_rate_samples_per_sec
+            ),
+            wait,
+        ));
+    }
+
+    // Active-series cap: samples of known series pass, new series beyond the cap do not.
+    let mut push = Vec::with_capacity(batch.series.len());
+    let mut order = Vec::with_capacity(batch.series.len());
+    let mut series_limited = false;
+    let hashes: Vec<u64> = batch.series.iter().map(|s| series_hash(&tenant, &s.labels)).collect();
+    let admitted = st.active_series.admit(&tenant, &hashes);
+    for ((s, hash), ok) in batch.series.into_iter().zip(hashes).zip(admitted) {
+        if !ok {
+            series_limited = true;
+            m.samples_rejected.inc_by(&["series_limit"], s.samples.len() as u64);
+            problems.push(Problem {
+                index: s.index,
+                series: describe_labels(&s.labels),
+                reason: format!(
+                    "tenant {tenant:?} already has the maximum of {} active series (limits.max_active_series_per_tenant); \
+                     samples of this new series were not written",
+                    limits.max_active_series_per_tenant
+                ),
+                samples: s.samples.len() as u64,
+            });
+            continue;
+        }
+        order.push((s.index, describe_labels(&s.labels)));
+        push.push(PushSeries { labels: s.labels, samples: s.samples, hash });
+    }
+
+    if !push.is_empty() {
+        let pushed: u64 = push.iter().map(|s| s.samples.len() as u64).sum();
+        let outcome = match shards.push(&tenant, push).await {
+            Ok(o) => o,
+            Err(e) => {
+                m.samples_rejected.inc_by(&["storage_error"], pushed);
+                return Err(e);
+            }
+        };
+        for (shard, secs) in &outcome.shard_seconds {
+            m.storage_append_duration.observe(&[&shard.to_string()], *secs);
+        }
+        m.samples_written.fetch_add(outcome.accepted, Ordering::Relaxed);
+        written.samples = outcome.accepted;
+        if outcome.rejected_too_old > 0 {
+            m.samples_rejected.inc_by(&["too_old"], outcome.rejected_too_old);
+        }
+        if outcome.rejected_duplicate > 0 {
+            m.samples_rejected.inc_by(&["duplicate"], outcome.rejected_duplicate);
+        }
+        if let Some((i, t, reason)) = outcome.first_rejection {
+            let (index, series) = order[i].clone();
+            problems.push(Problem {
+                index,
+                series,
+                reason: format!("sample at t={t} ms not written: {reason}"),
+                samples: outcome.rejected_too_old + outcome.rejected_duplicate,
+            });
+        }
+    }
+
+    if problems.is_empty() {
+        return Ok(());
+    }
+    // Name the first offending series in request order.
+    let first = problems.iter().min_by_key(|p| p.index).expect("problems is not empty");
+    let message = format!(
+        "series {}: {} ({} of {} series had problems; {} of {} float samples in this request were written)",
+        first.series,
+        first.reason,
+        problems.len(),
+        batch_series,
+        written.samples,
+        batch.samples_total
+    );
+    if series_limited {
+        Err(ApiError::too_many_requests(message, st.active_series.retry_after_secs()))
+    } else {
+        Err(ApiError::bad_data(message))
+    }
+}
+
+/// Prometheus' text form of a validated label set, for error messages.
+fn describe_labels(labels: &[Label]) -> String {
+    crate::ingest::validate::describe(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())))
+}

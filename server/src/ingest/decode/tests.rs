@@ -1,0 +1,111 @@
+use bytes::Bytes;
+use prost::Message;
+use tessera_proto::{prometheus, v2, SymbolTable};
+
+use super::*;
+
+fn snappy(b: &[u8]) -> Vec<u8> {
+    snap::raw::Encoder::new().compress_vec(b).expect("compress")
+}
+
+#[test]
+fn content_type_selects_the_message() {
+    assert_eq!(negotiate(None, None).expect("ok"), Version::V1);
+    assert_eq!(negotiate(Some("application/x-protobuf"), Some("snappy")).expect("ok"), Version::V1);
+    assert_eq!(negotiate(Some("application/x-protobuf;proto=prometheus.WriteRequest"), None).expect("ok"), Version::V1);
+    assert_eq!(
+        negotiate(Some("application/x-protobuf; proto=io.prometheus.write.v2.Request"), Some("snappy")).expect("ok"),
+        Version::V2
+    );
+}
+
+#[test]
+fn unsupported_type_or_encoding_is_415() {
+    for (ct, enc) in [
+        (Some("application/json"), None),
+        (Some("application/x-protobuf;proto=foo.Bar"), None),
+        (Some("application/x-protobuf"), Some("gzip")),
+    ] {
+        let err = negotiate(ct, enc).expect_err("unsupported");
+        assert_eq!(err.kind, ErrorKind::UnsupportedMediaType, "{ct:?} {enc:?}");
+    }
+}
+
+#[test]
+fn body_that_is_not_snappy_is_400() {
+    let err = decode(Version::V1, b"\xff\xff\xff\xff\xff\xff", &Limits::default()).expect_err("not snappy");
+    assert_eq!(err.kind, ErrorKind::BadData);
+    assert!(err.message.contains("snappy"), "{}", err.message);
+}
+
+#[test]
+fn body_that_is_not_protobuf_is_400() {
+    let err = decode(Version::V1, &snappy(b"\x0a\xff\xff\xff"), &Limits::default()).expect_err("not protobuf");
+    assert_eq!(err.kind, ErrorKind::BadData);
+    assert!(err.message.contains("protobuf"), "{}", err.message);
+}
+
+#[test]
+fn decompressed_size_over_limit_is_413_before_allocating() {
+    let limits = Limits { max_decompressed_bytes: 10, ..Limits::default() };
+    let err = decode(Version::V1, &snappy(&[0u8; 100]), &limits).expect_err("too large");
+    assert_eq!(err.kind, ErrorKind::TooLarge);
+}
+
+#[test]
+fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
+    let req = prometheus::WriteRequest {
+        timeseries: vec![
+            prometheus::TimeSeries {
+                labels: vec![prometheus::Label::new("__name__", "ok")],
+                samples: vec![prometheus::Sample { value: 1.0, timestamp: 10 }],
+                ..Default::default()
+            },
+            prometheus::TimeSeries {
+                labels: vec![prometheus::Label::new("__name__", "bad"), prometheus::Label::new("b", "1"), prometheus::Label::new("a", "2")],
+                samples: vec![prometheus::Sample { value: 1.0, timestamp: 10 }],
+                ..Default::default()
+            },
+        ],
+        metadata: vec![prometheus::MetricMetadata { r#type: 1, metric_family_name: "ok".into(), help: "h".into(), unit: String::new() }],
+    };
+    let b = decode(Version::V1, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
+    assert_eq!(b.series.len(), 1);
+    assert_eq!(b.series[0].index, 0);
+    assert_eq!(b.problems.len(), 1);
+    assert_eq!(b.problems[0].index, 1);
+    assert_eq!(b.problems[0].series, "bad{b=\"1\", a=\"2\"}");
+    assert!(b.problems[0].reason.contains("not sorted"));
+    assert_eq!(b.metadata[0].1.kind, "counter");
+}
+
+#[test]
+fn v2_symbols_are_resolved_and_bad_refs_reported() {
+    let mut st = SymbolTable::new();
+    let good = st.label_refs([("__name__", "gpu_temp"), ("gpu", "0")]);
+    let help = st.get_ref("Temperature");
+    let mut symbols = st.into_symbols();
+    symbols.push(Bytes::from_static(b"extra"));
+    let req = v2::Request {
+        symbols,
+        timeseries: vec![
+            v2::TimeSeries {
+                labels_refs: good,
+                samples: vec![v2::Sample { value: 41.0, timestamp: 5, start_timestamp: 0 }],
+                metadata: Some(v2::Metadata { r#type: 2, help_ref: help, unit_ref: 0 }),
+                ..Default::default()
+            },
+            v2::TimeSeries {
+                labels_refs: vec![1, 99],
+                samples: vec![v2::Sample { value: 1.0, timestamp: 5, start_timestamp: 0 }],
+                ..Default::default()
+            },
+        ],
+    };
+    let b = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
+    assert_eq!(b.series.len(), 1);
+    assert_eq!(b.series[0].labels[1].value, "0");
+    assert_eq!(b.problems.len(), 1);
+    assert!(b.problems[0].reason.contains("outside the symbols table"), "{}", b.problems[0].reason);
+    assert_eq!(b.metadata, vec![("gpu_temp".to_string(), MetadataEntry { kind: "gauge", help: "Temperature".into(), unit: String::new() })]);
+}

@@ -1,0 +1,220 @@
+//! Validation of one incoming series' labels, shared by remote write 1.0 and 2.0.
+//!
+//! Input labels arrive as raw byte slices of the request buffer (see `tessera-proto`:
+//! they are `Bytes`, not `String`), so this is also where UTF-8 is checked, once.
+//! On success the labels become owned `Label`s, sorted (they must arrive sorted) and
+//! without empty values (an empty value means "label absent" in Prometheus' model).
+//! Errors are sentences that say what is wrong, for the 400 body.
+
+use tessera_storage::Label;
+
+use crate::config::{Limits, NameValidation};
+use crate::shards::TENANT_LABEL;
+
+/// Label name of the metric name.
+pub const METRIC_NAME: &str = "__name__";
+
+/// Checks one series' labels (name/value byte pairs in wire order) against the
+/// limits. Returns the owned, sorted label set or a sentence naming the problem.
+pub fn validate_labels<'a>(
+    pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    limits: &Limits,
+) -> Result<Vec<Label>, String> {
+    if pairs.len() == 0 {
+        return Err("series has no labels".into());
+    }
+    if limits.max_labels_per_series > 0 && pairs.len() > limits.max_labels_per_series {
+        return Err(format!(
+            "series has {} labels, more than the limit of {} (limits.max_labels_per_series)",
+            pairs.len(),
+            limits.max_labels_per_series
+        ));
+    }
+    let mut out: Vec<Label> = Vec::with_capacity(pairs.len());
+    let mut prev: Option<&'a [u8]> = None;
+    let mut has_name = false;
+    for (name, value) in pairs {
+        if name.is_empty() {
+            return Err("empty label name".into());
+        }
+        if let Some(p) = prev {
+            if name == p {
+                return Err(format!("duplicate label name {:?}", lossy(name)));
+            }
+            if name < p {
+                return Err(format!(
+                    "label names are not sorted: {:?} comes after {:?}",
+                    lossy(name),
+                    lossy(p)
+                ));
+            }
+        }
+        prev = Some(name);
+        let name = std::str::from_utf8(name).map_err(|_| format!("label name {:?} is not valid UTF-8", lossy(name)))?;
+        let value = std::str::from_utf8(value)
+            .map_err(|_| format!("value of label {name:?} is not valid UTF-8"))?;
+        if limits.max_label_name_bytes > 0 && name.len() > limits.max_label_name_bytes {
+            return Err(format!(
+                "label name {:?}... is {} bytes long, more than the limit of {} (limits.max_label_name_bytes)",
+                truncate(name, 64),
+                name.len(),
+                limits.max_label_name_bytes
+            ));
+        }
+        if limits.max_label_value_bytes > 0 && value.len() > limits.max_label_value_bytes {
+            return Err(format!(
+                "value of label {name:?} is {} bytes long, more than the limit of {} (limits.max_label_value_bytes)",
+                value.len(),
+                limits.max_label_value_bytes
+            ));
+        }
+        if name == TENANT_LABEL {
+            return Err(format!("label name {TENANT_LABEL:?} is reserved for the tenant (set X-Scope-OrgID instead)"));
+        }
+        if name == METRIC_NAME {
+            has_name = true;
+            if !valid_metric_name(value, limits.name_validation) {
+                return Err(format!("invalid metric name {value:?}"));
+            }
+        } else if !valid_label_name(name, limits.name_validation) {
+            return Err(format!("invalid label name {name:?}"));
+        }
+        if value.is_empty() {
+            // Prometheus treats an empty value as the label being absent.
+            continue;
+        }
+        out.push(Label { name: name.to_owned(), value: value.to_owned() });
+    }
+    if !has_name {
+        return Err("missing metric name (label \"__name__\")".into());
+    }
+    Ok(out)
+}
+
+/// Metric name rule: legacy `[a-zA-Z_:][a-zA-Z0-9_:]*`, or any non-empty UTF-8.
+pub fn valid_metric_name(s: &str, mode: NameValidation) -> bool {
+    match mode {
+        NameValidation::Utf8 => !s.is_empty(),
+        NameValidation::Legacy => {
+            let b = s.as_bytes();
+            !b.is_empty()
+                && (b[0].is_ascii_alphabetic() || b[0] == b'_' || b[0] == b':')
+                && b[1..].iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+        }
+    }
+}
+
+/// Label name rule: legacy `[a-zA-Z_][a-zA-Z0-9_]*`, or any non-empty UTF-8.
+pub fn valid_label_name(s: &str, mode: NameValidation) -> bool {
+    match mode {
+        NameValidation::Utf8 => !s.is_empty(),
+        NameValidation::Legacy => {
+            let b = s.as_bytes();
+            !b.is_empty()
+                && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+                && b[1..].iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_')
+        }
+    }
+}
+
+/// Prometheus' text form of a raw label set, for error messages: `name{a="b", c="d"}`.
+/// Truncated to about 300 characters so a hostile series cannot bloat the response.
+pub fn describe<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> String {
+    let mut name = String::new();
+    let mut rest = Vec::new();
+    for (n, v) in pairs {
+        if n == METRIC_NAME.as_bytes() {
+            name = lossy(v);
+        } else {
+            rest.push(format!("{}={:?}", lossy(n), lossy(v)));
+        }
+    }
+    let s = format!("{name}{{{}}}", rest.join(", "));
+    truncate(&s, 300)
+}
+
+fn lossy(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// At most `max` bytes of `s`, cut at a character boundary, with "..." if cut.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(pairs: &[(&str, &str)]) -> Result<Vec<Label>, String> {
+        validate_labels(pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())), &Limits::default())
+    }
+
+    #[test]
+    fn sorted_valid_labels_pass_and_empty_values_are_dropped() {
+        let out = check(&[("__name__", "up"), ("env", ""), ("job", "node")]).expect("valid");
+        assert_eq!(out.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(), vec!["__name__", "job"]);
+    }
+
+    #[test]
+    fn uppercase_label_names_sort_before_the_metric_name() {
+        // 'U' (0x55) < '_' (0x5f): DCGM's UUID label comes first in a sorted set.
+        assert!(check(&[("Hostname", "n1"), ("UUID", "GPU-1"), ("__name__", "DCGM_FI_DEV_GPU_UTIL")]).is_ok());
+    }
+
+    #[test]
+    fn each_bad_label_set_is_refused_with_a_reason() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[], "no labels"),
+            (&[("", "x"), ("__name__", "up")], "empty label name"),
+            (&[("__name__", "up"), ("job", "a"), ("job", "b")], "duplicate label name \"job\""),
+            (&[("__name__", "up"), ("zone", "a"), ("job", "b")], "not sorted"),
+            (&[("job", "a")], "missing metric name"),
+            (&[("__name__", "1up")], "invalid metric name"),
+            (&[("__name__", "up"), ("bad-name", "x")], "invalid label name \"bad-name\""),
+            (&[("__name__", "up"), ("__tenant__", "x")], "reserved"),
+        ];
+        for (pairs, want) in cases {
+            let err = check(pairs).expect_err("must be refused");
+            assert!(err.contains(want), "{pairs:?}: got {err:?}, want {want:?}");
+        }
+    }
+
+    #[test]
+    fn limits_on_count_and_length_are_enforced() {
+        let limits = Limits { max_labels_per_series: 2, max_label_value_bytes: 5, ..Limits::default() };
+        let three = [("__name__", "up"), ("a", "1"), ("b", "2")];
+        let err = validate_labels(three.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())), &limits).expect_err("too many");
+        assert!(err.contains("3 labels, more than the limit of 2"), "{err}");
+        let long = [("__name__", "up"), ("a", "123456")];
+        let err = validate_labels(long.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())), &limits).expect_err("too long");
+        assert!(err.contains("6 bytes long"), "{err}");
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused_not_panicking() {
+        let pairs: [(&[u8], &[u8]); 2] = [(b"__name__", b"up"), (b"job", b"\xff\xfe")];
+        let err = validate_labels(pairs.into_iter(), &Limits::default()).expect_err("bad utf8");
+        assert!(err.contains("not valid UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn utf8_mode_accepts_dotted_names() {
+        let limits = Limits { name_validation: NameValidation::Utf8, ..Limits::default() };
+        let pairs = [("__name__", "http.server.duration"), ("service.name", "api")];
+        assert!(validate_labels(pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())), &limits).is_ok());
+    }
+
+    #[test]
+    fn describe_prints_prometheus_text_form() {
+        let pairs = [("__name__", "up"), ("job", "node")];
+        assert_eq!(describe(pairs.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()))), "up{job=\"node\"}");
+    }
+}

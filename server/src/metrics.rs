@@ -1,0 +1,230 @@
+//! Self-monitoring: a small registry rendered in the Prometheus text format (0.0.4)
+//! on `/metrics`.
+//!
+//! Hand-written rather than a metrics crate because the set is small and fixed; each
+//! labelled family is a `parking_lot::Mutex<BTreeMap>` (short critical sections, no
+//! `.await` inside, sorted output for free). Engine numbers (active series, bytes on
+//! disk, WAL size) are read from the shards at scrape time, not duplicated here.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::shards::Shards;
+
+/// Latency buckets in seconds, from 1 ms to 10 s.
+const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// A counter family with labels.
+pub struct CounterVec {
+    name: &'static str,
+    help: &'static str,
+    label_names: &'static [&'static str],
+    values: Mutex<BTreeMap<Vec<String>, u64>>,
+}
+
+impl CounterVec {
+    const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
+        CounterVec { name, help, label_names, values: Mutex::new(BTreeMap::new()) }
+    }
+
+    pub fn inc_by(&self, labels: &[&str], n: u64) {
+        debug_assert_eq!(labels.len(), self.label_names.len());
+        let key: Vec<String> = labels.iter().map(|s| (*s).to_owned()).collect();
+        *self.values.lock().entry(key).or_insert(0) += n;
+    }
+
+    pub fn get(&self, labels: &[&str]) -> u64 {
+        let key: Vec<String> = labels.iter().map(|s| (*s).to_owned()).collect();
+        self.values.lock().get(&key).copied().unwrap_or(0)
+    }
+
+    fn render(&self, out: &mut String) {
+        header(out, self.name, self.help, "counter");
+        for (k, v) in self.values.lock().iter() {
+            let _ = writeln!(out, "{}{} {v}", self.name, label_str(self.label_names, k, None));
+        }
+    }
+}
+
+#[derive(Clone)]
+struct HistData {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    count: u64,
+}
+
+/// A histogram family with labels (cumulative buckets rendered at scrape time).
+pub struct HistogramVec {
+    name: &'static str,
+    help: &'static str,
+    label_names: &'static [&'static str],
+    values: Mutex<BTreeMap<Vec<String>, HistData>>,
+}
+
+impl HistogramVec {
+    const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
+        HistogramVec { name, help, label_names, values: Mutex::new(BTreeMap::new()) }
+    }
+
+    pub fn observe(&self, labels: &[&str], secs: f64) {
+        let key: Vec<String> = labels.iter().map(|s| (*s).to_owned()).collect();
+        let mut values = self.values.lock();
+        let h = values.entry(key).or_insert(HistData { counts: [0; BUCKETS.len()], sum: 0.0, count: 0 });
+        if let Some(i) = BUCKETS.iter().position(|&b| secs <= b) {
+            h.counts[i] += 1;
+        }
+        h.sum += secs;
+        h.count += 1;
+    }
+
+    fn render(&self, out: &mut String) {
+        header(out, self.name, self.help, "histogram");
+        for (k, h) in self.values.lock().iter() {
+            let mut cum = 0;
+            for (i, b) in BUCKETS.iter().enumerate() {
+                cum += h.counts[i];
+                let le = format!("{b}");
+                let _ = writeln!(out, "{}_bucket{} {cum}", self.name, label_str(self.label_names, k, Some(&le)));
+            }
+            let _ = writeln!(out, "{}_bucket{} {}", self.name, label_str(self.label_names, k, Some("+Inf")), h.count);
+            let _ = writeln!(out, "{}_sum{} {}", self.name, label_str(self.label_names, k, None), h.sum);
+            let _ = writeln!(out, "{}_count{} {}", self.name, label_str(self.label_names, k, None), h.count);
+        }
+    }
+}
+
+/// Every metric the server exports besides the per-shard engine numbers.
+pub struct Metrics {
+    pub samples_received: AtomicU64,
+    pub samples_written: AtomicU64,
+    /// Float samples not written, by reason (`invalid_series`, `too_old`, `duplicate`,
+    /// `rate_limited`, `series_limit`, `storage_error`).
+    pub samples_rejected: CounterVec,
+    /// HTTP requests by handler (route) and status code.
+    pub requests: CounterVec,
+    /// HTTP request latency by handler.
+    pub request_duration: HistogramVec,
+    /// Latency of one shard's `Engine::append`, which includes the WAL write and fsync
+    /// (the engine does not expose the fsync alone).
+    pub storage_append_duration: HistogramVec,
+    /// Shards whose WAL replay finished.
+    pub shards_replayed: AtomicU64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Metrics {
+            samples_received: AtomicU64::new(0),
+            samples_written: AtomicU64::new(0),
+            samples_rejected: CounterVec::new(
+                "tessera_samples_rejected_total",
+                "Float samples received but not written, by reason.",
+                &["reason"],
+            ),
+            requests: CounterVec::new("tessera_http_requests_total", "HTTP requests by handler and status code.", &["handler", "code"]),
+            request_duration: HistogramVec::new(
+                "tessera_http_request_duration_seconds",
+                "HTTP request latency by handler.",
+                &["handler"],
+            ),
+            storage_append_duration: HistogramVec::new(
+                "tessera_storage_append_duration_seconds",
+                "Latency of one shard's append (WAL write + fsync + head), by shard.",
+                &["shard"],
+            ),
+            shards_replayed: AtomicU64::new(0),
+        }
+    }
+
+    /// The whole exposition; `shards` is `None` while the WAL replay is running.
+    pub fn render(&self, shards: Option<&Shards>, shards_total: usize) -> String {
+        let mut out = String::with_capacity(8192);
+        simple(&mut out, "tessera_samples_received_total", "Float samples received in remote-write requests.", "counter", self.samples_received.load(Ordering::Relaxed));
+        simple(&mut out, "tessera_samples_written_total", "Float samples accepted by storage (new or identical re-sends).", "counter", self.samples_written.load(Ordering::Relaxed));
+        self.samples_rejected.render(&mut out);
+        self.requests.render(&mut out);
+        self.request_duration.render(&mut out);
+        self.storage_append_duration.render(&mut out);
+        simple(&mut out, "tessera_shards", "Configured number of local shards.", "gauge", shards_total as u64);
+        simple(&mut out, "tessera_shards_replayed", "Shards whose WAL replay has finished.", "gauge", self.shards_replayed.load(Ordering::Relaxed));
+        if let Some(shards) = shards {
+            let stats = shards.stats();
+            let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 6] = [
+                ("tessera_active_series", "Series with samples in the in-memory head, per shard.", "gauge", |s| s.active_series),
+                ("tessera_series", "Series known to the shard, per shard.", "gauge", |s| s.total_series),
+                ("tessera_storage_disk_bytes", "RocksDB live SST plus memtable bytes, per shard.", "gauge", |s| s.disk_bytes),
+                ("tessera_wal_bytes", "Bytes in WAL segment files, per shard.", "gauge", |s| s.wal_bytes),
+                ("tessera_chunks_written_total", "Chunks written to RocksDB since start, per shard.", "counter", |s| s.chunks_written),
+                ("tessera_storage_samples_appended_total", "Samples stored by the engine since start, per shard.", "counter", |s| s.samples_appended),
+            ];
+            for (name, help, kind, f) in per_shard {
+                header(&mut out, name, help, kind);
+                for (i, s) in stats.iter().enumerate() {
+                    let _ = writeln!(out, "{name}{{shard=\"{i}\"}} {}", f(s));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, help: &str, kind: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn simple(out: &mut String, name: &str, help: &str, kind: &str, v: u64) {
+    header(out, name, help, kind);
+    let _ = writeln!(out, "{name} {v}");
+}
+
+/// `{a="x",b="y"[,le="…"]}`, or nothing when there are no labels.
+fn label_str(names: &[&str], values: &[String], le: Option<&str>) -> String {
+    let mut parts: Vec<String> = names.iter().zip(values).map(|(n, v)| format!("{n}=\"{}\"", escape(v))).collect();
+    if let Some(le) = le {
+        parts.push(format!("le=\"{le}\""));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("{{{}}}", parts.join(","))
+    }
+}
+
+/// Label-value escaping of the text format: backslash, double quote, newline.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_counters_and_cumulative_histograms() {
+        let m = Metrics::new();
+        m.requests.inc_by(&["/api/v1/write", "204"], 2);
+        m.request_duration.observe(&["/api/v1/write"], 0.003);
+        m.request_duration.observe(&["/api/v1/write"], 0.3);
+        let text = m.render(None, 4);
+        assert!(text.contains("tessera_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 2"), "{text}");
+        assert!(text.contains("tessera_http_request_duration_seconds_bucket{handler=\"/api/v1/write\",le=\"0.005\"} 1"));
+        assert!(text.contains("tessera_http_request_duration_seconds_bucket{handler=\"/api/v1/write\",le=\"0.5\"} 2"));
+        assert!(text.contains("tessera_http_request_duration_seconds_bucket{handler=\"/api/v1/write\",le=\"+Inf\"} 2"));
+        assert!(text.contains("tessera_shards 4"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,184 @@
+//! `tessera serve`: start-up, readiness and graceful shutdown of the all-in-one node.
+//!
+//! Order of events:
+//! 1. Validate the config; create the data directory; check that its recorded shard
+//!    count matches the config (the shard hash depends on it).
+//! 2. Bind the listener and start serving at once, so `/-/healthy` answers and
+//!    `/-/ready` says "replay in progress" while the shards open.
+//! 3. Open every shard (WAL replay) on a blocking thread, logging progress; then
+//!    publish them: `/-/ready` turns 200 and writes are accepted.
+//! 4. On SIGTERM/SIGINT: stop accepting connections, let in-flight requests finish
+//!    (every acknowledged write is already durable), flush every shard, exit 0.
+//!    A shard that fails to open ends the process with an error instead.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::http::{self, AppState, ServerState};
+use crate::shards::Shards;
+
+/// Name of the file in the data directory that records the shard count.
+const CLUSTER_FILE: &str = "cluster.toml";
+
+/// Runs the server until a signal (or a fatal start-up error).
+pub async fn run(config: Config) -> anyhow::Result<()> {
+    config.validate()?;
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    check_shard_count(&config.data_dir, config.shards)?;
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr().context("listener has no local address")?;
+    // Printed on stdout (not only logged) so scripts and tests that pass port 0 can
+    // read the chosen port.
+    println!("listening on {addr}");
+    tracing::info!(%addr, data_dir = %config.data_dir.display(), shards = config.shards, "tessera serving HTTP");
+
+    let state: AppState = Arc::new(ServerState::new(config));
+    let shutdown = CancellationToken::new();
+    let fatal = Arc::new(parking_lot::Mutex::new(None::<anyhow::Error>));
+
+    tokio::spawn(open_shards(Arc::clone(&state), shutdown.clone(), Arc::clone(&fatal)));
+    tokio::spawn(signal_watch(shutdown.clone()));
+    tokio::spawn(purge_loop(Arc::clone(&state), shutdown.clone()));
+
+    let app = http::router(Arc::clone(&state));
+    let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let timeout_secs = state.config.shutdown_timeout_secs;
+    let serve_task = tokio::spawn(async move { serve.await });
+    shutdown.cancelled().await;
+    tracing::info!("shutting down: no new connections; waiting for in-flight requests");
+    if timeout_secs == 0 {
+        serve_task.await.context("HTTP server task")??;
+    } else if tokio::time::timeout(Duration::from_secs(timeout_secs), serve_task).await.is_err() {
+        tracing::warn!(timeout_secs, "in-flight requests did not finish in time; flushing anyway");
+    }
+
+    if let Some(shards) = state.shards_if_ready() {
+        tracing::info!("flushing shards");
+        tokio::task::spawn_blocking(move || shards.flush_all())
+            .await
+            .context("flush task")?
+            .context("flushing shards on shutdown")?;
+    }
+    if let Some(e) = fatal.lock().take() {
+        return Err(e);
+    }
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Opens all shards on a blocking thread, logging replay progress, then publishes them.
+async fn open_shards(state: AppState, shutdown: CancellationToken, fatal: Arc<parking_lot::Mutex<Option<anyhow::Error>>>) {
+    let st = Arc::clone(&state);
+    let started = std::time::Instant::now();
+    let res = tokio::task::spawn_blocking(move || {
+        let cfg = &st.config;
+        let total = cfg.shards as usize;
+        tracing::info!(shards = total, "WAL replay starting");
+        Shards::open(&cfg.data_dir, total, &cfg.storage, cfg.blocking_permits(), &|i, engine| {
+            let done = st.metrics.shards_replayed.fetch_add(1, Ordering::Relaxed) + 1;
+            let r = engine.replay_report();
+            tracing::info!(
+                shard = i,
+                progress = %format!("{done}/{total}"),
+                records = r.records,
+                samples = r.samples,
+                series_created = r.series_created,
+                "WAL replay of shard done"
+            );
+            if let Some(t) = &r.torn_tail {
+                tracing::warn!(shard = i, torn_tail = ?t, "WAL ended in a torn or corrupt record; cut at the last good record");
+            }
+        })
+    })
+    .await;
+    match res {
+        Ok(Ok(shards)) => {
+            tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "WAL replay complete; ready");
+            state.set_shards(Arc::new(shards));
+        }
+        Ok(Err(e)) => {
+            tracing::error!(error = %e, "opening shards failed");
+            *fatal.lock() = Some(anyhow::Error::new(e).context("opening shards"));
+            shutdown.cancel();
+        }
+        Err(e) => {
+            *fatal.lock() = Some(anyhow::anyhow!("shard open task failed: {e}"));
+            shutdown.cancel();
+        }
+    }
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+async fn signal_watch(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop the server with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM"),
+        _ = int.recv() => tracing::info!("received SIGINT"),
+        _ = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}
+
+/// Forgets idle series of the active-series limiter once a minute.
+async fn purge_loop(state: AppState, shutdown: CancellationToken) {
+    if !state.active_series.enabled() {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => state.active_series.purge(),
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Records the shard count on first start and refuses a different one later: every
+/// stored series lives in the shard `series_hash mod S` picked when it was written.
+fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
+    let path = data_dir.join(CLUSTER_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            #[derive(serde::Deserialize)]
+            struct Cluster {
+                shards: u32,
+            }
+            let c: Cluster = toml::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))?;
+            if c.shards != shards {
+                anyhow::bail!(
+                    "data directory {} was created with {} shards but the configuration says {shards}; \
+                     the shard count cannot change (series are placed by hash mod shards)",
+                    data_dir.display(),
+                    c.shards
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let text = format!(
+                "# Written by tessera on first start. Do not edit: series are placed in\n\
+                 # shard xxh3_64(tenant, labels) mod shards (server/src/shards/hash.rs).\n\
+                 shards = {shards}\nhash = \"xxh3_64-v1\"\n"
+            );
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+            std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(())
+        }
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),
+    }
+}

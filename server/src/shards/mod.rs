@@ -1,0 +1,329 @@
+//! `Shards`: the S local storage engines of an all-in-one node, and the ONE place that
+//! knows about tenancy.
+//!
+//! Tenancy is encoded in storage as the reserved label `__tenant__="<tenant>"`, added to
+//! every stored series. This module adds it on every write, adds a
+//! `__tenant__="<tenant>"` matcher to every read, and strips it from every output
+//! (series labels, label names, label values), so no other code (HTTP handlers, the
+//! PromQL engine) ever sees it. Users may not send a label or a matcher named
+//! `__tenant__`; the validators refuse both.
+//!
+//! Concurrency: the storage engines are synchronous and block on disk. The async entry
+//! points here hand each shard's part to `spawn_blocking`, bounded by a semaphore so
+//! that a burst of requests cannot spawn hundreds of blocking threads, and run the
+//! shards' parts in parallel. [`TenantView`] is the synchronous (already on a blocking
+//! thread) view for the PromQL engine.
+
+mod hash;
+mod tenant_view;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tessera_storage::{Engine, EngineConfig, Label, MatchOp, Matcher, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
+use tokio::sync::Semaphore;
+
+pub use hash::{series_hash, shard_of};
+pub use tenant_view::TenantView;
+
+use crate::error::{ApiError, Result};
+
+/// The reserved label that carries the tenant inside storage.
+pub const TENANT_LABEL: &str = "__tenant__";
+/// Tenant used when a request has no `X-Scope-OrgID` header.
+pub const DEFAULT_TENANT: &str = "anonymous";
+
+/// One validated series to write: `labels` sorted by name, without `__tenant__`, and
+/// `hash` = [`series_hash`]`(tenant, labels)`.
+#[derive(Debug, Clone)]
+pub struct PushSeries {
+    pub labels: Vec<Label>,
+    pub samples: Vec<Sample>,
+    pub hash: u64,
+}
+
+/// What happened to a push, summed over shards.
+#[derive(Debug, Default)]
+pub struct PushOutcome {
+    /// Samples the storage accepted (newly stored or identical re-sends).
+    pub accepted: u64,
+    /// Samples newly stored.
+    pub appended: u64,
+    pub rejected_too_old: u64,
+    pub rejected_duplicate: u64,
+    /// The first rejected sample in request order: (index into the pushed series, t, why).
+    pub first_rejection: Option<(usize, i64, RejectReason)>,
+    /// Wall time of each shard's append (shard, seconds), for the latency histogram.
+    pub shard_seconds: Vec<(usize, f64)>,
+}
+
+/// The node's shards. Cheap to share as `Arc<Shards>`.
+pub struct Shards {
+    engines: Vec<Arc<Engine>>,
+    /// Bounds concurrent storage calls from the async side (see the module doc).
+    permits: Arc<Semaphore>,
+}
+
+impl Shards {
+    /// Opens (and WAL-replays) `count` engines under `data_dir/shard-NNNN`. Blocking: call
+    /// it from a blocking thread. Shards open in parallel on a few threads; `on_open` is
+    /// called after each one (for progress logging) with (shard index, engine).
+    pub fn open(
+        data_dir: &Path,
+        count: usize,
+        cfg: &EngineConfig,
+        permits: usize,
+        on_open: &(dyn Fn(usize, &Engine) + Sync),
+    ) -> std::result::Result<Shards, tessera_storage::Error> {
+        // Opening is mostly disk reads and WAL decoding; a few threads overlap the I/O
+        // without oversubscribing a small machine.
+        let threads = count.min(4).max(1);
+        let next = AtomicUsize::new(0);
+        let mut slots: Vec<Option<std::result::Result<Engine, tessera_storage::Error>>> =
+            (0..count).map(|_| None).collect();
+        let results = parking_lot::Mutex::new(&mut slots);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        break;
+                    }
+                    let dir = data_dir.join(format!("shard-{i:04}"));
+                    let r = Engine::open(&dir, cfg.clone());
+                    if let Ok(e) = &r {
+                        on_open(i, e);
+                    }
+                    results.lock()[i] = Some(r);
+                });
+            }
+        });
+        let mut engines = Vec::with_capacity(count);
+        for r in slots {
+            let engine = r.expect("every shard index below count was claimed by a thread")?;
+            engines.push(Arc::new(engine));
+        }
+        Ok(Shards { engines, permits: Arc::new(Semaphore::new(permits.max(1))) })
+    }
+
+    pub fn len(&self) -> usize {
+        self.engines.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.engines.is_empty()
+    }
+
+    /// Per-shard engine counters (cheap, no disk I/O beyond RocksDB properties).
+    pub fn stats(&self) -> Vec<Stats> {
+        self.engines.iter().map(|e| e.stats()).collect()
+    }
+
+    /// A synchronous, tenant-scoped view for the PromQL engine.
+    pub fn tenant_view(self: &Arc<Self>, tenant: &str) -> TenantView {
+        TenantView::new(Arc::clone(self), tenant)
+    }
+
+    /// Runs `f` on shard `i`'s engine on the blocking pool, holding a semaphore permit.
+    async fn on_shard<T, F>(&self, i: usize, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Engine) -> std::result::Result<T, tessera_storage::Error> + Send + 'static,
+    {
+        let permit = Arc::clone(&self.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::unavailable("server is shutting down"))?;
+        let engine = Arc::clone(&self.engines[i]);
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            f(&engine)
+        })
+        .await
+        .map_err(|e| ApiError::internal(format!("storage task of shard {i} failed: {e}")))?
+        .map_err(|e| {
+            let mut err = ApiError::from(e);
+            err.message = format!("shard {i}: {}", err.message);
+            err
+        })
+    }
+
+    /// Writes `series` for `tenant`. Each shard's part is appended in parallel; returns
+    /// only when every part is durable (or failed). A storage failure of any shard is
+    /// an `Err` (→ 5xx, the sender retries; re-sent samples are idempotent no-ops).
+    pub async fn push(&self, tenant: &str, series: Vec<PushSeries>) -> Result<PushOutcome> {
+        let n = self.engines.len();
+        // Per shard: the indexes (into `series`) of its series, in request order.
+        let mut parts: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, s) in series.iter().enumerate() {
+            parts[shard_of(s.hash, n)].push(i);
+        }
+        // Storage wants the tenant label inside the sorted label set.
+        let stored: Arc<Vec<(Vec<Label>, Vec<Sample>)>> = Arc::new(
+            series.into_iter().map(|s| (with_tenant(tenant, s.labels), s.samples)).collect(),
+        );
+        let mut tasks = Vec::new();
+        for (shard, idx) in parts.into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+            let stored = Arc::clone(&stored);
+            tasks.push(async move {
+                let idx2 = idx.clone();
+                let (report, secs) = self
+                    .on_shard(shard, move |engine| {
+                        let batch: Vec<SeriesAppend<'_>> = idx2
+                            .iter()
+                            .map(|&i| SeriesAppend { labels: &stored[i].0, samples: &stored[i].1 })
+                            .collect();
+                        let start = std::time::Instant::now();
+                        let r = engine.append(&batch)?;
+                        Ok((r, start.elapsed().as_secs_f64()))
+                    })
+                    .await?;
+                Ok::<_, ApiError>((shard, idx, report, secs))
+            });
+        }
+        let total: u64 = stored.iter().map(|s| s.1.len() as u64).sum();
+        let mut out = PushOutcome::default();
+        let mut first_err = None;
+        for r in futures::future::join_all(tasks).await {
+            match r {
+                Ok((shard, idx, report, secs)) => {
+                    out.shard_seconds.push((shard, secs));
+                    out.appended += report.appended;
+                    out.rejected_too_old += report.rejected_too_old;
+                    out.rejected_duplicate += report.rejected_duplicate;
+                    if let Some(rej) = report.first_rejection {
+                        let orig = idx[rej.series_index];
+                        if out.first_rejection.as_ref().is_none_or(|(o, _, _)| orig < *o) {
+                            out.first_rejection = Some((orig, rej.t, rej.reason));
+                        }
+                    }
+                }
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        out.accepted = total - out.rejected_too_old - out.rejected_duplicate;
+        Ok(out)
+    }
+
+    /// Series of `tenant` matching `matchers` with their samples in `[mint, maxt]` (ms),
+    /// sorted by labels, tenant label stripped.
+    pub async fn select(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesSamples>> {
+        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
+        let parts = self
+            .fan_out(move |e| e.select(&ms, mint, maxt))
+            .await?;
+        let mut out: Vec<SeriesSamples> = parts.into_iter().flatten().collect();
+        for s in &mut out {
+            strip_tenant(&mut s.labels);
+        }
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(out)
+    }
+
+    /// Label sets of `tenant`'s series matching `matchers` with data in `[mint, maxt]`.
+    pub async fn series(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
+        let parts = self.fan_out(move |e| e.series(&ms, mint, maxt)).await?;
+        let mut out: Vec<Vec<Label>> = parts.into_iter().flatten().collect();
+        for s in &mut out {
+            strip_tenant(s);
+        }
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Label names used by `tenant`'s series matching `matchers` in `[mint, maxt]`, sorted.
+    pub async fn label_names(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
+        let parts = self.fan_out(move |e| e.label_names(&ms, mint, maxt)).await?;
+        let mut out: Vec<String> = parts.into_iter().flatten().filter(|n| n != TENANT_LABEL).collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Values of label `name` among `tenant`'s series matching `matchers`, sorted.
+    pub async fn label_values(
+        &self,
+        tenant: &str,
+        name: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+    ) -> Result<Vec<String>> {
+        if name == TENANT_LABEL {
+            // The tenant label is invisible; answering it would leak tenant names.
+            return Ok(Vec::new());
+        }
+        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
+        let name = Arc::new(name.to_owned());
+        let parts = self.fan_out(move |e| e.label_values(&name, &ms, mint, maxt)).await?;
+        let mut out: Vec<String> = parts.into_iter().flatten().collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Flushes every shard (head chunks to RocksDB). Blocking: call from a blocking
+    /// thread (shutdown does).
+    pub fn flush_all(&self) -> std::result::Result<(), tessera_storage::Error> {
+        let mut first = Ok(());
+        for (i, e) in self.engines.iter().enumerate() {
+            if let Err(err) = e.flush() {
+                tracing::error!(shard = i, error = %err, "flush failed");
+                if first.is_ok() {
+                    first = Err(err);
+                }
+            }
+        }
+        first
+    }
+
+    /// Runs `f` on every shard in parallel and collects the results in shard order.
+    async fn fan_out<T, F>(&self, f: F) -> Result<Vec<T>>
+    where
+        T: Send + 'static,
+        F: Fn(&Engine) -> std::result::Result<T, tessera_storage::Error> + Send + Sync + 'static,
+    {
+        let f = Arc::new(f);
+        let tasks = (0..self.engines.len()).map(|i| {
+            let f = Arc::clone(&f);
+            self.on_shard(i, move |e| f(e))
+        });
+        futures::future::join_all(tasks).await.into_iter().collect()
+    }
+}
+
+/// Inserts `__tenant__="<tenant>"` into a sorted label set at its sorted position.
+pub fn with_tenant(tenant: &str, mut labels: Vec<Label>) -> Vec<Label> {
+    let pos = labels.partition_point(|l| l.name.as_str() < TENANT_LABEL);
+    labels.insert(pos, Label { name: TENANT_LABEL.to_owned(), value: tenant.to_owned() });
+    labels
+}
+
+/// Removes the tenant label from a stored label set.
+pub fn strip_tenant(labels: &mut Vec<Label>) {
+    labels.retain(|l| l.name != TENANT_LABEL);
+}
+
+/// The user's matchers plus the tenant's equality matcher. A user matcher on
+/// `__tenant__` is refused: it could only be an attempt to see another tenant.
+pub fn tenant_matchers(tenant: &str, matchers: &[Matcher]) -> Result<Vec<Matcher>> {
+    if matchers.iter().any(|m| m.name() == TENANT_LABEL) {
+        return Err(ApiError::bad_data(format!("label name {TENANT_LABEL:?} is reserved and cannot be matched")));
+    }
+    let mut out = Vec::with_capacity(matchers.len() + 1);
+    out.push(Matcher::new(TENANT_LABEL, MatchOp::Equal, tenant).map_err(ApiError::from)?);
+    out.extend(matchers.iter().cloned());
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

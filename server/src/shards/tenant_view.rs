@@ -1,0 +1,74 @@
+//! [`TenantView`]: one tenant's slice of the local shards, as the PromQL engine's
+//! [`tessera_query::Queryable`].
+//!
+//! The trait is synchronous because the engine evaluates on a blocking thread (never a
+//! runtime worker), so this view calls the engines directly. The shards are read in
+//! parallel with `std::thread::scope`: each engine's `select` blocks on RocksDB reads,
+//! and overlapping them is what makes a 16-shard select not 16 times slower than one.
+
+use std::sync::Arc;
+
+use tessera_query::{Labels, QueryError, Queryable, Series};
+use tessera_storage::{MatchOp, Matcher};
+
+use super::{tenant_matchers, Shards, TENANT_LABEL};
+
+/// A tenant-scoped, synchronous read view of the shards.
+#[derive(Clone)]
+pub struct TenantView {
+    shards: Arc<Shards>,
+    tenant: String,
+}
+
+impl TenantView {
+    pub fn new(shards: Arc<Shards>, tenant: &str) -> Self {
+        TenantView { shards, tenant: tenant.to_owned() }
+    }
+
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+}
+
+/// Converts the engine's matcher into a compiled storage matcher.
+fn to_storage_matcher(m: &tessera_query::Matcher) -> Result<Matcher, QueryError> {
+    let op = match m.op {
+        tessera_query::MatchOp::Equal => MatchOp::Equal,
+        tessera_query::MatchOp::NotEqual => MatchOp::NotEqual,
+        tessera_query::MatchOp::Regex => MatchOp::Regex,
+        tessera_query::MatchOp::NotRegex => MatchOp::NotRegex,
+    };
+    Matcher::new(&m.name, op, &m.value).map_err(|e| QueryError::bad_data(e.to_string()))
+}
+
+impl Queryable for TenantView {
+    fn select(&self, matchers: &[tessera_query::Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
+        let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
+        let ms = tenant_matchers(&self.tenant, &user).map_err(|e| QueryError::bad_data(e.message))?;
+        let engines = &self.shards.engines;
+        let parts: Vec<_> = std::thread::scope(|s| {
+            let handles: Vec<_> = engines.iter().map(|e| s.spawn(|| e.select(&ms, mint, maxt))).collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| QueryError::internal("a shard's select thread panicked")))
+                .collect()
+        });
+        let mut out = Vec::new();
+        for (i, part) in parts.into_iter().enumerate() {
+            let part = part?.map_err(|e| QueryError::internal(format!("shard {i}: {e}")))?;
+            for s in part {
+                // Storage labels are sorted and unique; dropping one keeps them so.
+                let labels: Vec<tessera_query::Label> = s
+                    .labels
+                    .into_iter()
+                    .filter(|l| l.name != TENANT_LABEL)
+                    .map(|l| tessera_query::Label { name: l.name, value: l.value })
+                    .collect();
+                let samples = s.samples.into_iter().map(|p| tessera_query::Sample { t: p.t, v: p.v }).collect();
+                out.push(Series { labels: Labels::from_sorted(labels), samples });
+            }
+        }
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(out)
+    }
+}
