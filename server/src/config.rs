@@ -43,6 +43,8 @@ pub struct Config {
     pub limits: Limits,
     /// Settings of each shard's storage engine (see the storage crate for each field).
     pub storage: tessera_storage::EngineConfig,
+    /// Limits of the PromQL query API (see `http/query_api.rs` for each field).
+    pub query: crate::http::query_api::QueryLimits,
 }
 
 impl Default for Config {
@@ -55,6 +57,7 @@ impl Default for Config {
             shutdown_timeout_secs: 30,
             limits: Limits::default(),
             storage: tessera_storage::EngineConfig::default(),
+            query: crate::http::query_api::QueryLimits::default(),
         }
     }
 }
@@ -164,6 +167,7 @@ impl Config {
             return bad("limits.active_series_idle_secs must be > 0".into());
         }
         self.storage.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        self.query.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 

@@ -50,7 +50,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(signal_watch(shutdown.clone()));
     tokio::spawn(purge_loop(Arc::clone(&state), shutdown.clone()));
 
-    let app = http::router(Arc::clone(&state));
+    // The PromQL query API needs an evaluator from `tessera_query`, which has none yet;
+    // once it does, pass `Some(QueryApi::new(evaluator, Arc::new(ShardsData::new(state)),
+    // state.config.query.clone(), info))` here and /api/v1/query* are served.
+    let app = http::router(Arc::clone(&state), None);
     let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let timeout_secs = state.config.shutdown_timeout_secs;
     let serve_task = tokio::spawn(async move { serve.await });

@@ -88,7 +88,6 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
 
     let m = &st.metrics;
-    let batch_series = batch.series.len() + batch.problems.len();
     m.samples_received.fetch_add(batch.samples_total, Ordering::Relaxed);
     st.metadata.record(&tenant, batch.metadata);
     let mut problems: Vec<Problem> = batch.problems;
@@ -133,7 +132,7 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
             });
             continue;
         }
-        order.push((s.index, describe_labels(&s.labels)));
+        order.push(s.index);
         push.push(PushSeries { labels: s.labels, samples: s.samples, hash });
     }
 
@@ -157,12 +156,11 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         if outcome.rejected_duplicate > 0 {
             m.samples_rejected.inc_by(&["duplicate"], outcome.rejected_duplicate);
         }
-        if let Some((i, t, reason)) = outcome.first_rejection {
-            let (index, series) = order[i].clone();
+        if let Some(first) = outcome.first_rejection {
             problems.push(Problem {
-                index,
-                series,
-                reason: format!("sample at t={t} ms not written: {reason}"),
+                index: order[first.index],
+                series: describe_labels(&first.labels),
+                reason: format!("sample at t={} ms not written: {}", first.t, first.reason),
                 samples: outcome.rejected_too_old + outcome.rejected_duplicate,
             });
         }
@@ -173,12 +171,15 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     }
     // Name the first offending series in request order.
     let first = problems.iter().min_by_key(|p| p.index).expect("problems is not empty");
+    let mut bad_series: Vec<usize> = problems.iter().map(|p| p.index).collect();
+    bad_series.sort_unstable();
+    bad_series.dedup();
     let message = format!(
         "series {}: {} ({} of {} series had problems; {} of {} float samples in this request were written)",
         first.series,
         first.reason,
-        problems.len(),
-        batch_series,
+        bad_series.len(),
+        batch.series_total,
         written.samples,
         batch.samples_total
     );

@@ -73,7 +73,9 @@ async fn rejected_samples_are_reported_with_their_request_index() {
     let out = shards.push("a", vec![ok, s(2.0)]).await.expect("second push");
     assert_eq!(out.rejected_duplicate, 1);
     assert_eq!(out.accepted, 1);
-    assert_eq!(out.first_rejection.map(|r| r.0), Some(1));
+    let first = out.first_rejection.expect("a rejection");
+    assert_eq!(first.index, 1);
+    assert_eq!(first.labels, labels(&[("__name__", "x")]));
 }
 
 #[tokio::test]
