@@ -50,6 +50,12 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub rate_limiter: RateLimiter,
     pub active_series: ActiveSeries,
+    /// Admission of write requests by decompressed size, one permit per KiB (see
+    /// `limits.max_inflight_write_bytes`).
+    pub inflight_write_kib: tokio::sync::Semaphore,
+    /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
+    /// here while in-flight requests finish.
+    pub shutting_down: std::sync::atomic::AtomicBool,
 }
 
 impl ServerState {
@@ -60,6 +66,8 @@ impl ServerState {
             active_series: ActiveSeries::new(&config.limits),
             metrics: Metrics::new(),
             shards: OnceLock::new(),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
+            inflight_write_kib: tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024)),
             config,
         }
     }
