@@ -123,9 +123,15 @@ impl Engine {
         let mut rep = ReplayReport::default();
         let current = self.wal.current_segment();
         let mut head = self.head.lock();
+        let mut last_seg = None;
         let torn = wal::replay(wal_dir, |seg, typ, payload| {
             if seg >= current {
                 return Ok(());
+            }
+            if last_seg != Some(seg) {
+                // One line per segment (64 MiB by default) shows a long replay progressing.
+                tracing::info!(segment = seg, last = current - 1, samples_so_far = rep.samples, "storage: replaying WAL segment");
+                last_seg = Some(seg);
             }
             if typ != record::TYPE_BATCH {
                 return Err(Error::corrupt("wal record", format!("unknown record type {typ}")));

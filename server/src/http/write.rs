@@ -76,6 +76,7 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<bytes:
 }
 
 async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body, written: &mut Written) -> Result<(), ApiError> {
+    // Cheap refusals first: a bad tenant or a server still replaying costs no body read.
     let tenant = params::tenant(headers)?;
     let shards = st.shards()?;
     let limits = &st.config.limits;
@@ -125,6 +126,8 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     let mut push = Vec::with_capacity(batch.series.len());
     let mut order = Vec::with_capacity(batch.series.len());
     let mut series_limited = false;
+    // The shard hash doubles as the series identity of the active-series limiter, so it
+    // is computed once per series and handed to `push`.
     let hashes: Vec<u64> = batch.series.iter().map(|s| series_hash(&tenant, &s.labels)).collect();
     let admitted = st.active_series.admit(&tenant, &hashes);
     for ((s, hash), ok) in batch.series.into_iter().zip(hashes).zip(admitted) {
@@ -194,6 +197,7 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         written.samples,
         batch.samples_total
     );
+    // A 429 invites a retry (the new series may fit later); a 400 says never retry.
     if series_limited {
         Err(ApiError::too_many_requests(message, st.active_series.retry_after_secs()))
     } else {

@@ -4,10 +4,14 @@ use tessera_proto::{prometheus, v2, SymbolTable};
 
 use super::*;
 
+// Decoding tests: negotiation, request-level failures, per-series problems, and
+// property tests that no body can panic the decoder.
+
 fn snappy(b: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new().compress_vec(b).expect("compress")
 }
 
+/// No Content-Type and a bare `application/x-protobuf` both mean 1.0 (old senders).
 #[test]
 fn content_type_selects_the_message() {
     assert_eq!(negotiate(None, None).expect("ok"), Version::V1);
@@ -52,6 +56,8 @@ fn decompressed_size_over_limit_is_413_before_allocating() {
     assert_eq!(err.kind, ErrorKind::TooLarge);
 }
 
+/// A bad series does not poison the request: the good one is kept, the bad one is
+/// reported with its index and its Prometheus text form.
 #[test]
 fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
     let req = prometheus::WriteRequest {
@@ -79,6 +85,8 @@ fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
     assert_eq!(b.metadata[0].1.kind, "counter");
 }
 
+/// 2.0 label refs resolve through the symbol table; a ref past its end is that
+/// series' problem, not a request failure; metadata refs become text.
 #[test]
 fn v2_symbols_are_resolved_and_bad_refs_reported() {
     let mut st = SymbolTable::new();
