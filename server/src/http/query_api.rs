@@ -146,6 +146,17 @@ impl QueryLimits {
     pub fn lookback_delta_ms(&self) -> i64 {
         i64::try_from(self.lookback_delta_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
+
+    /// The limits as `query.<key>` flag pairs for `/status/flags`.
+    pub fn flag_pairs(&self) -> Vec<(String, String)> {
+        vec![
+            ("query.timeout_secs".into(), self.timeout_secs.to_string()),
+            ("query.max_concurrent".into(), self.concurrency().to_string()),
+            ("query.max_samples".into(), self.max_samples.to_string()),
+            ("query.max_points_per_series".into(), self.max_points_per_series.to_string()),
+            ("query.lookback_delta_secs".into(), self.lookback_delta_secs.to_string()),
+        ]
+    }
 }
 
 /// What `/status/buildinfo` reports. Grafana reads `version` to pick Prometheus features;
