@@ -394,6 +394,9 @@ impl Evaluator<'_> {
             }
         }
         let keep_name = matches!(name, "last_over_time" | "first_over_time");
+        // Resolved once: the per-window call is then a plain match.
+        let func = functions::range::RangeFn::from_name(name)
+            .ok_or_else(|| QueryError::bad_data(format!("unknown function with name {name:?}")))?;
         let mut out: Vec<StepSeries> =
             ra.series.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name || !keep_name)).collect();
         let mut fargs = vec![0.0; scalars.len()];
@@ -440,7 +443,7 @@ impl Evaluator<'_> {
             // predict_linear extrapolates from the evaluation time, not from the
             // window end (they differ under `@` and `offset`).
             let we = if name == "predict_linear" { self.ts(k) } else { we };
-            if let Some(v) = functions::range::eval_range(name, win, ws, we, &fargs)? {
+            if let Some(v) = func.eval(win, ws, we, &fargs)? {
                 out[si].pts.push((self.ts(k), v));
             }
             Ok(())
