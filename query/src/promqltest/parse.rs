@@ -338,6 +338,42 @@ fn parse_range_spec(s: &str) -> Option<((i64, i64, i64), &str)> {
     Some(((parse_duration(start)?, parse_duration(end)?, parse_duration(step)?), rest))
 }
 
+/// `load_with_nhcb` also loads each classic histogram (`x_bucket` series sharing labels
+/// but `le`) as a native histogram with custom buckets named `x`. Native histograms are
+/// not evaluated, so these are histogram placeholders at the classic samples' times.
+fn nhcb_placeholders(series: &[(Labels, Vec<Point>)]) -> Vec<(Labels, Vec<Point>)> {
+    let mut out: Vec<(Labels, Vec<Point>)> = Vec::new();
+    for (labels, points) in series {
+        let Some(name) = labels.get("__name__").and_then(|n| n.strip_suffix("_bucket")) else { continue };
+        if labels.get("le").is_none() {
+            continue;
+        }
+        let pairs = labels
+            .iter()
+            .filter(|l| l.name != "le" && l.name != "__name__")
+            .map(|l| (l.name.clone(), l.value.clone()))
+            .chain(std::iter::once(("__name__".to_string(), name.to_string())));
+        let key = Labels::from_pairs(pairs);
+        let idx = match out.iter().position(|(l, _)| *l == key) {
+            Some(i) => i,
+            None => {
+                out.push((key, Vec::new()));
+                out.len() - 1
+            }
+        };
+        let pts = &mut out[idx].1;
+        if pts.len() < points.len() {
+            pts.resize(points.len(), Point::Missing);
+        }
+        for (i, p) in points.iter().enumerate() {
+            if matches!(p, Point::Float(_)) {
+                pts[i] = Point::Histogram;
+            }
+        }
+    }
+    out
+}
+
 /// Parses a whole script into commands. Lines are trimmed; `#` lines are blank lines,
 /// and a blank line ends a block.
 pub(crate) fn parse_script(text: &str) -> Vec<Cmd> {
@@ -383,6 +419,9 @@ pub(crate) fn parse_script(text: &str) -> Vec<Cmd> {
                         Ok(s) => series.push(s),
                         Err(e) => error = Some(e),
                     }
+                }
+                if word == "load_with_nhcb" {
+                    series.extend(nhcb_placeholders(&series));
                 }
                 cmds.push(Cmd::Load { line: lineno, interval, series, error });
             }
