@@ -11,6 +11,7 @@
 //! and cancellable (`exec.rs`), so a heavy query never stalls ingestion.
 
 mod ast_json;
+mod engine;
 mod exec;
 mod handlers;
 /// Prometheus-exact JSON writing, shared with the server's error envelope.
@@ -31,6 +32,7 @@ use futures::future::BoxFuture;
 use axum::Router;
 use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
 
+pub use engine::engine_for;
 pub use exec::QueryControl;
 pub use response::ApiError;
 pub use tsdb_stats::{CardinalityCounter, HeadSummary, TsdbStatus};
