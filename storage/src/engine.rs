@@ -240,7 +240,8 @@ impl Engine {
         if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
             // now disagree, so stop taking writes (replay on reopen repairs it).
-            tracing::error!(error = %e, "storage: RocksDB write failed after WAL write");
+            tracing::error!(error = %e, "storage: RocksDB write failed after WAL write; engine poisoned");
+            self.wal.poison();
             return Err(e);
         }
         self.counters.total_series.fetch_add(new_series.len() as u64, Ordering::Relaxed);

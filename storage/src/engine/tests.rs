@@ -327,7 +327,16 @@ proptest! {
             let got: BTreeSet<Vec<Label>> = e
                 .series(ms, i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1)
                 .expect("series").into_iter().collect();
-            prop_assert_eq!(got, model_select(&sets, ms, lo, hi), "matchers {:?} days {}..={}", ms, lo, hi);
+            let want = model_select(&sets, ms, lo, hi);
+            prop_assert_eq!(&got, &want, "matchers {:?} days {}..={}", ms, lo, hi);
+            // Label names and values come from the index and agree with the same model.
+            let (mint, maxt) = (i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1);
+            let want_names: BTreeSet<String> = want.iter().flatten().map(|l| l.name.clone()).collect();
+            let got_names: BTreeSet<String> = e.label_names(ms, mint, maxt).expect("names").into_iter().collect();
+            prop_assert_eq!(got_names, want_names);
+            let want_a: BTreeSet<String> = want.iter().flatten().filter(|l| l.name == "a").map(|l| l.value.clone()).collect();
+            let got_a: BTreeSet<String> = e.label_values("a", ms, mint, maxt).expect("values").into_iter().collect();
+            prop_assert_eq!(got_a, want_a);
         }
     }
 }
