@@ -169,7 +169,7 @@ impl Evaluator<'_> {
                     continue;
                 }
                 let k = ((t - self.start) / self.step) as usize;
-                let sv = s[k.min(s.len() - 1)];
+                let sv = labels_util::at_step(s, k);
                 let (l, r) = if swap { (sv, x) } else { (x, sv) };
                 let (mut val, mut keep) = float_binop(op, l, r)?;
                 // A comparison keeps the vector element's value even when the vector
