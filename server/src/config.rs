@@ -43,6 +43,8 @@ pub struct Config {
     pub limits: Limits,
     /// Settings of each shard's storage engine (see the storage crate for each field).
     pub storage: tessera_storage::EngineConfig,
+    /// Limits of the PromQL query API (see `http/query_api.rs` for each field).
+    pub query: crate::http::query_api::QueryLimits,
 }
 
 impl Default for Config {
@@ -55,6 +57,7 @@ impl Default for Config {
             shutdown_timeout_secs: 30,
             limits: Limits::default(),
             storage: tessera_storage::EngineConfig::default(),
+            query: crate::http::query_api::QueryLimits::default(),
         }
     }
 }
@@ -105,6 +108,11 @@ pub struct Limits {
     /// Metric families remembered per tenant for `/api/v1/metadata`. Default 100000.
     /// 0 = metadata is not kept.
     pub max_metadata_per_tenant: usize,
+    /// Decompressed bytes of all write requests being decoded and written at once, in
+    /// bytes. Further requests wait (they are not refused), which bounds the memory a
+    /// burst of large requests can take. Default 1 GiB. Must be at least
+    /// `max_decompressed_bytes`.
+    pub max_inflight_write_bytes: usize,
 }
 
 impl Default for Limits {
@@ -121,6 +129,7 @@ impl Default for Limits {
             max_active_series_per_tenant: 0,
             active_series_idle_secs: 1200,
             max_metadata_per_tenant: 100_000,
+            max_inflight_write_bytes: 1 << 30,
         }
     }
 }
@@ -160,10 +169,17 @@ impl Config {
                 l.ingestion_rate_samples_per_sec
             ));
         }
+        if l.max_inflight_write_bytes < l.max_decompressed_bytes {
+            return bad(format!(
+                "limits.max_inflight_write_bytes ({}) must be >= limits.max_decompressed_bytes ({})",
+                l.max_inflight_write_bytes, l.max_decompressed_bytes
+            ));
+        }
         if l.active_series_idle_secs == 0 {
             return bad("limits.active_series_idle_secs must be > 0".into());
         }
         self.storage.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        self.query.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 
@@ -178,36 +194,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn example_config_in_deploy_parses_and_validates() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/tessera.toml");
-        let cfg = Config::from_file(&path).expect("deploy/tessera.toml parses");
-        cfg.validate().expect("deploy/tessera.toml is valid");
-        assert!(cfg.limits.max_labels_per_series >= 40);
-    }
-
-    #[test]
-    fn empty_file_gives_documented_defaults() {
-        let cfg = Config::from_toml("").expect("empty config parses");
-        assert_eq!(cfg.listen.to_string(), "127.0.0.1:9201");
-        assert_eq!(cfg.data_dir, PathBuf::from("./tessera-data"));
-        assert_eq!(cfg.shards, 16);
-        assert_eq!(cfg.limits.max_labels_per_series, 64);
-        cfg.validate().expect("defaults are valid");
-    }
-
-    #[test]
-    fn unknown_key_is_rejected() {
-        let err = Config::from_toml("shard = 3").expect_err("typo must fail");
-        assert!(err.to_string().contains("shard"), "{err}");
-    }
-
-    #[test]
-    fn zero_shards_is_invalid() {
-        let cfg = Config::from_toml("shards = 0").expect("parses");
-        assert!(cfg.validate().is_err());
-    }
-}
+mod tests;

@@ -182,3 +182,37 @@ pub enum ConfigError {
     #[error("invalid configuration: {0}")]
     Invalid(String),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_prometheus_statuses_and_error_types() {
+        assert_eq!(status_of(ErrorKind::BadData), (StatusCode::BAD_REQUEST, "bad_data"));
+        assert_eq!(status_of(ErrorKind::TooLarge).0, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(status_of(ErrorKind::UnsupportedMediaType).0, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert_eq!(status_of(ErrorKind::TooManyRequests).0, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(status_of(ErrorKind::Execution), (StatusCode::UNPROCESSABLE_ENTITY, "execution"));
+        assert_eq!(status_of(ErrorKind::Unavailable), (StatusCode::SERVICE_UNAVAILABLE, "unavailable"));
+        assert_eq!(status_of(ErrorKind::Internal), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
+    }
+
+    #[test]
+    fn storage_failures_are_5xx_so_senders_retry() {
+        let poisoned: ApiError = tessera_storage::Error::Poisoned.into();
+        assert_eq!(poisoned.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let corrupt: ApiError = tessera_storage::Error::Corrupt { what: "chunk", detail: "bad crc".into() }.into();
+        assert_eq!(corrupt.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(corrupt.message.contains("bad crc"));
+        let bad: ApiError = tessera_storage::Error::InvalidInput("label too long".into()).into();
+        assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn too_many_requests_carries_retry_after() {
+        let resp = ApiError::too_many_requests("slow down", 7).into_text_response();
+        assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "7");
+    }
+}

@@ -28,7 +28,7 @@ each a storage engine with its own WAL.
 
 Settings come from, lowest to highest precedence: built-in defaults, the config file \
 (--config, TOML; every key is documented in deploy/tessera.toml), environment variables, \
-flags. Only the top-level keys have flags; limits and storage settings are set in the file.
+flags. Only the top-level keys have flags; the [limits], [storage] and [query] tables are set in the file.
 
 /-/healthy answers 200 as soon as the process listens; /-/ready answers 200 once every \
 shard has replayed its WAL. SIGTERM or SIGINT stops accepting connections, finishes \
@@ -40,7 +40,7 @@ Point a Prometheus agent at it with:
 
 #[derive(Args)]
 struct ServeArgs {
-    /// TOML config file with the same keys as the flags plus [limits] and [storage]
+    /// TOML config file with the same keys as the flags plus [limits], [storage] and [query]
     /// (see deploy/tessera.toml). Without it, built-in defaults apply.
     #[arg(long, env = "TESSERA_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,

@@ -50,11 +50,24 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(signal_watch(shutdown.clone()));
     tokio::spawn(purge_loop(Arc::clone(&state), shutdown.clone()));
 
-    let app = http::router(Arc::clone(&state));
+    // The PromQL query API needs an evaluator from `tessera_query`, which has none yet;
+    // once it does, pass `Some(QueryApi::new(evaluator, Arc::new(ShardsData::new(state)),
+    // state.config.query.clone(), info))` here and /api/v1/query* are served.
+    let app = http::router(Arc::clone(&state), None);
     let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let timeout_secs = state.config.shutdown_timeout_secs;
-    let serve_task = tokio::spawn(async move { serve.await });
-    shutdown.cancelled().await;
+    let mut serve_task = tokio::spawn(async move { serve.await });
+    // Normally a signal (or a failed shard open) cancels `shutdown`; if the HTTP server
+    // itself stops first (an accept error), that is fatal and must not hang here.
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        r = &mut serve_task => {
+            shutdown.cancel();
+            r.context("HTTP server task")?.context("HTTP server stopped")?;
+            anyhow::bail!("HTTP server stopped unexpectedly");
+        }
+    }
+    state.shutting_down.store(true, Ordering::Relaxed);
     tracing::info!("shutting down: no new connections; waiting for in-flight requests");
     if timeout_secs == 0 {
         serve_task.await.context("HTTP server task")??;

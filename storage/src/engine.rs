@@ -123,9 +123,15 @@ impl Engine {
         let mut rep = ReplayReport::default();
         let current = self.wal.current_segment();
         let mut head = self.head.lock();
+        let mut last_seg = None;
         let torn = wal::replay(wal_dir, |seg, typ, payload| {
             if seg >= current {
                 return Ok(());
+            }
+            if last_seg != Some(seg) {
+                // One line per segment (64 MiB by default) shows a long replay progressing.
+                tracing::info!(segment = seg, last = current - 1, samples_so_far = rep.samples, "storage: replaying WAL segment");
+                last_seg = Some(seg);
             }
             if typ != record::TYPE_BATCH {
                 return Err(Error::corrupt("wal record", format!("unknown record type {typ}")));
@@ -234,7 +240,8 @@ impl Engine {
         if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
             // now disagree, so stop taking writes (replay on reopen repairs it).
-            tracing::error!(error = %e, "storage: RocksDB write failed after WAL write");
+            tracing::error!(error = %e, "storage: RocksDB write failed after WAL write; engine poisoned");
+            self.wal.poison();
             return Err(e);
         }
         self.counters.total_series.fetch_add(new_series.len() as u64, Ordering::Relaxed);

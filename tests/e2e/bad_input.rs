@@ -173,3 +173,43 @@ fn bad_api_parameters_get_prometheus_error_envelopes() {
     let (code, _) = s.get_json("/api/v1/series?match[]=up", Some("bad|tenant"));
     assert_eq!(code, 400);
 }
+
+#[test]
+fn v2_histograms_exemplars_and_bad_symbol_refs_get_400_with_written_counts() {
+    use tessera_proto::{v2, SymbolTable};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir.path().join("data"));
+    let t = now_ms();
+    let mut st = SymbolTable::new();
+    let ok = st.label_refs([("__name__", "v2_ok")]);
+    let with_exemplar = st.label_refs([("__name__", "v2_exemplar")]);
+    let histo = st.label_refs([("__name__", "v2_histogram")]);
+    let sample = |v| vec![v2::Sample { value: v, timestamp: t, start_timestamp: 0 }];
+    let req = v2::Request {
+        symbols: st.into_symbols(),
+        timeseries: vec![
+            v2::TimeSeries { labels_refs: ok, samples: sample(1.0), ..Default::default() },
+            v2::TimeSeries {
+                labels_refs: with_exemplar,
+                samples: sample(2.0),
+                exemplars: vec![v2::Exemplar { labels_refs: vec![], value: 2.0, timestamp: t }],
+                ..Default::default()
+            },
+            v2::TimeSeries {
+                labels_refs: histo,
+                histograms: vec![v2::Histogram { timestamp: t, ..Default::default() }],
+                ..Default::default()
+            },
+            v2::TimeSeries { labels_refs: vec![1, 1000], samples: sample(3.0), ..Default::default() },
+        ],
+    };
+    let r = s.post_write(snappy(&req.encode_to_vec()), &[("Content-Type", tessera_proto::CONTENT_TYPE_V2), ("Content-Encoding", "snappy")]);
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["X-Prometheus-Remote-Write-Samples-Written"], "2");
+    assert_eq!(r.headers()["X-Prometheus-Remote-Write-Histograms-Written"], "0");
+    assert_eq!(r.headers()["X-Prometheus-Remote-Write-Exemplars-Written"], "0");
+    let msg = r.text().expect("body");
+    assert!(msg.contains("v2_exemplar{}") && msg.contains("exemplars"), "first offending series is the one with an exemplar: {msg}");
+    assert!(msg.contains("3 of 4 series had problems"), "{msg}");
+    assert_eq!(s.read(vec![eq("__name__", "v2_exemplar")], t, t, None).timeseries.len(), 1, "its float sample is written");
+}

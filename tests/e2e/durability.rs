@@ -74,6 +74,53 @@ fn kill_9_during_a_write_stream_loses_no_acknowledged_sample() {
     }
 }
 
+/// SIGTERM while writers are streaming: the server stops accepting, answers what is in
+/// flight, exits 0, and every acknowledged sample is there after a restart.
+#[test]
+fn sigterm_during_a_write_stream_exits_0_and_keeps_every_acknowledged_sample() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let s = Server::start(&data);
+    let base = now_ms();
+    let acked: Arc<Mutex<Vec<i64>>> = Arc::new(Mutex::new(Vec::new()));
+    let url = s.url("/api/v1/write");
+    let writer = {
+        let acked = Arc::clone(&acked);
+        std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
+            for i in 0..100_000i64 {
+                let t = base + i;
+                let series = (0..10).map(|k| ts(&[("__name__", "term_test"), ("series", &k.to_string())], &[(t, i as f64)])).collect();
+                let body = crate::harness::snappy(&prost::Message::encode_to_vec(&write_request(series)));
+                let r = client.post(&url).header("Content-Type", "application/x-protobuf").body(body).send();
+                match r {
+                    Ok(resp) if resp.status() == 204 => acked.lock().expect("acked").push(t),
+                    _ => break,
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while acked.lock().expect("acked").len() < 50 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = s.terminate();
+    assert!(status.success(), "exit status after SIGTERM under load: {status:?}");
+    writer.join().expect("writer thread");
+    let acked = acked.lock().expect("acked").clone();
+    assert!(acked.len() >= 50, "only {} writes acknowledged", acked.len());
+
+    let s = Server::start(&data);
+    let res = s.read(vec![eq("__name__", "term_test")], base, base + 1_000_000, None);
+    assert_eq!(res.timeseries.len(), 10);
+    for series in &res.timeseries {
+        let stored: std::collections::HashSet<i64> = series.samples.iter().map(|p| p.timestamp).collect();
+        for t in &acked {
+            assert!(stored.contains(t), "acknowledged sample t={t} lost after SIGTERM");
+        }
+    }
+}
+
 #[test]
 fn sigterm_exits_0_and_data_survives_restart() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -5,11 +5,14 @@ use tessera_proto::{prometheus, v2, SymbolTable};
 
 use crate::harness::{eq, now_ms, snappy, ts, write_request, Server};
 
+/// The basic promise: what a 1.0 sender wrote comes back unchanged through remote read
+/// and the index API, spread over both shards, without the internal tenant label.
 #[test]
 fn remote_write_v1_samples_are_read_back_by_remote_read_and_series_api() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir.path().join("data"));
     let t0 = now_ms();
+    // 50 series: enough that both shards get some (the hash spreads them).
     let series: Vec<_> = (0..50)
         .map(|g| {
             ts(
@@ -38,16 +41,21 @@ fn remote_write_v1_samples_are_read_back_by_remote_read_and_series_api() {
 
     let (_, labels) = s.get_json("/api/v1/labels", None);
     assert_eq!(labels["data"], serde_json::json!(["Hostname", "__name__", "gpu"]));
+    // Values sort as strings, as Prometheus sorts them; `limit` truncates with a warning.
     let (_, values) = s.get_json("/api/v1/label/gpu/values?limit=3", None);
     assert_eq!(values["data"], serde_json::json!(["0", "1", "10"]));
     assert_eq!(values["warnings"], serde_json::json!(["results truncated due to limit"]));
 }
 
+/// 2.0 requests (symbol table, per-series metadata) are written, answered with the
+/// mandatory `*-Written` headers, and their metadata is served.
 #[test]
 fn remote_write_v2_answers_204_with_written_count_headers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir.path().join("data"));
     let t0 = now_ms();
+    // One shared symbol table: "__name__", "gpu_temp", the help and unit text are
+    // stored once however many series use them.
     let mut st = SymbolTable::new();
     let timeseries: Vec<v2::TimeSeries> = (0..10)
         .map(|i| {
@@ -86,6 +94,8 @@ fn remote_write_v2_answers_204_with_written_count_headers() {
     assert_eq!(md["data"]["gpu_temp"], serde_json::json!([{"type": "gauge", "help": "GPU temperature (C).", "unit": "celsius"}]));
 }
 
+/// X-Scope-OrgID separates tenants on every read path (remote read, label values,
+/// label names), and a request without the header is the `anonymous` tenant.
 #[test]
 fn tenants_never_see_each_others_series() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -107,6 +117,7 @@ fn tenants_never_see_each_others_series() {
     assert!(!names["data"].as_array().expect("array").iter().any(|n| n == "__tenant__"));
 }
 
+/// Prometheus sends metadata in separate 1.0 requests with no series at all.
 #[test]
 fn metadata_sent_with_v1_is_served_by_api_metadata() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -125,6 +136,8 @@ fn metadata_sent_with_v1_is_served_by_api_metadata() {
     assert_eq!(md["data"]["http_requests_total"][0]["help"], "Requests served.");
 }
 
+/// `/metrics` reflects one write: counters, the per-route request count and latency,
+/// and the engines' per-shard gauges.
 #[test]
 fn metrics_endpoint_counts_samples_requests_and_active_series() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -137,6 +150,7 @@ fn metrics_endpoint_counts_samples_requests_and_active_series() {
     assert!(text.contains("tessera_samples_written_total 3"), "{text}");
     assert!(text.contains("tessera_http_requests_total{handler=\"/api/v1/write\",code=\"204\"} 1"), "{text}");
     assert!(text.contains("tessera_http_request_duration_seconds_bucket{handler=\"/api/v1/write\""), "{text}");
+    // Active series are reported per shard; their sum is the two series written.
     let active: u64 = text
         .lines()
         .filter(|l| l.starts_with("tessera_active_series{"))

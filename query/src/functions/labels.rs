@@ -4,6 +4,7 @@
 
 use regex::Regex;
 
+use crate::functions::goregex;
 use crate::model::{Label, Labels};
 use crate::QueryError;
 
@@ -13,11 +14,11 @@ fn is_valid_label_name(name: &str) -> bool {
     !name.is_empty()
 }
 
-/// Compiles a `label_replace` regex the way Prometheus does: fully anchored, with `.`
-/// matching newlines. Exposed so the engine can compile once per call instead of once per
-/// series (see [`label_replace_with`]).
+/// Compiles a `label_replace` regex the way Prometheus does: Go (RE2) syntax, fully
+/// anchored, with `.` matching newlines. Exposed so the engine can compile once per call
+/// instead of once per series (see [`label_replace_with`]).
 pub fn compile_replace_regex(regex: &str) -> Result<Regex, QueryError> {
-    Regex::new(&format!("^(?s:{regex})$"))
+    goregex::compile_anchored(regex)
         .map_err(|_| QueryError::execution(format!("invalid regular expression in label_replace(): {regex}")))
 }
 

@@ -58,12 +58,16 @@ pub fn sort_by_label_cmp(a: &Labels, b: &Labels, names: &[String], descending: b
 pub fn natural_less(a: &str, b: &str) -> bool {
     let ca = chunks(a);
     let cb = chunks(b);
+    // Note the quirks kept from natsort: equal strings are "less" (the last chunk of `a`
+    // is reached while equal), and "" is never less than anything. Prometheus only calls
+    // it for differing values, and so does `sort_by_label_cmp`.
     for (i, x) in ca.iter().enumerate() {
         let Some(y) = cb.get(i) else {
             return false;
         };
         let last_a = i == ca.len() - 1;
         let last_b = i == cb.len() - 1;
+        // Two numeric runs compare by value, so "10" > "9" and "007" == "7".
         if let (Some(nx), Some(ny)) = (as_int(x), as_int(y)) {
             if nx == ny {
                 if last_a {

@@ -12,6 +12,9 @@ pub async fn healthy() -> Response {
 }
 
 pub async fn ready(State(st): State<AppState>) -> Response {
+    if st.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "Tessera is shutting down.\n").into_response();
+    }
     if st.shards_if_ready().is_some() {
         (StatusCode::OK, "Tessera is Ready.\n").into_response()
     } else {

@@ -40,12 +40,14 @@ pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q):
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     let selectors = params::selectors(&pairs)?;
+    // Prometheus requires match[] here: listing every series is never what a client means.
     if selectors.is_empty() {
         return Err(ApiError::bad_data("no match[] parameter provided").into());
     }
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
     let shards = st.shards()?;
+    // Several match[] are a union; a series matched by two selectors is listed once.
     let mut all = Vec::new();
     for sel in &selectors {
         all.extend(shards.series(&tenant, sel, start, end).await?);
@@ -53,6 +55,7 @@ pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q):
     all.sort();
     all.dedup();
     let truncated = apply_limit(&mut all, limit);
+    // A BTreeMap serializes as a JSON object with sorted keys, as Prometheus prints it.
     let data: Vec<BTreeMap<String, String>> =
         all.into_iter().map(|ls| ls.into_iter().map(|l| (l.name, l.value)).collect()).collect();
     Ok(success(data, truncated))
@@ -84,6 +87,7 @@ pub async fn label_values(
 ) -> Result<Response, JsonError> {
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
+    // The same name rules as the write path: a name we would never store cannot match.
     if !valid_label_name(&name, st.config.limits.name_validation) {
         return Err(ApiError::bad_data(format!("invalid label name: {name:?}")).into());
     }

@@ -18,6 +18,7 @@ pub mod index_api;
 pub mod params;
 pub mod query_api;
 pub mod read;
+pub mod tenant_data;
 pub mod write;
 
 use std::sync::{Arc, OnceLock};
@@ -49,6 +50,12 @@ pub struct ServerState {
     pub metrics: Metrics,
     pub rate_limiter: RateLimiter,
     pub active_series: ActiveSeries,
+    /// Admission of write requests by decompressed size, one permit per KiB (see
+    /// `limits.max_inflight_write_bytes`).
+    pub inflight_write_kib: tokio::sync::Semaphore,
+    /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
+    /// here while in-flight requests finish.
+    pub shutting_down: std::sync::atomic::AtomicBool,
 }
 
 impl ServerState {
@@ -59,6 +66,8 @@ impl ServerState {
             active_series: ActiveSeries::new(&config.limits),
             metrics: Metrics::new(),
             shards: OnceLock::new(),
+            shutting_down: std::sync::atomic::AtomicBool::new(false),
+            inflight_write_kib: tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024)),
             config,
         }
     }
@@ -90,8 +99,11 @@ impl ServerState {
     }
 }
 
-/// The complete router. Add new route groups here (one `.merge` per module).
-pub fn router(state: AppState) -> Router {
+/// The complete router: this module's routes plus, when given, the PromQL query API
+/// (`query_api::routes`, built over [`tenant_data::ShardsData`]). Add new route groups
+/// here (one `.merge` per module); axum panics at start-up on a duplicated route, which
+/// every end-to-end test would catch.
+pub fn router(state: AppState, query: Option<query_api::QueryApi>) -> Router {
     let api = Router::new()
         .route("/api/v1/write", post(write::remote_write))
         .route("/api/v1/read", post(read::remote_read))
@@ -102,9 +114,12 @@ pub fn router(state: AppState) -> Router {
         .route("/-/healthy", get(health::healthy))
         .route("/-/ready", get(health::ready))
         .route("/metrics", get(health::metrics));
-    // The query API (`query_api::routes()`, a `Router<AppState>`) is merged here:
-    //     let api = api.merge(query_api::routes());
-    api.layer(axum::middleware::from_fn_with_state(Arc::clone(&state), track_request)).with_state(state)
+    let mut app: Router = api.with_state(Arc::clone(&state));
+    if let Some(q) = query {
+        app = app.merge(query_api::routes(q));
+    }
+    // Layered last so that every route, the query API's included, is counted.
+    app.layer(axum::middleware::from_fn_with_state(state, track_request))
 }
 
 /// Counts every request by route and status and records its latency.

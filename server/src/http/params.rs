@@ -29,6 +29,8 @@ pub fn one<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// Parses a timestamp as Prometheus does: unix seconds (float) or RFC 3339. Returns ms.
 pub fn parse_time(s: &str, param: &str) -> Result<i64, ApiError> {
+    // Float seconds first, as Prometheus' parseTime does; an RFC 3339 string never
+    // parses as a float, so the order cannot misread one as the other.
     if let Ok(f) = s.parse::<f64>() {
         if f.is_finite() {
             return Ok((f * 1000.0).round() as i64);
@@ -127,41 +129,4 @@ pub fn tenant(headers: &HeaderMap) -> Result<String, ApiError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_parse_as_float_seconds_or_rfc3339() {
-        assert_eq!(parse_time("1.5", "start").expect("float"), 1500);
-        assert_eq!(parse_time("2015-07-01T20:10:51.781Z", "start").expect("rfc3339"), 1_435_781_451_781);
-        assert!(parse_time("yesterday", "start").is_err());
-    }
-
-    #[test]
-    fn selector_with_metric_name_gets_a_name_matcher() {
-        let sel = parse_selector("up{job=~\"n.*\"}").expect("parses");
-        assert_eq!(sel.len(), 1);
-        assert_eq!(sel[0][0].name(), "__name__");
-        assert_eq!(sel[0][1].op(), MatchOp::Regex);
-    }
-
-    #[test]
-    fn selector_matching_everything_is_refused() {
-        // Refused by the parser or by our own check, either way a 400 about match[].
-        let err = parse_selector("{job=~\".*\"}").expect_err("matches empty");
-        assert!(err.message.contains("match[]"), "{}", err.message);
-        let err = parse_selector("{job=\"\"}").expect_err("matches empty");
-        assert!(err.message.contains("match[]"), "{}", err.message);
-        assert!(parse_selector("rate(x[5m])").is_err());
-    }
-
-    #[test]
-    fn tenant_header_is_checked() {
-        let mut h = HeaderMap::new();
-        assert_eq!(tenant(&h).expect("default"), "anonymous");
-        h.insert("x-scope-orgid", "team-a".parse().expect("header"));
-        assert_eq!(tenant(&h).expect("ok"), "team-a");
-        h.insert("x-scope-orgid", "a|b".parse().expect("header"));
-        assert!(tenant(&h).is_err());
-    }
-}
+mod tests;

@@ -34,6 +34,8 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
         return Err(ApiError::bad_data("none of the accepted response types is supported: this server answers SAMPLES only").into());
     }
 
+    // Queries run one after another: each already fans out over every shard, and the
+    // response must keep the request's order anyway.
     let mut results = Vec::with_capacity(req.queries.len());
     let mut total = 0usize;
     for q in &req.queries {

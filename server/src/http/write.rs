@@ -76,10 +76,22 @@ async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<bytes:
 }
 
 async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body, written: &mut Written) -> Result<(), ApiError> {
+    // Cheap refusals first: a bad tenant or a server still replaying costs no body read.
     let tenant = params::tenant(headers)?;
     let shards = st.shards()?;
     let limits = &st.config.limits;
     let body = read_body(headers, body, limits.max_request_bytes).await?;
+
+    // Wait for room under the in-flight memory bound. The snappy header states the
+    // decompressed size; a lying or broken header is caught by `decode` below, and the
+    // per-request limit is enforced there too, so clamp rather than refuse here.
+    let claimed = snap::raw::decompress_len(&body).unwrap_or(body.len()).min(limits.max_decompressed_bytes);
+    let kib = u32::try_from(claimed.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+    let _inflight = st
+        .inflight_write_kib
+        .acquire_many(kib)
+        .await
+        .map_err(|_| ApiError::unavailable("server is shutting down"))?;
 
     // Decompression and decoding are CPU work proportional to the body: off the runtime.
     let lim = limits.clone();
@@ -88,7 +100,6 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
 
     let m = &st.metrics;
-    let batch_series = batch.series.len() + batch.problems.len();
     m.samples_received.fetch_add(batch.samples_total, Ordering::Relaxed);
     st.metadata.record(&tenant, batch.metadata);
     let mut problems: Vec<Problem> = batch.problems;
@@ -115,6 +126,8 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     let mut push = Vec::with_capacity(batch.series.len());
     let mut order = Vec::with_capacity(batch.series.len());
     let mut series_limited = false;
+    // The shard hash doubles as the series identity of the active-series limiter, so it
+    // is computed once per series and handed to `push`.
     let hashes: Vec<u64> = batch.series.iter().map(|s| series_hash(&tenant, &s.labels)).collect();
     let admitted = st.active_series.admit(&tenant, &hashes);
     for ((s, hash), ok) in batch.series.into_iter().zip(hashes).zip(admitted) {
@@ -133,7 +146,7 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
             });
             continue;
         }
-        order.push((s.index, describe_labels(&s.labels)));
+        order.push(s.index);
         push.push(PushSeries { labels: s.labels, samples: s.samples, hash });
     }
 
@@ -157,12 +170,11 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
         if outcome.rejected_duplicate > 0 {
             m.samples_rejected.inc_by(&["duplicate"], outcome.rejected_duplicate);
         }
-        if let Some((i, t, reason)) = outcome.first_rejection {
-            let (index, series) = order[i].clone();
+        if let Some(first) = outcome.first_rejection {
             problems.push(Problem {
-                index,
-                series,
-                reason: format!("sample at t={t} ms not written: {reason}"),
+                index: order[first.index],
+                series: describe_labels(&first.labels),
+                reason: format!("sample at t={} ms not written: {}", first.t, first.reason),
                 samples: outcome.rejected_too_old + outcome.rejected_duplicate,
             });
         }
@@ -173,15 +185,19 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     }
     // Name the first offending series in request order.
     let first = problems.iter().min_by_key(|p| p.index).expect("problems is not empty");
+    let mut bad_series: Vec<usize> = problems.iter().map(|p| p.index).collect();
+    bad_series.sort_unstable();
+    bad_series.dedup();
     let message = format!(
         "series {}: {} ({} of {} series had problems; {} of {} float samples in this request were written)",
         first.series,
         first.reason,
-        problems.len(),
-        batch_series,
+        bad_series.len(),
+        batch.series_total,
         written.samples,
         batch.samples_total
     );
+    // A 429 invites a retry (the new series may fit later); a 400 says never retry.
     if series_limited {
         Err(ApiError::too_many_requests(message, st.active_series.retry_after_secs()))
     } else {

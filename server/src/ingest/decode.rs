@@ -104,6 +104,8 @@ pub struct Batch {
     pub series: Vec<ValidSeries>,
     pub problems: Vec<Problem>,
     pub metadata: Vec<(String, MetadataEntry)>,
+    /// Series in the request, valid or not.
+    pub series_total: usize,
     /// Float samples in the request, valid or not.
     pub samples_total: u64,
     pub histograms_total: u64,
@@ -132,7 +134,7 @@ pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Batch, A
 }
 
 fn from_v1(req: prometheus::WriteRequest, limits: &Limits) -> Batch {
-    let mut b = Batch::default();
+    let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         let pairs = || ts.labels.iter().map(|l| (&l.name[..], &l.value[..]));
         let n = ts.samples.len() as u64;
@@ -160,7 +162,7 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits) -> Batch {
 }
 
 fn from_v2(req: v2::Request, limits: &Limits) -> Batch {
-    let mut b = Batch::default();
+    let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
     let symbols = &req.symbols;
     let sym = |r: u32| symbols.get(r as usize).map(|s| &s[..]);
     for (index, ts) in req.timeseries.iter().enumerate() {

@@ -52,10 +52,22 @@ pub struct PushOutcome {
     pub appended: u64,
     pub rejected_too_old: u64,
     pub rejected_duplicate: u64,
-    /// The first rejected sample in request order: (index into the pushed series, t, why).
-    pub first_rejection: Option<(usize, i64, RejectReason)>,
+    /// The first rejected sample in request order.
+    pub first_rejection: Option<FirstRejection>,
     /// Wall time of each shard's append (shard, seconds), for the latency histogram.
     pub shard_seconds: Vec<(usize, f64)>,
+}
+
+/// The first sample storage refused in a push, for the 400 message.
+#[derive(Debug, Clone)]
+pub struct FirstRejection {
+    /// Index into the pushed series.
+    pub index: usize,
+    /// The series' labels (without the tenant label).
+    pub labels: Vec<Label>,
+    /// Timestamp of the refused sample, ms.
+    pub t: i64,
+    pub reason: RejectReason,
 }
 
 /// The node's shards. Cheap to share as `Arc<Shards>`.
@@ -194,8 +206,12 @@ impl Shards {
                     out.rejected_duplicate += report.rejected_duplicate;
                     if let Some(rej) = report.first_rejection {
                         let orig = idx[rej.series_index];
-                        if out.first_rejection.as_ref().is_none_or(|(o, _, _)| orig < *o) {
-                            out.first_rejection = Some((orig, rej.t, rej.reason));
+                        if out.first_rejection.as_ref().is_none_or(|f| orig < f.index) {
+                            // Labels are cloned only for this one series, never on the
+                            // happy path.
+                            let mut labels = stored[orig].0.clone();
+                            strip_tenant(&mut labels);
+                            out.first_rejection = Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
                         }
                     }
                 }

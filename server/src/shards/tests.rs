@@ -5,6 +5,8 @@ use tessera_storage::{EngineConfig, Label, MatchOp, Matcher, Sample};
 
 use super::*;
 
+// Tests of the tenancy and fan-out layer over real engines in temporary directories.
+
 fn labels(pairs: &[(&str, &str)]) -> Vec<Label> {
     pairs.iter().map(|(n, v)| Label { name: (*n).into(), value: (*v).into() }).collect()
 }
@@ -15,6 +17,7 @@ fn series(tenant: &str, pairs: &[(&str, &str)], samples: &[(i64, f64)]) -> PushS
     PushSeries { labels, samples: samples.iter().map(|&(t, v)| Sample { t, v }).collect(), hash }
 }
 
+/// Opens `n` shards with default engine settings and 4 blocking permits.
 fn open(dir: &std::path::Path, n: usize) -> Arc<Shards> {
     Arc::new(Shards::open(dir, n, &EngineConfig::default(), 4, &|_, _| {}).expect("shards open"))
 }
@@ -23,6 +26,7 @@ fn name_eq(v: &str) -> Matcher {
     Matcher::new("__name__", MatchOp::Equal, v).expect("matcher")
 }
 
+/// A push spread over several shards reads back complete, sorted, and tenant-free.
 #[tokio::test]
 async fn pushed_series_are_read_back_without_the_tenant_label() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -38,6 +42,8 @@ async fn pushed_series_are_read_back_without_the_tenant_label() {
     assert!(got.windows(2).all(|w| w[0].labels < w[1].labels), "sorted by labels");
 }
 
+/// The tenant matcher is added on every read and the label stripped from every answer,
+/// including the index reads that never touch samples.
 #[tokio::test]
 async fn tenants_never_see_each_others_series_labels_or_values() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -54,6 +60,7 @@ async fn tenants_never_see_each_others_series_labels_or_values() {
     assert!(shards.series("c", &[name_eq("up")], i64::MIN, i64::MAX).await.expect("series").is_empty());
 }
 
+/// `{__tenant__="b"}` from tenant "a" could only be an attempt to read another tenant.
 #[tokio::test]
 async fn matcher_on_the_tenant_label_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -63,6 +70,8 @@ async fn matcher_on_the_tenant_label_is_refused() {
     assert!(err.message.contains("reserved"));
 }
 
+/// Storage reports rejections per shard batch; `push` maps them back to the caller's
+/// index so the 400 names the right series.
 #[tokio::test]
 async fn rejected_samples_are_reported_with_their_request_index() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -73,9 +82,13 @@ async fn rejected_samples_are_reported_with_their_request_index() {
     let out = shards.push("a", vec![ok, s(2.0)]).await.expect("second push");
     assert_eq!(out.rejected_duplicate, 1);
     assert_eq!(out.accepted, 1);
-    assert_eq!(out.first_rejection.map(|r| r.0), Some(1));
+    let first = out.first_rejection.expect("a rejection");
+    assert_eq!(first.index, 1);
+    assert_eq!(first.labels, labels(&[("__name__", "x")]));
 }
 
+/// The synchronous `Queryable` view is what the PromQL engine calls from its blocking
+/// pool; it must see only its tenant's series.
 #[tokio::test]
 async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -96,6 +109,7 @@ async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     assert_eq!(got[0].samples.len(), 2);
 }
 
+/// Storage requires sorted labels; uppercase names sort before `__name__`.
 #[test]
 fn tenant_label_is_inserted_at_its_sorted_position() {
     let out = with_tenant("t", labels(&[("UUID", "x"), ("__name__", "m"), ("job", "j")]));

@@ -123,6 +123,28 @@ impl<'a> BitReader<'a> {
         Ok(self.take(1) == 1)
     }
 
+    /// Reads a unary prefix of up to `max` one-bits (1..=8): the number of leading ones,
+    /// consuming the terminating zero unless `max` ones were read. One shift instead of
+    /// a bit-by-bit loop on the hot decode path.
+    #[inline]
+    pub fn read_ones(&mut self, max: u32) -> Result<u32> {
+        debug_assert!((1..=8).contains(&max));
+        if self.acc_bits < max {
+            self.refill();
+        }
+        if self.acc_bits >= max {
+            let ones = (!self.acc).leading_zeros().min(max);
+            self.take(if ones < max { ones + 1 } else { max });
+            return Ok(ones);
+        }
+        // Near the end of the data: fall back to single bits.
+        let mut ones = 0;
+        while ones < max && self.read_bit()? {
+            ones += 1;
+        }
+        Ok(ones)
+    }
+
     /// Reads `n` (1..=64) bits as an unsigned integer, most significant first.
     #[inline]
     pub fn read_bits(&mut self, n: u32) -> Result<u64> {

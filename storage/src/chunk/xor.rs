@@ -287,14 +287,11 @@ impl<'a> XorIter<'a> {
             }
             _ => {
                 // Count the leading one bits (at most 4) to find the dod bucket.
-                let mut ones = 0;
-                while ones < 4 && self.r.read_bit()? {
-                    ones += 1;
-                }
+                let ones = self.r.read_ones(4)?;
                 let dod: i64 = match ones {
                     0 => 0,
                     1..=3 => {
-                        let n = self.buckets[ones - 1];
+                        let n = self.buckets[ones as usize - 1];
                         sign_extend(self.r.read_bits(n)?, n)
                     }
                     _ => self.r.read_bits(64)? as i64,
@@ -309,10 +306,12 @@ impl<'a> XorIter<'a> {
     }
 
     fn read_xor(&mut self) -> Result<()> {
-        if !self.r.read_bit()? {
+        // `0` same value, `10` reuse the window, `11` new window.
+        let ones = self.r.read_ones(2)?;
+        if ones == 0 {
             return Ok(());
         }
-        if self.r.read_bit()? {
+        if ones == 2 {
             let leading = self.r.read_bits(5)? as u8;
             let mut sig = self.r.read_bits(6)? as u8;
             if sig == 0 {

@@ -327,7 +327,56 @@ proptest! {
             let got: BTreeSet<Vec<Label>> = e
                 .series(ms, i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1)
                 .expect("series").into_iter().collect();
-            prop_assert_eq!(got, model_select(&sets, ms, lo, hi), "matchers {:?} days {}..={}", ms, lo, hi);
+            let want = model_select(&sets, ms, lo, hi);
+            prop_assert_eq!(&got, &want, "matchers {:?} days {}..={}", ms, lo, hi);
+            // Label names and values come from the index and agree with the same model.
+            let (mint, maxt) = (i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1);
+            let want_names: BTreeSet<String> = want.iter().flatten().map(|l| l.name.clone()).collect();
+            let got_names: BTreeSet<String> = e.label_names(ms, mint, maxt).expect("names").into_iter().collect();
+            prop_assert_eq!(got_names, want_names);
+            let want_a: BTreeSet<String> = want.iter().flatten().filter(|l| l.name == "a").map(|l| l.value.clone()).collect();
+            let got_a: BTreeSet<String> = e.label_values("a", ms, mint, maxt).expect("values").into_iter().collect();
+            prop_assert_eq!(got_a, want_a);
         }
     }
+}
+
+#[test]
+fn out_of_order_sample_rewrites_an_already_written_chunk() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig { chunk_target_samples: 10, ..cfg() };
+    let l = labels(&[("__name__", "x")]);
+    let samples = series_at(30, 0.0);
+    let e = Engine::open(d.path(), config.clone()).expect("open");
+    append1(&e, &l, &samples);
+    let before = e.stats().chunks_written;
+    assert_eq!(before, 2, "two full chunks written, the third still open");
+    // Before the first chunk (its key's min time moves) and in the gap between the
+    // first and second chunk; both are within the 10-minute window of the newest sample.
+    let early = Sample::new(T0 - 1000, -1.0);
+    let gap = Sample::new(samples[10].t - 1, -2.0);
+    let r = append1(&e, &l, &[early, gap]);
+    assert_eq!(r.appended, 2);
+    assert_eq!(e.stats().chunks_written, before + 2, "each insert rewrote the first chunk");
+    let mut want = samples.clone();
+    want.push(early);
+    want.push(gap);
+    want.sort_by_key(|s| s.t);
+    assert_eq!(all_samples(&e, &l), want);
+    e.close().expect("close");
+    let e = Engine::open(d.path(), config).expect("reopen");
+    assert_eq!(all_samples(&e, &l), want, "no stale copy of the rewritten chunk remains");
+    let r = append1(&e, &l, &[early]);
+    assert_eq!((r.appended, r.rejected_duplicate), (0, 0), "re-send after restart is a no-op");
+}
+
+#[test]
+fn unsorted_batch_with_repeated_sample_is_applied_in_time_order() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "x")]);
+    let s = [Sample::new(T0 + 3, 3.0), Sample::new(T0 + 1, 1.0), Sample::new(T0 + 3, 3.0), Sample::new(T0 + 2, 2.0)];
+    let r = append1(&e, &l, &s);
+    assert_eq!((r.appended, r.rejected_duplicate), (3, 0));
+    assert_eq!(all_samples(&e, &l), vec![Sample::new(T0 + 1, 1.0), Sample::new(T0 + 2, 2.0), Sample::new(T0 + 3, 3.0)]);
 }

@@ -154,6 +154,13 @@ impl Wal {
         self.sync.lock().poisoned
     }
 
+    /// Marks the log unusable: every later write or sync returns `Error::Poisoned`.
+    /// Used by the engine when the head and disk may disagree after a failure.
+    pub fn poison(&self) {
+        self.sync.lock().poisoned = true;
+        self.synced_cv.notify_all();
+    }
+
     /// The segment new records go to.
     pub fn current_segment(&self) -> u64 {
         self.writer.lock().seg

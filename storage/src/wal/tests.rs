@@ -139,3 +139,13 @@ fn batch_record_round_trips_and_rejects_truncation() {
         assert!(record::decode_batch(&out[..cut]).is_err(), "cut {cut}");
     }
 }
+
+#[test]
+fn poisoned_wal_refuses_writes_and_syncs() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let wal = Wal::create(d.path(), WalFsync::Always, 1000, 1 << 20).expect("create");
+    let pos = wal.write(record::TYPE_BATCH, &payload(1)).expect("write");
+    wal.poison();
+    assert!(matches!(wal.write(record::TYPE_BATCH, &payload(2)), Err(Error::Poisoned)));
+    assert!(matches!(wal.sync_to(pos), Err(Error::Poisoned)));
+}

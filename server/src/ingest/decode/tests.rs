@@ -4,10 +4,14 @@ use tessera_proto::{prometheus, v2, SymbolTable};
 
 use super::*;
 
+// Decoding tests: negotiation, request-level failures, per-series problems, and
+// property tests that no body can panic the decoder.
+
 fn snappy(b: &[u8]) -> Vec<u8> {
     snap::raw::Encoder::new().compress_vec(b).expect("compress")
 }
 
+/// No Content-Type and a bare `application/x-protobuf` both mean 1.0 (old senders).
 #[test]
 fn content_type_selects_the_message() {
     assert_eq!(negotiate(None, None).expect("ok"), Version::V1);
@@ -52,6 +56,8 @@ fn decompressed_size_over_limit_is_413_before_allocating() {
     assert_eq!(err.kind, ErrorKind::TooLarge);
 }
 
+/// A bad series does not poison the request: the good one is kept, the bad one is
+/// reported with its index and its Prometheus text form.
 #[test]
 fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
     let req = prometheus::WriteRequest {
@@ -79,6 +85,8 @@ fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
     assert_eq!(b.metadata[0].1.kind, "counter");
 }
 
+/// 2.0 label refs resolve through the symbol table; a ref past its end is that
+/// series' problem, not a request failure; metadata refs become text.
 #[test]
 fn v2_symbols_are_resolved_and_bad_refs_reported() {
     let mut st = SymbolTable::new();
@@ -108,4 +116,52 @@ fn v2_symbols_are_resolved_and_bad_refs_reported() {
     assert_eq!(b.problems.len(), 1);
     assert!(b.problems[0].reason.contains("outside the symbols table"), "{}", b.problems[0].reason);
     assert_eq!(b.metadata, vec![("gpu_temp".to_string(), MetadataEntry { kind: "gauge", help: "Temperature".into(), unit: String::new() })]);
+}
+
+mod never_panics {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn valid_v1_body() -> Vec<u8> {
+        prometheus::WriteRequest {
+            timeseries: vec![prometheus::TimeSeries {
+                labels: vec![prometheus::Label::new("__name__", "gpu_util"), prometheus::Label::new("gpu", "3")],
+                samples: vec![prometheus::Sample { value: 1.0, timestamp: 10 }, prometheus::Sample { value: 2.0, timestamp: 20 }],
+                ..Default::default()
+            }],
+            metadata: vec![],
+        }
+        .encode_to_vec()
+    }
+
+    proptest! {
+        /// Arbitrary bytes, raw or as a snappy-compressed "protobuf", decode to a
+        /// result (usually an error) for both versions, never a panic.
+        #[test]
+        fn arbitrary_bodies_decode_or_fail_cleanly(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+            for v in [Version::V1, Version::V2] {
+                let _ = decode(v, &body, &Limits::default());
+                let _ = decode(v, &snappy(&body), &Limits::default());
+            }
+        }
+
+        /// A valid request with one byte flipped and/or cut short: still no panic, and
+        /// whatever is accepted passed label validation.
+        #[test]
+        fn corrupted_valid_requests_decode_or_fail_cleanly(pos in 0usize..64, byte in any::<u8>(), cut in 0usize..64) {
+            let mut body = valid_v1_body();
+            let p = pos % body.len();
+            body[p] = byte;
+            body.truncate(body.len() - cut % body.len());
+            for v in [Version::V1, Version::V2] {
+                if let Ok(b) = decode(v, &snappy(&body), &Limits::default()) {
+                    for s in &b.series {
+                        prop_assert!(s.labels.iter().any(|l| l.name == "__name__"));
+                        prop_assert!(s.labels.windows(2).all(|w| w[0].name < w[1].name));
+                    }
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,474 @@
+//! Aggregation operators with `by` / `without`, evaluated per step over groups that
+//! are computed once per input series.
+
+use std::collections::HashMap;
+
+use promql_parser::parser::{AggregateExpr, LabelModifier};
+
+use super::binary::StepCursor;
+use super::eval::Evaluator;
+use super::labels_util::{self, format_go_float, format_go_g, is_histogram_marker, valid_label_name, NAME};
+use super::types::{StepSeries, Val};
+use crate::error::QueryError;
+use crate::model::Labels;
+
+/// Kahan-Babuska-Neumaier increment, as Prometheus' `kahanSumInc`.
+pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
+    let t = sum + inc;
+    let c = if t.is_infinite() {
+        0.0
+    } else if sum.abs() >= inc.abs() {
+        c + ((sum - t) + inc)
+    } else {
+        c + ((inc - t) + sum)
+    };
+    (t, c)
+}
+
+/// The running state of one group at one step.
+#[derive(Clone)]
+struct Acc {
+    count: f64,
+    value: f64,
+    kahan: f64,
+    mean: f64,
+    incremental_mean: bool,
+    values: Vec<f64>,
+    drop_name: bool,
+    /// Native histogram samples seen (not aggregated, see `is_histogram_marker`).
+    hist: usize,
+}
+
+impl Acc {
+    fn new() -> Self {
+        Acc { count: 0.0, value: 0.0, kahan: 0.0, mean: 0.0, incremental_mean: false, values: Vec::new(), drop_name: false, hist: 0 }
+    }
+
+    fn add(&mut self, op: &str, f: f64) {
+        let first = self.count == 0.0;
+        self.count += 1.0;
+        match op {
+            "sum" => {
+                if first {
+                    self.value = f;
+                } else {
+                    (self.value, self.kahan) = kahan_inc(f, self.value, self.kahan);
+                }
+            }
+            "avg" => {
+                if first {
+                    self.value = f;
+                    return;
+                }
+                if !self.incremental_mean {
+                    let (nv, nc) = kahan_inc(f, self.value, self.kahan);
+                    if !nv.is_infinite() {
+                        (self.value, self.kahan) = (nv, nc);
+                        return;
+                    }
+                    // The sum would overflow: continue with an incremental mean.
+                    self.incremental_mean = true;
+                    self.mean = self.value / (self.count - 1.0);
+                    self.kahan /= self.count - 1.0;
+                }
+                let q = (self.count - 1.0) / self.count;
+                (self.mean, self.kahan) = kahan_inc(f / self.count, q * self.mean, q * self.kahan);
+            }
+            "min" => {
+                if first || self.value > f || self.value.is_nan() {
+                    self.value = f;
+                }
+            }
+            "max" => {
+                if first || self.value < f || self.value.is_nan() {
+                    self.value = f;
+                }
+            }
+            "stddev" | "stdvar" => {
+                // Welford's online algorithm.
+                let delta = f - self.mean;
+                self.mean += delta / self.count;
+                self.value += delta * (f - self.mean);
+            }
+            "quantile" => self.values.push(f),
+            _ => {}
+        }
+    }
+
+    fn result(&mut self, op: &str, param: f64) -> f64 {
+        match op {
+            "sum" => {
+                if self.value.is_infinite() {
+                    self.value
+                } else {
+                    self.value + self.kahan
+                }
+            }
+            "avg" => {
+                if self.incremental_mean {
+                    self.mean + self.kahan
+                } else if self.value.is_infinite() {
+                    self.value / self.count
+                } else {
+                    (self.value + self.kahan) / self.count
+                }
+            }
+            "min" | "max" => self.value,
+            "count" => self.count,
+            "group" => 1.0,
+            "stdvar" => self.value / self.count,
+            "stddev" => (self.value / self.count).sqrt(),
+            "quantile" => crate::functions::stats::quantile(param, &mut self.values),
+            _ => f64::NAN,
+        }
+    }
+}
+
+impl Evaluator<'_> {
+    pub(crate) fn eval_aggregate(&mut self, a: &AggregateExpr) -> Result<Val, QueryError> {
+        let op = a.op.to_string();
+        let mut fparam: Option<Vec<f64>> = None;
+        let mut sparam: Option<String> = None;
+        if let Some(p) = &a.param {
+            if op == "count_values" {
+                sparam = Some(self.eval_string(p)?);
+            } else {
+                fparam = Some(self.eval_scalar(p)?);
+            }
+        }
+        let input = self.eval_vector(&a.expr)?;
+        let (without, names): (bool, Vec<String>) = match &a.modifier {
+            Some(LabelModifier::Include(l)) => (false, l.labels.clone()),
+            Some(LabelModifier::Exclude(l)) => (true, l.labels.clone()),
+            // No modifier: one group over everything, as `by ()`.
+            None => (false, Vec::new()),
+        };
+        let group_labels = |l: &Labels| -> Labels {
+            if without {
+                labels_util::drop(&labels_util::without_name(l), &names)
+            } else {
+                labels_util::keep(l, &names)
+            }
+        };
+        // Group index of every input series, groups numbered in order of first appearance.
+        let mut gindex: HashMap<Labels, usize> = HashMap::new();
+        let mut glabels: Vec<Labels> = Vec::new();
+        let series_group: Vec<usize> = input
+            .iter()
+            .map(|s| {
+                let g = group_labels(&s.labels);
+                *gindex.entry(g.clone()).or_insert_with(|| {
+                    glabels.push(g);
+                    glabels.len() - 1
+                })
+            })
+            .collect();
+        let pos = self.ctx.pos_of_first_arg(&op);
+        match op.as_str() {
+            "topk" | "bottomk" | "limitk" | "limit_ratio" => {
+                let param = fparam.unwrap_or_default();
+                self.aggregate_k(&op, &input, &series_group, glabels.len(), &param, &pos).map(Val::Vector)
+            }
+            "count_values" => {
+                let label = sparam.unwrap_or_default();
+                if !valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
+                    return Err(QueryError::execution(format!(
+                    "invalid label name {}",
+                    self.ctx.go_quote(&label)
+                )));
+                }
+                self.count_values(&label, &input, &series_group, &glabels).map(Val::Vector)
+            }
+            _ => {
+                if op == "quantile" {
+                    if let Some(p) = &fparam {
+                        for &q in p {
+                            if q.is_nan() || !(0.0..=1.0).contains(&q) {
+                                self.ctx.warn(format!(
+                                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
+                                    format_go_g(q),
+                                    pos
+                                ));
+                            }
+                        }
+                    }
+                }
+                let name_in_group = !without && names.iter().any(|n| n == NAME);
+                let mut out: Vec<StepSeries> =
+                    glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
+                let mut cur = StepCursor::new(input.len());
+                let mut present = Vec::new();
+                let mut accs: Vec<Option<Acc>> = vec![None; glabels.len()];
+                for k in 0..self.n_steps() {
+                    self.ctx.check_interrupt()?;
+                    let t = self.ts(k);
+                    cur.at(&input, t, &mut present);
+                    if present.is_empty() {
+                        continue;
+                    }
+                    for &(i, v) in &present {
+                        let acc = accs[series_group[i]].get_or_insert_with(Acc::new);
+                        acc.drop_name |= input[i].drop_name;
+                        if is_histogram_marker(v) {
+                            acc.hist += 1;
+                            if op == "count" || op == "group" {
+                                acc.add(&op, 0.0);
+                            }
+                            continue;
+                        }
+                        acc.add(&op, v);
+                    }
+                    let param = fparam.as_ref().map(|p| p[k]).unwrap_or(0.0);
+                    for (g, acc) in accs.iter_mut().enumerate() {
+                        if let Some(mut a) = acc.take() {
+                            if a.hist > 0 && op != "count" && op != "group" {
+                                // Native histograms are not aggregated here: a mix with
+                                // floats is refused by sum/avg and ignored by the others.
+                                if a.count > 0.0 && (op == "sum" || op == "avg") {
+                                    self.ctx.warn(format!(
+                                        "PromQL warning: encountered a mix of histograms and floats for aggregation {}",
+                                        self.ctx.pos_of_first_arg(&op)
+                                    ));
+                                    continue;
+                                }
+                                if a.count == 0.0 && (op == "sum" || op == "avg") {
+                                    // Only histograms: the result is a histogram, kept opaque.
+                                    out[g].pts.push((t, f64::from_bits(labels_util::HISTOGRAM_MARKER_BITS)));
+                                    continue;
+                                }
+                                if op != "sum" && op != "avg" {
+                                    self.ctx.info(format!(
+                                        "PromQL info: ignored histogram in {op} aggregation {}",
+                                        self.ctx.pos_of_first_arg(&op)
+                                    ));
+                                }
+                                if a.count == 0.0 || op == "sum" || op == "avg" {
+                                    continue;
+                                }
+                            }
+                            let v = a.result(&op, param);
+                            out[g].pts.push((t, v));
+                            if name_in_group && a.drop_name {
+                                out[g].drop_name = true;
+                            }
+                        }
+                    }
+                }
+                out.retain(|s| !s.pts.is_empty());
+                Ok(Val::Vector(out))
+            }
+        }
+    }
+
+    fn count_values(
+        &self,
+        label: &str,
+        input: &[StepSeries],
+        series_group: &[usize],
+        glabels: &[Labels],
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        let mut index: HashMap<Labels, usize> = HashMap::new();
+        let mut out: Vec<StepSeries> = Vec::new();
+        let mut cur = StepCursor::new(input.len());
+        let mut present = Vec::new();
+        for k in 0..self.n_steps() {
+            self.ctx.check_interrupt()?;
+            let t = self.ts(k);
+            cur.at(input, t, &mut present);
+            let mut counts: Vec<(usize, f64)> = Vec::new();
+            let mut at_step: HashMap<Labels, usize> = HashMap::new();
+            for &(i, v) in &present {
+                if is_histogram_marker(v) {
+                    continue;
+                }
+                let l = labels_util::set(&glabels[series_group[i]], label, &format_go_float(v));
+                let idx = *index.entry(l.clone()).or_insert_with(|| {
+                    out.push(StepSeries::new(l.clone(), false));
+                    out.len() - 1
+                });
+                let n = at_step.entry(l).or_insert_with(|| {
+                    counts.push((idx, 0.0));
+                    counts.len() - 1
+                });
+                counts[*n].1 += 1.0;
+            }
+            for (idx, c) in counts {
+                out[idx].pts.push((t, c));
+            }
+        }
+        Ok(out)
+    }
+
+    /// topk, bottomk, limitk and limit_ratio: they select input series, keeping their
+    /// labels.
+    fn aggregate_k(
+        &self,
+        op: &str,
+        input: &[StepSeries],
+        series_group: &[usize],
+        ngroups: usize,
+        param: &[f64],
+        pos: &str,
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        let n = self.n_steps();
+        let mut out: Vec<StepSeries> =
+            input.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name)).collect();
+        // For instant queries the output order matters (topk sorts its result).
+        let mut instant_order: Vec<usize> = Vec::new();
+        let mut cur = StepCursor::new(input.len());
+        let mut present = Vec::new();
+        for k in 0..n {
+            self.ctx.check_interrupt()?;
+            let t = self.ts(k);
+            cur.at(input, t, &mut present);
+            let p = param.get(k).copied().unwrap_or(f64::NAN);
+            // The parameter is validated at every step, even with no input.
+            if p.is_nan() {
+                return Err(QueryError::execution(if op == "limit_ratio" {
+                    "Ratio value is NaN"
+                } else {
+                    "Parameter value is NaN"
+                }));
+            }
+            if present.is_empty() {
+                continue;
+            }
+            if op == "limit_ratio" {
+                let mut ratio = p;
+                if !(-1.0..=1.0).contains(&ratio) {
+                    ratio = ratio.clamp(-1.0, 1.0);
+                    self.ctx.warn(format!(
+                        "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {} {}",
+                        format_go_g(p),
+                        format_go_g(ratio),
+                        pos
+                    ));
+                }
+                for &(i, v) in &present {
+                    let off = ratio_offset(&input[i].labels);
+                    let take = (ratio >= 0.0 && off < ratio) || (ratio < 0.0 && off >= 1.0 + ratio);
+                    if take {
+                        out[i].pts.push((t, v));
+                        if n == 1 {
+                            instant_order.push(i);
+                        }
+                    }
+                }
+                continue;
+            }
+            if p >= 9.223372036854776e18 || p < -9.223372036854776e18 {
+                return Err(QueryError::execution(format!(
+                    "Scalar value {} overflows int64",
+                    format_go_g(p)
+                )));
+            }
+            let kk = p as i64;
+            if kk < 1 {
+                continue;
+            }
+            let kk = kk as usize;
+            let mut groups: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ngroups];
+            let mut gorder: Vec<usize> = Vec::new();
+            for &(i, v) in &present {
+                if is_histogram_marker(v) && op != "limitk" {
+                    self.ctx.info(format!("PromQL info: ignored histogram in {op} aggregation {pos}"));
+                    continue;
+                }
+                let g = series_group[i];
+                let h = &mut groups[g];
+                if h.is_empty() {
+                    gorder.push(g);
+                }
+                match op {
+                    "limitk" => {
+                        if h.len() < kk {
+                            h.push((i, v));
+                        }
+                    }
+                    _ => {
+                        let top = op == "topk";
+                        // `better(a, b)`: a ranks before b. NaN ranks last either way.
+                        let better = |a: f64, b: f64| -> bool {
+                            if a.is_nan() {
+                                return false;
+                            }
+                            if b.is_nan() {
+                                return true;
+                            }
+                            if top {
+                                a > b
+                            } else {
+                                a < b
+                            }
+                        };
+                        if h.len() < kk {
+                            h.push((i, v));
+                        } else {
+                            // Replace the worst kept element if the new one ranks better.
+                            let mut worst = 0;
+                            for j in 1..h.len() {
+                                if better(h[worst].1, h[j].1) {
+                                    worst = j;
+                                }
+                            }
+                            if better(v, h[worst].1) {
+                                h[worst] = (i, v);
+                            }
+                        }
+                    }
+                }
+            }
+            for g in gorder {
+                let h = &mut groups[g];
+                if op != "limitk" {
+                    let top = op == "topk";
+                    h.sort_by(|a, b| {
+                        use std::cmp::Ordering;
+                        match (a.1.is_nan(), b.1.is_nan()) {
+                            (true, true) => Ordering::Equal,
+                            (true, false) => Ordering::Greater,
+                            (false, true) => Ordering::Less,
+                            _ => {
+                                let c = a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal);
+                                if top {
+                                    c.reverse()
+                                } else {
+                                    c
+                                }
+                            }
+                        }
+                    });
+                }
+                for &(i, v) in h.iter() {
+                    out[i].pts.push((t, v));
+                    if n == 1 {
+                        instant_order.push(i);
+                    }
+                }
+            }
+        }
+        if n == 1 {
+            let mut ordered = Vec::with_capacity(instant_order.len());
+            for i in instant_order {
+                ordered.push(std::mem::replace(&mut out[i], StepSeries::new(Labels::default(), false)));
+            }
+            return Ok(ordered);
+        }
+        out.retain(|s| !s.pts.is_empty());
+        Ok(out)
+    }
+}
+
+/// Where a series falls in [0, 1) for `limit_ratio`: its label hash scaled, as
+/// Prometheus does, so the same series are kept at every step.
+fn ratio_offset(l: &Labels) -> f64 {
+    let mut buf = Vec::with_capacity(128);
+    for x in l.iter() {
+        buf.extend_from_slice(x.name.as_bytes());
+        buf.push(0xff);
+        buf.extend_from_slice(x.value.as_bytes());
+        buf.push(0xff);
+    }
+    let h = xxhash_rust::xxh64::xxh64(&buf, 0);
+    h as f64 / u64::MAX as f64
+}

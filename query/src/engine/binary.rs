@@ -1,0 +1,396 @@
+//! Binary operators: scalar/scalar, vector/scalar and vector/vector with Prometheus'
+//! vector matching (`on`, `ignoring`, `group_left`, `group_right`, `bool`) and the set
+//! operators `and`, `or`, `unless`.
+
+use std::collections::HashMap;
+
+use promql_parser::parser::{BinaryExpr, LabelModifier, VectorMatchCardinality};
+
+use super::eval::Evaluator;
+use super::labels_util::{self, is_histogram_marker, signature};
+use super::types::{StepSeries, Val};
+use crate::error::QueryError;
+use crate::model::Labels;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Card {
+    OneToOne,
+    ManyToOne,
+    OneToMany,
+    ManyToMany,
+}
+
+fn is_comparison(op: &str) -> bool {
+    matches!(op, "==" | "!=" | ">" | "<" | ">=" | "<=")
+}
+
+/// Applies a float operator. Returns the value and, for comparisons, whether the
+/// comparison held (arithmetic always "keeps").
+pub(crate) fn float_binop(op: &str, l: f64, r: f64) -> Result<(f64, bool), QueryError> {
+    Ok(match op {
+        "+" => (l + r, true),
+        "-" => (l - r, true),
+        "*" => (l * r, true),
+        "/" => (l / r, true),
+        "%" => (l % r, true),
+        "^" => (l.powf(r), true),
+        "atan2" => (l.atan2(r), true),
+        "==" => (l, l == r),
+        "!=" => (l, l != r),
+        ">" => (l, l > r),
+        "<" => (l, l < r),
+        ">=" => (l, l >= r),
+        "<=" => (l, l <= r),
+        other => return Err(QueryError::execution(format!("operator \"{other}\" not allowed for float operations"))),
+    })
+}
+
+/// One output series being assembled step by step, keyed by its labels.
+struct OutSeries {
+    index: HashMap<(Labels, bool), usize>,
+    series: Vec<StepSeries>,
+}
+
+impl OutSeries {
+    fn new() -> Self {
+        OutSeries { index: HashMap::new(), series: Vec::new() }
+    }
+    fn push(&mut self, labels: &Labels, drop_name: bool, t: i64, v: f64) {
+        let key = (labels.clone(), drop_name);
+        let idx = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.series.push(StepSeries::new(labels.clone(), drop_name));
+                self.index.insert(key, self.series.len() - 1);
+                self.series.len() - 1
+            }
+        };
+        self.series[idx].pts.push((t, v));
+    }
+}
+
+/// Walks the points of many step series in step order: `present(k)` lists, for step
+/// `k`, each series that has a point there with its value.
+pub(crate) struct StepCursor {
+    pos: Vec<usize>,
+}
+
+impl StepCursor {
+    pub fn new(n: usize) -> Self {
+        StepCursor { pos: vec![0; n] }
+    }
+    /// Fills `out` with `(series index, value)` for the series that have a point at `t`.
+    /// Must be called with increasing `t`.
+    pub fn at(&mut self, series: &[StepSeries], t: i64, out: &mut Vec<(usize, f64)>) {
+        out.clear();
+        for (i, s) in series.iter().enumerate() {
+            let p = &mut self.pos[i];
+            while *p < s.pts.len() && s.pts[*p].0 < t {
+                *p += 1;
+            }
+            if *p < s.pts.len() && s.pts[*p].0 == t {
+                out.push((i, s.pts[*p].1));
+            }
+        }
+    }
+}
+
+impl Evaluator<'_> {
+    pub(crate) fn eval_binary(&mut self, b: &BinaryExpr) -> Result<Val, QueryError> {
+        let op = b.op.to_string();
+        let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);
+        let lhs = self.eval(&b.lhs)?;
+        let rhs = self.eval(&b.rhs)?;
+        match (lhs, rhs) {
+            (Val::Scalar(l), Val::Scalar(r)) => {
+                let mut out = Vec::with_capacity(l.len());
+                for (a, c) in l.into_iter().zip(r) {
+                    let (v, keep) = float_binop(&op, a, c)?;
+                    out.push(if is_comparison(&op) { if keep { 1.0 } else { 0.0 } } else { v });
+                }
+                Ok(Val::Scalar(out))
+            }
+            (Val::Vector(l), Val::Scalar(r)) => self.vector_scalar(&op, l, &r, false, return_bool).map(Val::Vector),
+            (Val::Scalar(l), Val::Vector(r)) => self.vector_scalar(&op, r, &l, true, return_bool).map(Val::Vector),
+            (Val::Vector(l), Val::Vector(r)) => {
+                let (on, names) = match b.modifier.as_ref().and_then(|m| m.matching.as_ref()) {
+                    Some(LabelModifier::Include(ls)) => (true, ls.labels.clone()),
+                    Some(LabelModifier::Exclude(ls)) => (false, ls.labels.clone()),
+                    None => (false, Vec::new()),
+                };
+                let (card, include) = match b.modifier.as_ref().map(|m| &m.card) {
+                    Some(VectorMatchCardinality::ManyToOne(ls)) => (Card::ManyToOne, ls.labels.clone()),
+                    Some(VectorMatchCardinality::OneToMany(ls)) => (Card::OneToMany, ls.labels.clone()),
+                    Some(VectorMatchCardinality::ManyToMany) => (Card::ManyToMany, Vec::new()),
+                    _ => (Card::OneToOne, Vec::new()),
+                };
+                match op.as_str() {
+                    "and" | "or" | "unless" => self.set_op(&op, l, r, on, &names).map(Val::Vector),
+                    _ => {
+                        let card = if card == Card::ManyToMany { Card::OneToOne } else { card };
+                        self.vector_binop(&op, l, r, on, &names, card, &include, return_bool).map(Val::Vector)
+                    }
+                }
+            }
+            (l, r) => Err(QueryError::execution(format!(
+                "binary expression must contain only scalar and instant vector types, got {} and {}",
+                l.type_name(),
+                r.type_name()
+            ))),
+        }
+    }
+
+    fn incompatible(&self, op: &str) {
+        self.ctx.info(format!(
+            "PromQL info: incompatible sample types encountered for binary operator {op:?} {}",
+            self.ctx.pos_of("", 0)
+        ));
+    }
+
+    fn vector_scalar(
+        &self,
+        op: &str,
+        mut v: Vec<StepSeries>,
+        s: &[f64],
+        swap: bool,
+        return_bool: bool,
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        let cmp = is_comparison(op);
+        for ser in v.iter_mut() {
+            let mut pts = Vec::with_capacity(ser.pts.len());
+            for &(t, x) in &ser.pts {
+                if is_histogram_marker(x) {
+                    // Native histograms are not evaluated; a comparison with a float is
+                    // an incompatible pair in Prometheus too.
+                    if cmp {
+                        self.incompatible(op);
+                    }
+                    continue;
+                }
+                let k = ((t - self.start) / self.step) as usize;
+                let sv = s[k.min(s.len() - 1)];
+                let (l, r) = if swap { (sv, x) } else { (x, sv) };
+                let (mut val, mut keep) = float_binop(op, l, r)?;
+                // A comparison keeps the vector element's value even when the vector
+                // is on the right-hand side.
+                if cmp && swap {
+                    val = r;
+                }
+                if return_bool {
+                    val = if keep { 1.0 } else { 0.0 };
+                    keep = true;
+                }
+                if keep {
+                    pts.push((t, val));
+                }
+            }
+            ser.pts = pts;
+            if !cmp || return_bool {
+                ser.drop_name = true;
+            }
+        }
+        v.retain(|s| !s.pts.is_empty());
+        Ok(v)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn vector_binop(
+        &self,
+        op: &str,
+        lhs: Vec<StepSeries>,
+        rhs: Vec<StepSeries>,
+        on: bool,
+        names: &[String],
+        card: Card,
+        include: &[String],
+        return_bool: bool,
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        if lhs.is_empty() || rhs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let cmp = is_comparison(op);
+        // For one-to-many, swap the sides so the right side is always the "one".
+        let (many, one) = if card == Card::OneToMany { (rhs, lhs) } else { (lhs, rhs) };
+        let many_sig: Vec<Vec<u8>> = many.iter().map(|s| signature(&s.labels, on, names)).collect();
+        let one_sig: Vec<Vec<u8>> = one.iter().map(|s| signature(&s.labels, on, names)).collect();
+        let mut result_labels: HashMap<(usize, usize), Labels> = HashMap::new();
+        let mut out = OutSeries::new();
+        let mut cur_many = StepCursor::new(many.len());
+        let mut cur_one = StepCursor::new(one.len());
+        let (mut pm, mut po) = (Vec::new(), Vec::new());
+        let mut one_by_sig: HashMap<&[u8], usize> = HashMap::new();
+        let mut matched: HashMap<&[u8], Vec<Labels>> = HashMap::new();
+        for k in 0..self.n_steps() {
+            self.ctx.check_interrupt()?;
+            let t = self.ts(k);
+            cur_many.at(&many, t, &mut pm);
+            cur_one.at(&one, t, &mut po);
+            if pm.is_empty() || po.is_empty() {
+                continue;
+            }
+            one_by_sig.clear();
+            for &(i, _) in &po {
+                if let Some(&prev) = one_by_sig.get(one_sig[i].as_slice()) {
+                    let side = if card == Card::OneToMany { "left" } else { "right" };
+                    let matched_labels = if on {
+                        labels_util::keep(&one[i].labels, names)
+                    } else {
+                        labels_util::drop(&labels_util::without_name(&one[i].labels), names)
+                    };
+                    return Err(QueryError::execution(format!(
+                        "found duplicate series for the match group {} on the {side} hand-side of the operation: [{}, {}];many-to-many matching not allowed: matching labels must be unique on one side",
+                        fmt_labels_braces(&matched_labels),
+                        fmt_labels_braces(&one[prev].labels),
+                        fmt_labels_braces(&one[i].labels),
+                    )));
+                }
+                one_by_sig.insert(one_sig[i].as_slice(), i);
+            }
+            let one_vals: HashMap<usize, f64> = po.iter().copied().collect();
+            matched.clear();
+            for &(mi, mv) in &pm {
+                let Some(&oi) = one_by_sig.get(many_sig[mi].as_slice()) else { continue };
+                let ov = one_vals[&oi];
+                // Matching errors are raised before comparisons filter elements, so a
+                // bad match fails even when every element would be filtered away.
+                let labels = result_labels
+                    .entry((mi, oi))
+                    .or_insert_with(|| result_metric(&many[mi].labels, &one[oi].labels, on, names, card, include))
+                    .clone();
+                let entry = matched.entry(many_sig[mi].as_slice()).or_default();
+                if card == Card::OneToOne {
+                    if !entry.is_empty() {
+                        return Err(QueryError::execution(
+                            "multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)",
+                        ));
+                    }
+                } else if entry.contains(&labels) {
+                    return Err(QueryError::execution(
+                        "multiple matches for labels: grouping labels must ensure unique matches",
+                    ));
+                }
+                entry.push(labels.clone());
+                if is_histogram_marker(mv) || is_histogram_marker(ov) {
+                    // Histograms are opaque here; ordering them is undefined in
+                    // Prometheus too (an info annotation, no result).
+                    if is_histogram_marker(mv) != is_histogram_marker(ov) || matches!(op, ">" | "<" | ">=" | "<=") {
+                        self.incompatible(op);
+                    }
+                    continue;
+                }
+                let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
+                let (mut val, keep) = float_binop(op, l, r)?;
+                if return_bool {
+                    val = if keep { 1.0 } else { 0.0 };
+                } else if !keep {
+                    continue;
+                }
+                let drop_name = return_bool || !cmp || many[mi].drop_name;
+                out.push(&labels, drop_name, t, val);
+            }
+        }
+        Ok(out.series)
+    }
+
+    fn set_op(
+        &self,
+        op: &str,
+        lhs: Vec<StepSeries>,
+        rhs: Vec<StepSeries>,
+        on: bool,
+        names: &[String],
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        let lsig: Vec<Vec<u8>> = lhs.iter().map(|s| signature(&s.labels, on, names)).collect();
+        let rsig: Vec<Vec<u8>> = rhs.iter().map(|s| signature(&s.labels, on, names)).collect();
+        let n = self.n_steps();
+        match op {
+            "and" | "unless" => {
+                let want = op == "and";
+                let mut out = lhs;
+                let mut cur = StepCursor::new(rhs.len());
+                let mut pr = Vec::new();
+                // Per step, the set of right-hand signatures present.
+                let mut sigs_at: HashMap<i64, std::collections::HashSet<&[u8]>> = HashMap::new();
+                for k in 0..n {
+                    let t = self.ts(k);
+                    cur.at(&rhs, t, &mut pr);
+                    if !pr.is_empty() {
+                        sigs_at.insert(t, pr.iter().map(|&(i, _)| rsig[i].as_slice()).collect());
+                    }
+                }
+                for (i, s) in out.iter_mut().enumerate() {
+                    let sig = lsig[i].as_slice();
+                    s.pts.retain(|p| sigs_at.get(&p.0).is_some_and(|set| set.contains(sig)) == want);
+                }
+                out.retain(|s| !s.pts.is_empty());
+                Ok(out)
+            }
+            _ => {
+                // or: every left element, plus right elements whose signature is absent
+                // on the left at that step.
+                let mut cur = StepCursor::new(lhs.len());
+                let mut pl = Vec::new();
+                let mut sigs_at: HashMap<i64, std::collections::HashSet<&[u8]>> = HashMap::new();
+                for k in 0..n {
+                    let t = self.ts(k);
+                    cur.at(&lhs, t, &mut pl);
+                    if !pl.is_empty() {
+                        sigs_at.insert(t, pl.iter().map(|&(i, _)| lsig[i].as_slice()).collect());
+                    }
+                }
+                let mut extra = Vec::new();
+                for (i, s) in rhs.iter().enumerate() {
+                    let sig = rsig[i].as_slice();
+                    let pts: Vec<(i64, f64)> = s
+                        .pts
+                        .iter()
+                        .filter(|p| !sigs_at.get(&p.0).is_some_and(|set| set.contains(sig)))
+                        .copied()
+                        .collect();
+                    if !pts.is_empty() {
+                        extra.push(StepSeries { labels: s.labels.clone(), drop_name: s.drop_name, pts });
+                    }
+                }
+                let mut out = lhs;
+                out.extend(extra);
+                Ok(merge_same_labels(out))
+            }
+        }
+    }
+}
+
+/// Series with identical labels and name flags (e.g. from both sides of `or` at
+/// different steps) become one series.
+fn merge_same_labels(series: Vec<StepSeries>) -> Vec<StepSeries> {
+    let mut index: HashMap<(Labels, bool), usize> = HashMap::new();
+    let mut out: Vec<StepSeries> = Vec::with_capacity(series.len());
+    for s in series {
+        let key = (s.labels.clone(), s.drop_name);
+        if let Some(&i) = index.get(&key) {
+            out[i].pts.extend(s.pts);
+            out[i].pts.sort_by_key(|p| p.0);
+        } else {
+            index.insert(key, out.len());
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// The labels of a vector/vector result element (Prometheus' `resultMetric`).
+fn result_metric(many: &Labels, one: &Labels, on: bool, names: &[String], card: Card, include: &[String]) -> Labels {
+    let mut l = many.clone();
+    if card == Card::OneToOne {
+        l = if on { labels_util::keep(&l, names) } else { labels_util::drop(&l, names) };
+    }
+    for name in include {
+        l = labels_util::set(&l, name, one.get(name).unwrap_or(""));
+    }
+    l
+}
+
+/// Prometheus' `labels.String()`: `{a="b", c="d"}` including `__name__`.
+pub(crate) fn fmt_labels_braces(l: &Labels) -> String {
+    let parts: Vec<String> = l.iter().map(|x| format!("{}={:?}", x.name, x.value)).collect();
+    format!("{{{}}}", parts.join(", "))
+}

@@ -1,0 +1,587 @@
+//! Function calls: argument evaluation, dispatch to the pure functions in
+//! `crate::functions`, label handling (delayed `__name__` removal) and annotations.
+
+use std::collections::HashMap;
+
+use promql_parser::label::MatchOp as PMatchOp;
+use promql_parser::parser::{Call, Expr};
+
+use super::binary::StepCursor;
+use super::eval::Evaluator;
+use super::labels_util::{self, format_go_g, is_histogram_marker, natural_cmp, NAME};
+use super::types::{StepSeries, Val};
+use crate::error::QueryError;
+use crate::functions;
+use crate::model::{Label, Labels};
+
+/// Functions over a range vector that produce one value per series and window.
+const RANGE_FNS: &[&str] = &[
+    "rate", "increase", "delta", "irate", "idelta", "deriv", "predict_linear", "changes", "resets",
+    "avg_over_time", "sum_over_time", "min_over_time", "max_over_time", "count_over_time",
+    "stddev_over_time", "stdvar_over_time", "last_over_time", "first_over_time", "present_over_time",
+    "mad_over_time", "quantile_over_time", "double_exponential_smoothing", "holt_winters",
+    "ts_of_min_over_time", "ts_of_max_over_time", "ts_of_last_over_time", "ts_of_first_over_time",
+];
+
+/// Time functions: with no argument they read the evaluation time.
+const TIME_FNS: &[&str] =
+    &["day_of_month", "day_of_week", "day_of_year", "days_in_month", "hour", "minute", "month", "year"];
+
+fn unwrap_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unwrap_parens(&p.expr),
+        other => other,
+    }
+}
+
+impl Evaluator<'_> {
+    pub(crate) fn eval_call(&mut self, c: &Call) -> Result<Val, QueryError> {
+        let name = c.func.name;
+        let args: Vec<&Expr> = c.args.args.iter().map(|b| b.as_ref()).collect();
+        let n = self.n_steps();
+        let arg = |i: usize| -> Result<&Expr, QueryError> {
+            args.get(i).copied().ok_or_else(|| {
+                QueryError::bad_data(format!("wrong number of arguments for function {name}()"))
+            })
+        };
+        match name {
+            "time" => Ok(Val::Scalar((0..n).map(|k| self.ts(k) as f64 / 1000.0).collect())),
+            "pi" => Ok(Val::Scalar(vec![std::f64::consts::PI; n])),
+            // Experimental query-parameter functions (seconds).
+            "step" => Ok(Val::Scalar(vec![self.ctx.query_step as f64 / 1000.0; n])),
+            "range" => Ok(Val::Scalar(vec![(self.ctx.query_end - self.ctx.query_start) as f64 / 1000.0; n])),
+            "start" => Ok(Val::Scalar(vec![self.ctx.query_start as f64 / 1000.0; n])),
+            "end" => Ok(Val::Scalar(vec![self.ctx.query_end as f64 / 1000.0; n])),
+            "vector" => {
+                let s = self.eval_scalar(arg(0)?)?;
+                let mut ss = StepSeries::new(Labels::default(), false);
+                ss.pts = s.into_iter().enumerate().map(|(k, v)| (self.ts(k), v)).collect();
+                Ok(Val::Vector(vec![ss]))
+            }
+            "scalar" => {
+                let v = self.eval_vector(arg(0)?)?;
+                let mut cur = StepCursor::new(v.len());
+                let mut present = Vec::new();
+                let mut out = Vec::with_capacity(n);
+                for k in 0..n {
+                    cur.at(&v, self.ts(k), &mut present);
+                    // Only float samples count; a histogram is not a scalar.
+                    present.retain(|p| !is_histogram_marker(p.1));
+                    out.push(if present.len() == 1 { present[0].1 } else { f64::NAN });
+                }
+                Ok(Val::Scalar(out))
+            }
+            "timestamp" => {
+                let a = arg(0)?;
+                let mut v = match unwrap_parens(a) {
+                    Expr::VectorSelector(vs) => self.eval_vector_selector(vs, true)?,
+                    _ => {
+                        let mut v = self.eval_vector(a)?;
+                        for s in v.iter_mut() {
+                            for p in s.pts.iter_mut() {
+                                p.1 = p.0 as f64 / 1000.0;
+                            }
+                        }
+                        v
+                    }
+                };
+                v.iter_mut().for_each(|s| s.drop_name = true);
+                Ok(Val::Vector(v))
+            }
+            "absent" => {
+                let a = arg(0)?;
+                let v = self.eval_vector(a)?;
+                let labels = absent_labels(a);
+                let mut cur = StepCursor::new(v.len());
+                let mut present = Vec::new();
+                let mut ss = StepSeries::new(labels, false);
+                for k in 0..n {
+                    cur.at(&v, self.ts(k), &mut present);
+                    if present.is_empty() {
+                        ss.pts.push((self.ts(k), 1.0));
+                    }
+                }
+                Ok(Val::Vector(if ss.pts.is_empty() { vec![] } else { vec![ss] }))
+            }
+            "absent_over_time" => {
+                let a = arg(0)?;
+                let ra = self.eval_range_arg(a)?;
+                let mut seen = vec![false; n];
+                self.for_each_window(&ra, |_, _, k, _, _| {
+                    seen[k] = true;
+                    Ok(())
+                })?;
+                let mut ss = StepSeries::new(absent_labels(a), false);
+                for (k, s) in seen.iter().enumerate() {
+                    if !s {
+                        ss.pts.push((self.ts(k), 1.0));
+                    }
+                }
+                Ok(Val::Vector(if ss.pts.is_empty() { vec![] } else { vec![ss] }))
+            }
+            "label_replace" => {
+                let v = self.eval_vector(arg(0)?)?;
+                let dst = self.eval_string(arg(1)?)?;
+                let repl = self.eval_string(arg(2)?)?;
+                let src = self.eval_string(arg(3)?)?;
+                let re = self.eval_string(arg(4)?)?;
+                if self.ctx.has_invalid_utf8(&dst) {
+                    return Err(QueryError::execution(format!("invalid destination label name in label_replace(): {dst}")));
+                }
+                let mut out = Vec::with_capacity(v.len());
+                for mut s in v {
+                    let nl = functions::labels::label_replace(&s.labels, &dst, &repl, &src, &re)?;
+                    if dst == NAME {
+                        s.drop_name = false;
+                    }
+                    s.labels = nl;
+                    out.push(s);
+                }
+                Ok(Val::Vector(merge_checked(out)?))
+            }
+            "label_join" => {
+                let v = self.eval_vector(arg(0)?)?;
+                let dst = self.eval_string(arg(1)?)?;
+                let sep = self.eval_string(arg(2)?)?;
+                let mut srcs = Vec::new();
+                for a in args.iter().skip(3) {
+                    srcs.push(self.eval_string(a)?);
+                }
+                let mut out = Vec::with_capacity(v.len());
+                for mut s in v {
+                    let nl = functions::labels::label_join(&s.labels, &dst, &sep, &srcs)?;
+                    if dst == NAME {
+                        s.drop_name = false;
+                    }
+                    s.labels = nl;
+                    out.push(s);
+                }
+                Ok(Val::Vector(merge_checked(out)?))
+            }
+            "sort" | "sort_desc" | "sort_by_label" | "sort_by_label_desc" => {
+                let mut v = self.eval_vector(arg(0)?)?;
+                // sort* ignore native histograms.
+                for s in v.iter_mut() {
+                    s.pts.retain(|p| !is_histogram_marker(p.1));
+                }
+                v.retain(|s| !s.pts.is_empty());
+                let mut by = Vec::new();
+                for a in args.iter().skip(1) {
+                    by.push(self.eval_string(a)?);
+                }
+                if n > 1 {
+                    let pos = self.ctx.pos_of(name, 0);
+                    self.ctx.warn(format!(
+                        "PromQL warning: sort is ineffective for range queries since results are always ordered by labels {pos}"
+                    ));
+                    return Ok(Val::Vector(v));
+                }
+                let val = |s: &StepSeries| s.pts.first().map(|p| p.1).unwrap_or(f64::NAN);
+                match name {
+                    "sort" | "sort_desc" => {
+                        let desc = name == "sort_desc";
+                        v.sort_by(|a, b| {
+                            use std::cmp::Ordering;
+                            let (x, y) = (val(a), val(b));
+                            match (x.is_nan(), y.is_nan()) {
+                                (true, true) => Ordering::Equal,
+                                (true, false) => Ordering::Greater,
+                                (false, true) => Ordering::Less,
+                                _ => {
+                                    let c = x.partial_cmp(&y).unwrap_or(Ordering::Equal);
+                                    if desc {
+                                        c.reverse()
+                                    } else {
+                                        c
+                                    }
+                                }
+                            }
+                        });
+                    }
+                    _ => {
+                        let desc = name == "sort_by_label_desc";
+                        v.sort_by(|a, b| {
+                            for l in &by {
+                                let (x, y) = (a.labels.get(l).unwrap_or(""), b.labels.get(l).unwrap_or(""));
+                                if x != y {
+                                    let c = natural_cmp(x, y);
+                                    return if desc { c.reverse() } else { c };
+                                }
+                            }
+                            let c = a.labels.cmp(&b.labels);
+                            if desc {
+                                c.reverse()
+                            } else {
+                                c
+                            }
+                        });
+                    }
+                }
+                Ok(Val::Vector(v))
+            }
+            "histogram_quantile" => {
+                let q = self.eval_scalar(arg(0)?)?;
+                let v = self.eval_vector(arg(1)?)?;
+                self.histogram_quantile(&q, v).map(Val::Vector)
+            }
+            "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
+                // These read native histograms only; float samples are ignored.
+                let _ = self.eval_vector(arg(0)?)?;
+                Ok(Val::Vector(Vec::new()))
+            }
+            "histogram_fraction" => {
+                let lo = self.eval_scalar(arg(0)?)?;
+                let hi = self.eval_scalar(arg(1)?)?;
+                let v = self.eval_vector(arg(2)?)?;
+                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(lo[k], hi[k], b), false))
+                    .map(Val::Vector)
+            }
+            "min_of" | "max_of" => {
+                let a = self.eval_scalar(arg(0)?)?;
+                let b = self.eval_scalar(arg(1)?)?;
+                let out = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(&x, &y)| {
+                        if x.is_nan() || y.is_nan() {
+                            f64::NAN
+                        } else if name == "min_of" {
+                            x.min(y)
+                        } else {
+                            x.max(y)
+                        }
+                    })
+                    .collect();
+                Ok(Val::Scalar(out))
+            }
+            "info" => {
+                // Without target_info enrichment support, info() returns its input.
+                let v = self.eval_vector(arg(0)?)?;
+                Ok(Val::Vector(v))
+            }
+            "round" | "clamp" | "clamp_min" | "clamp_max" => {
+                let v = self.eval_vector(arg(0)?)?;
+                let mut sargs: Vec<Vec<f64>> = Vec::new();
+                for a in args.iter().skip(1) {
+                    sargs.push(self.eval_scalar(a)?);
+                }
+                if name == "round" && sargs.is_empty() {
+                    sargs.push(vec![1.0; n]);
+                }
+                self.map_points(v, name, &sargs)
+            }
+            _ if TIME_FNS.contains(&name) => {
+                if args.is_empty() {
+                    let mut ss = StepSeries::new(Labels::default(), true);
+                    for k in 0..n {
+                        let t = self.ts(k);
+                        if let Some(v) = functions::math::eval_scalar_fn(name, t as f64 / 1000.0, &[]) {
+                            ss.pts.push((t, v));
+                        }
+                    }
+                    Ok(Val::Vector(vec![ss]))
+                } else {
+                    let v = self.eval_vector(arg(0)?)?;
+                    self.map_points(v, name, &[])
+                }
+            }
+            _ if RANGE_FNS.contains(&name) => self.eval_range_fn(name, &args),
+            _ => {
+                if functions::math::eval_scalar_fn(name, 0.0, &[]).is_none() {
+                    return Err(QueryError::bad_data(format!("unknown function with name {name:?}")));
+                }
+                let v = self.eval_vector(arg(0)?)?;
+                self.map_points(v, name, &[])
+            }
+        }
+    }
+
+    /// Applies a per-sample math function; the result drops the metric name.
+    fn map_points(&self, mut v: Vec<StepSeries>, name: &str, sargs: &[Vec<f64>]) -> Result<Val, QueryError> {
+        let mut a = vec![0.0; sargs.len()];
+        for s in v.iter_mut() {
+            self.ctx.check_interrupt()?;
+            s.drop_name = true;
+            let mut pts = Vec::with_capacity(s.pts.len());
+            for &(t, x) in &s.pts {
+                // Float functions drop native histogram samples.
+                if is_histogram_marker(x) {
+                    continue;
+                }
+                let k = ((t - self.start) / self.step) as usize;
+                for (i, sa) in sargs.iter().enumerate() {
+                    a[i] = sa[k.min(sa.len() - 1)];
+                }
+                // clamp with min > max returns no sample.
+                if name == "clamp" && a.len() == 2 && a[0] > a[1] {
+                    continue;
+                }
+                match functions::math::eval_scalar_fn(name, x, &a) {
+                    Some(y) => pts.push((t, y)),
+                    None => return Err(QueryError::bad_data(format!("unknown function with name {name:?}"))),
+                }
+            }
+            s.pts = pts;
+        }
+        v.retain(|s| !s.pts.is_empty());
+        Ok(Val::Vector(v))
+    }
+
+    fn eval_range_fn(&mut self, name: &str, args: &[&Expr]) -> Result<Val, QueryError> {
+        let n = self.n_steps();
+        // Which argument is the range vector, and which are scalars.
+        let (range_idx, scalar_idx): (usize, Vec<usize>) = match name {
+            "quantile_over_time" => (1, vec![0]),
+            "predict_linear" => (0, vec![1]),
+            "double_exponential_smoothing" | "holt_winters" => (0, vec![1, 2]),
+            _ => (0, vec![]),
+        };
+        let mut scalars = Vec::new();
+        for &i in &scalar_idx {
+            let e = args.get(i).ok_or_else(|| {
+                QueryError::bad_data(format!("wrong number of arguments for function {name}()"))
+            })?;
+            scalars.push(self.eval_scalar(e)?);
+        }
+        let range_expr = args.get(range_idx).ok_or_else(|| {
+            QueryError::bad_data(format!("wrong number of arguments for function {name}()"))
+        })?;
+        let ra = self.eval_range_arg(range_expr)?;
+        if name == "quantile_over_time" {
+            let pos = self.ctx.pos_of_first_arg(name);
+            let mut warned = false;
+            for &q in &scalars[0] {
+                if !warned && (q.is_nan() || !(0.0..=1.0).contains(&q)) {
+                    warned = true;
+                    self.ctx.warn(format!(
+                        "PromQL warning: quantile value should be between 0 and 1, got {} {}",
+                        format_go_g(q),
+                        pos
+                    ));
+                }
+            }
+        }
+        if matches!(name, "rate" | "increase") {
+            let arg_text_pos = self.ctx.pos_of(name, 0);
+            for s in &ra.series {
+                if let Some(metric) = s.labels.get(NAME) {
+                    if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
+                        let p = self.ctx.pos_of(metric, 0);
+                        let _ = &arg_text_pos;
+                        self.ctx.info(format!(
+                            "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {metric:?} {p}"
+                        ));
+                    }
+                }
+            }
+        }
+        let keep_name = matches!(name, "last_over_time" | "first_over_time");
+        let mut out: Vec<StepSeries> =
+            ra.series.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name || !keep_name)).collect();
+        let mut fargs = vec![0.0; scalars.len()];
+        // Functions that look at every sample, float or histogram.
+        let all_types = matches!(
+            name,
+            "count_over_time" | "present_over_time" | "last_over_time" | "first_over_time"
+                | "ts_of_last_over_time" | "ts_of_first_over_time"
+        );
+        // Functions that refuse a mix of floats and histograms (warning, no result);
+        // the others ignore the histograms (info).
+        let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
+        let mut floats_buf: Vec<crate::model::Sample> = Vec::new();
+        let ctx = self.ctx;
+        self.for_each_window(&ra, |win, si, k, ws, we| {
+            for (i, s) in scalars.iter().enumerate() {
+                fargs[i] = s[k.min(s.len() - 1)];
+            }
+            let mut win = win;
+            if !all_types && win.iter().any(|s| is_histogram_marker(s.v)) {
+                floats_buf.clear();
+                floats_buf.extend(win.iter().filter(|s| !is_histogram_marker(s.v)).copied());
+                if floats_buf.is_empty() {
+                    // Only histograms: the functions that map histograms to histograms
+                    // produce one (kept opaque); the others produce nothing.
+                    if matches!(name, "rate" | "increase" | "delta" | "irate" | "idelta" | "sum_over_time" | "avg_over_time") {
+                        out[si].pts.push((self.ts(k), f64::from_bits(labels_util::HISTOGRAM_MARKER_BITS)));
+                    }
+                    return Ok(());
+                }
+                let metric = ra.series[si].labels.get(NAME).unwrap_or("").to_string();
+                let p = ctx.pos_of_first_arg(name);
+                if refuse_mix {
+                    ctx.warn(format!(
+                        "PromQL warning: encountered a mix of histograms and floats for metric name {metric:?} {p}"
+                    ));
+                    return Ok(());
+                }
+                ctx.info(format!(
+                    "PromQL info: ignored histograms in a range containing both floats and histograms for metric name {metric:?} {p}"
+                ));
+                win = &floats_buf;
+            }
+            // predict_linear extrapolates from the evaluation time, not from the
+            // window end (they differ under `@` and `offset`).
+            let we = if name == "predict_linear" { self.ts(k) } else { we };
+            if let Some(v) = functions::range::eval_range(name, win, ws, we, &fargs)? {
+                out[si].pts.push((self.ts(k), v));
+            }
+            Ok(())
+        })?;
+        let _ = n;
+        out.retain(|s| !s.pts.is_empty());
+        Ok(Val::Vector(out))
+    }
+
+    /// `histogram_quantile` over classic buckets.
+    fn histogram_quantile(&mut self, q: &[f64], v: Vec<StepSeries>) -> Result<Vec<StepSeries>, QueryError> {
+        let pos_q = self.ctx.pos_of_first_arg("histogram_quantile");
+        for &x in q {
+            if x.is_nan() || !(0.0..=1.0).contains(&x) {
+                self.ctx.warn(format!(
+                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
+                    format_go_g(x),
+                    pos_q
+                ));
+                break;
+            }
+        }
+        self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(q[k.min(q.len() - 1)], b))
+    }
+
+    /// Groups classic histogram buckets (series that differ only in `le`) and calls
+    /// `f(step, buckets)` per group and step; `f` returns the value and whether the
+    /// buckets had to be fixed for monotonicity.
+    fn classic_buckets(
+        &mut self,
+        v: Vec<StepSeries>,
+        mut f: impl FnMut(usize, &mut Vec<(f64, f64)>) -> (f64, bool),
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        let le_name = ["le".to_string()];
+        // Group of each series (None when `le` is missing or malformed).
+        let mut gindex: HashMap<Labels, usize> = HashMap::new();
+        let mut out: Vec<StepSeries> = Vec::new();
+        let mut series_info: Vec<Option<(usize, f64)>> = Vec::with_capacity(v.len());
+        for s in &v {
+            let le = s.labels.get("le").unwrap_or("");
+            match parse_go_float(le) {
+                Some(ub) => {
+                    let key = labels_util::drop(&s.labels, &le_name);
+                    let g = *gindex.entry(key.clone()).or_insert_with(|| {
+                        out.push(StepSeries::new(key, true));
+                        out.len() - 1
+                    });
+                    series_info.push(Some((g, ub)));
+                }
+                None => {
+                    let metric = s.labels.get(NAME).unwrap_or("");
+                    let p = self.ctx.pos_of(metric, 0);
+                    self.ctx.warn(format!(
+                        "PromQL warning: bucket label \"le\" is missing or has a malformed value of {le:?} for metric name {metric:?} {p}"
+                    ));
+                    series_info.push(None);
+                }
+            }
+        }
+        let mut cur = StepCursor::new(v.len());
+        let mut present = Vec::new();
+        let mut buckets: Vec<Vec<(f64, f64)>> = vec![Vec::new(); out.len()];
+        for k in 0..self.n_steps() {
+            self.ctx.check_interrupt()?;
+            let t = self.ts(k);
+            cur.at(&v, t, &mut present);
+            for &(i, val) in &present {
+                if is_histogram_marker(val) {
+                    continue;
+                }
+                if let Some((g, ub)) = series_info[i] {
+                    buckets[g].push((ub, val));
+                }
+            }
+            for (g, b) in buckets.iter_mut().enumerate() {
+                if b.is_empty() {
+                    continue;
+                }
+                let (res, forced) = f(k, b);
+                if forced {
+                    let metric = out[g].labels.get(NAME).unwrap_or("").to_string();
+                    let p = self.ctx.pos_of(&metric, 0);
+                    self.ctx.info(format!(
+                        "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name {metric:?} {p}"
+                    ));
+                }
+                out[g].pts.push((t, res));
+                b.clear();
+            }
+        }
+        out.retain(|s| !s.pts.is_empty());
+        Ok(out)
+    }
+}
+
+/// Parses a float as Go's `strconv.ParseFloat` accepts it for `le` values.
+pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
+    let t = s.trim();
+    if t.is_empty() || t != s {
+        return None;
+    }
+    match t.to_ascii_lowercase().as_str() {
+        "+inf" | "inf" | "infinity" | "+infinity" => return Some(f64::INFINITY),
+        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
+        "nan" => return Some(f64::NAN),
+        _ => {}
+    }
+    if t.starts_with("0x") || t.starts_with("0X") {
+        return i64::from_str_radix(&t[2..], 16).ok().map(|v| v as f64);
+    }
+    t.replace('_', "").parse::<f64>().ok()
+}
+
+/// The labels `absent()` reports: the equality matchers of a plain selector argument
+/// (a label named twice is left out, as Prometheus does).
+fn absent_labels(e: &Expr) -> Labels {
+    let vs = match e {
+        Expr::VectorSelector(vs) => vs,
+        Expr::MatrixSelector(ms) => &ms.vs,
+        _ => return Labels::default(),
+    };
+    let mut set: Vec<Label> = Vec::new();
+    let mut has: Vec<String> = Vec::new();
+    for m in &vs.matchers.matchers {
+        if m.name == NAME {
+            continue;
+        }
+        if matches!(m.op, PMatchOp::Equal) && !has.contains(&m.name) {
+            set.retain(|l| l.name != m.name);
+            set.push(Label { name: m.name.clone(), value: m.value.clone() });
+            has.push(m.name.clone());
+        } else {
+            set.retain(|l| l.name != m.name);
+        }
+    }
+    Labels::from_pairs(set.into_iter().map(|l| (l.name, l.value)))
+}
+
+/// After a label function, two series may have become one label set: that is an error
+/// when they overlap in time, and otherwise they are one series.
+fn merge_checked(v: Vec<StepSeries>) -> Result<Vec<StepSeries>, QueryError> {
+    let mut index: HashMap<(Labels, bool), usize> = HashMap::new();
+    let mut out: Vec<StepSeries> = Vec::with_capacity(v.len());
+    for s in v {
+        let key = (s.labels.clone(), s.drop_name);
+        match index.get(&key) {
+            Some(&i) => {
+                let merged = &mut out[i].pts;
+                merged.extend(s.pts);
+                merged.sort_by_key(|p| p.0);
+                if merged.windows(2).any(|w| w[0].0 == w[1].0) {
+                    return Err(QueryError::execution("vector cannot contain metrics with the same labelset"));
+                }
+            }
+            None => {
+                index.insert(key, out.len());
+                out.push(s);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,501 @@
+//! The evaluator core: context (limits, cancellation, annotations), the step grid, and
+//! the dispatch over AST nodes.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use promql_parser::parser::{AtModifier, Expr, Offset};
+
+use super::types::{StepSeries, Val};
+use super::{EngineOptions, QueryOptions, DEFAULT_SUBQUERY_STEP_MS};
+use crate::error::{ErrorKind, QueryError};
+use crate::model::Queryable;
+use crate::value::{QueryOutput, Value};
+
+/// State shared by every evaluator of one query (subqueries get their own
+/// [`Evaluator`] but the same context).
+pub(crate) struct Ctx {
+    pub lookback: i64,
+    max_samples: usize,
+    deadline: Option<std::time::Instant>,
+    cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Samples currently held by live intermediate values (Prometheus' `currentSamples`).
+    cur_samples: Cell<usize>,
+    /// Calls to `check_interrupt` since the clock was last read; reading the clock per
+    /// sample would cost more than the work it guards.
+    ticks: Cell<u32>,
+    warnings: RefCell<Vec<String>>,
+    infos: RefCell<Vec<String>>,
+    pub query: String,
+    /// The top-level query's start and end, which `@ start()` / `@ end()` refer to
+    /// even inside subqueries.
+    pub query_start: i64,
+    pub query_end: i64,
+    /// The top-level step (ms); 0 for instant queries.
+    pub query_step: i64,
+}
+
+impl Ctx {
+    pub fn new(eo: &EngineOptions, qo: &QueryOptions, query: &str, start: i64, end: i64) -> Self {
+        Ctx {
+            lookback: if eo.lookback_delta_ms > 0 { eo.lookback_delta_ms } else { 300_000 },
+            max_samples: eo.max_samples,
+            deadline: qo.deadline,
+            cancel: qo.cancel.clone(),
+            cur_samples: Cell::new(0),
+            ticks: Cell::new(0),
+            warnings: RefCell::new(Vec::new()),
+            infos: RefCell::new(Vec::new()),
+            query: query.to_string(),
+            query_start: start,
+            query_end: end,
+            query_step: 0,
+        }
+    }
+
+    /// Fails when the query was canceled or ran past its deadline. Cheap enough to call
+    /// per series or per step: the clock is read every 64th call.
+    pub fn check_interrupt(&self) -> Result<(), QueryError> {
+        let n = self.ticks.get().wrapping_add(1);
+        self.ticks.set(n);
+        if n % 64 != 0 {
+            return Ok(());
+        }
+        self.check_interrupt_now()
+    }
+
+    pub fn check_interrupt_now(&self) -> Result<(), QueryError> {
+        if let Some(c) = &self.cancel {
+            if c.load(Ordering::Relaxed) {
+                return Err(QueryError::new(ErrorKind::Canceled, "query was canceled in expression evaluation"));
+            }
+        }
+        if let Some(d) = self.deadline {
+            if std::time::Instant::now() >= d {
+                return Err(QueryError::new(ErrorKind::Timeout, "query timed out in expression evaluation"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn cur_samples(&self) -> usize {
+        self.cur_samples.get()
+    }
+
+    pub fn set_cur_samples(&self, n: usize) -> Result<(), QueryError> {
+        self.cur_samples.set(n);
+        self.check_samples(n)
+    }
+
+    /// Fails when `n` samples would be held at once.
+    pub fn check_samples(&self, n: usize) -> Result<(), QueryError> {
+        if n > self.max_samples {
+            return Err(QueryError::execution(
+                "query processing would load too many samples into memory in query execution",
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn warn(&self, msg: String) {
+        let mut w = self.warnings.borrow_mut();
+        if !w.contains(&msg) {
+            w.push(msg);
+        }
+    }
+
+    pub fn info(&self, msg: String) {
+        let mut w = self.infos.borrow_mut();
+        if !w.contains(&msg) {
+            w.push(msg);
+        }
+    }
+
+    /// `(line:col)` of the first occurrence of `needle` in the query at or after byte
+    /// `from`, for annotation messages. The parser keeps no positions, so the position
+    /// is recovered from the query text.
+    pub fn pos_of(&self, needle: &str, from: usize) -> String {
+        let from = from.min(self.query.len());
+        let at = if needle.is_empty() {
+            None
+        } else {
+            self.query.get(from..).and_then(|s| s.find(needle)).map(|i| i + from)
+        };
+        let idx = at.unwrap_or(0);
+        let before = &self.query[..idx];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
+        format!("({line}:{col})")
+    }
+
+    /// The position of the first argument of the first call of `func` (what
+    /// Prometheus reports for annotations about a parameter).
+    pub fn pos_of_first_arg(&self, func: &str) -> String {
+        let Some(fi) = self.query.find(func) else { return self.pos_of("", 0) };
+        let after = fi + func.len();
+        let Some(pi) = self.query[after..].find('(') else { return self.pos_of("", 0) };
+        let start = after + pi + 1;
+        let ws = self.query[start..].len() - self.query[start..].trim_start().len();
+        self.pos_at(start + ws)
+    }
+
+    fn pos_at(&self, idx: usize) -> String {
+        let before = &self.query[..idx.min(self.query.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rsplit('\n').next().map(|s| s.chars().count()).unwrap_or(0) + 1;
+        format!("({line}:{col})")
+    }
+
+    /// Whether `s` came from a string literal whose `\x` escapes spell bytes that are
+    /// not valid UTF-8 (Go keeps such bytes; the parser maps them to chars U+0080..U+00FF).
+    pub fn has_invalid_utf8(&self, s: &str) -> bool {
+        if !s.chars().any(|c| ('\u{80}'..='\u{ff}').contains(&c)) {
+            return false;
+        }
+        // Rebuild the bytes Go would hold and check them.
+        let bytes: Vec<u8> = s
+            .chars()
+            .flat_map(|c| {
+                if ('\u{80}'..='\u{ff}').contains(&c) && self.query.to_ascii_lowercase().contains(&format!("\\x{:02x}", c as u32)) {
+                    vec![c as u32 as u8]
+                } else {
+                    let mut b = [0u8; 4];
+                    c.encode_utf8(&mut b).as_bytes().to_vec()
+                }
+            })
+            .collect();
+        std::str::from_utf8(&bytes).is_err()
+    }
+
+    /// Go's `%q` of a string that may hold bytes from `\x` escapes (see
+    /// `has_invalid_utf8`): those are written back as `\xNN`.
+    pub fn go_quote(&self, s: &str) -> String {
+        let lower = self.query.to_ascii_lowercase();
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            let code = c as u32;
+            if (0x80..=0xff).contains(&code) && lower.contains(&format!("\\x{code:02x}")) {
+                out.push_str(&format!("\\x{code:02x}"));
+            } else if c == '"' || c == '\\' {
+                out.push('\\');
+                out.push(c);
+            } else {
+                out.push(c);
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    pub fn into_output(self, value: Value) -> QueryOutput {
+        QueryOutput { value, warnings: self.warnings.into_inner(), infos: self.infos.into_inner() }
+    }
+}
+
+/// Evaluates expressions on one step grid `start, start+step, ..., <= end`.
+pub(crate) struct Evaluator<'a> {
+    pub q: &'a dyn Queryable,
+    pub ctx: &'a Ctx,
+    pub start: i64,
+    pub end: i64,
+    pub step: i64,
+}
+
+/// Milliseconds of a parser duration.
+pub(crate) fn dur_ms(d: &Duration) -> i64 {
+    d.as_millis() as i64
+}
+
+pub(crate) fn offset_ms(o: &Option<Offset>) -> i64 {
+    match o {
+        None => 0,
+        Some(Offset::Pos(d)) => dur_ms(d),
+        Some(Offset::Neg(d)) => -dur_ms(d),
+    }
+}
+
+fn system_time_ms(t: &SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as i64,
+        Err(e) => -(e.duration().as_millis() as i64),
+    }
+}
+
+impl<'a> Evaluator<'a> {
+    pub fn new(q: &'a dyn Queryable, ctx: &'a Ctx, start: i64, end: i64, step: i64) -> Self {
+        Evaluator { q, ctx, start, end, step: step.max(1) }
+    }
+
+    pub fn n_steps(&self) -> usize {
+        if self.end < self.start {
+            0
+        } else {
+            ((self.end - self.start) / self.step + 1) as usize
+        }
+    }
+
+    pub fn ts(&self, i: usize) -> i64 {
+        self.start + i as i64 * self.step
+    }
+
+    /// The fixed evaluation time an `@` modifier pins, if any.
+    pub fn resolve_at(&self, at: &Option<AtModifier>) -> Option<i64> {
+        match at {
+            None => None,
+            Some(AtModifier::Start) => Some(self.ctx.query_start),
+            Some(AtModifier::End) => Some(self.ctx.query_end),
+            Some(AtModifier::At(t)) => Some(system_time_ms(t)),
+        }
+    }
+
+    /// Evaluates `e` on this grid, accounting the samples it holds.
+    pub fn eval(&mut self, e: &Expr) -> Result<Val, QueryError> {
+        self.ctx.check_interrupt()?;
+        let before = self.ctx.cur_samples();
+        let v = if self.n_steps() > 1 && !is_literal(e) && step_invariant(e) {
+            // Prometheus evaluates step-invariant expressions (everything pinned by
+            // `@`) once, at the start, and repeats the result at every step.
+            let mut once = Evaluator::new(self.q, self.ctx, self.start, self.start, self.step);
+            let v = once.eval_node(e)?;
+            self.expand(v)
+        } else {
+            self.eval_node(e)?
+        };
+        // The children's values are consumed now; only this node's output stays live.
+        self.ctx.set_cur_samples(before + v.points())?;
+        Ok(v)
+    }
+
+    /// Repeats a one-step value at every step of this grid.
+    fn expand(&self, v: Val) -> Val {
+        let n = self.n_steps();
+        match v {
+            Val::Scalar(s) => Val::Scalar(vec![s.first().copied().unwrap_or(f64::NAN); n]),
+            Val::Vector(series) => Val::Vector(
+                series
+                    .into_iter()
+                    .filter_map(|s| {
+                        let v = s.pts.first()?.1;
+                        Some(StepSeries {
+                            labels: s.labels,
+                            drop_name: s.drop_name,
+                            pts: (0..n).map(|i| (self.ts(i), v)).collect(),
+                        })
+                    })
+                    .collect(),
+            ),
+            other => other,
+        }
+    }
+
+    fn eval_node(&mut self, e: &Expr) -> Result<Val, QueryError> {
+        match e {
+            Expr::NumberLiteral(n) => Ok(Val::Scalar(vec![n.val; self.n_steps()])),
+            Expr::StringLiteral(s) => Ok(Val::Str(s.val.clone())),
+            Expr::Paren(p) => self.eval(&p.expr),
+            Expr::Unary(u) => match self.eval(&u.expr)? {
+                Val::Scalar(v) => Ok(Val::Scalar(v.into_iter().map(|x| -x).collect())),
+                Val::Vector(mut series) => {
+                    for s in series.iter_mut() {
+                        s.drop_name = true;
+                        for p in s.pts.iter_mut() {
+                            p.1 = -p.1;
+                        }
+                    }
+                    Ok(Val::Vector(series))
+                }
+                other => Err(QueryError::execution(format!(
+                    "unary expression only allowed on expressions of type scalar or instant vector, got {}",
+                    other.type_name()
+                ))),
+            },
+            Expr::VectorSelector(vs) => Ok(Val::Vector(self.eval_vector_selector(vs, false)?)),
+            Expr::MatrixSelector(ms) => {
+                let ra = self.eval_matrix_selector(ms)?;
+                Ok(Val::Range(self.range_result(ra)))
+            }
+            Expr::Subquery(sq) => {
+                let ra = self.eval_subquery(sq)?;
+                Ok(Val::Range(self.range_result(ra)))
+            }
+            Expr::Binary(b) => self.eval_binary(b),
+            Expr::Aggregate(a) => self.eval_aggregate(a),
+            Expr::Call(c) => self.eval_call(c),
+            Expr::Extension(_) => Err(QueryError::execution("unsupported expression extension")),
+        }
+    }
+
+    /// A range vector as a query result: the raw samples of each series in the window
+    /// of the (single) evaluation step.
+    fn range_result(&self, ra: RangeArg) -> Vec<StepSeries> {
+        let t = self.start;
+        let r = ra.at.unwrap_or(t) - ra.offset;
+        let lo = r - ra.range;
+        ra.series
+            .into_iter()
+            .filter_map(|s| {
+                let pts: Vec<(i64, f64)> =
+                    s.samples.iter().filter(|p| p.0 > lo && p.0 <= r).copied().collect();
+                if pts.is_empty() {
+                    None
+                } else {
+                    Some(StepSeries { labels: s.labels, drop_name: s.drop_name, pts })
+                }
+            })
+            .collect()
+    }
+
+    /// Evaluates a subquery's inner expression on its own grid and returns its points
+    /// as the samples of a range argument.
+    pub fn eval_subquery(&mut self, sq: &promql_parser::parser::SubqueryExpr) -> Result<RangeArg, QueryError> {
+        let offset = offset_ms(&sq.offset);
+        let at = self.resolve_at(&sq.at);
+        let range = dur_ms(&sq.range);
+        let step = sq.step.as_ref().map(dur_ms).filter(|s| *s > 0).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
+        let (base_start, base_end) = match at {
+            Some(a) => (a, a),
+            None => (self.start, self.end),
+        };
+        // The first timestamp after `start - offset - range` that is a multiple of the
+        // step (Go's truncating division, as Prometheus computes it).
+        let lo = base_start - offset - range;
+        let mut s = step * (lo / step);
+        if s <= lo {
+            s += step;
+        }
+        let e = base_end - offset;
+        let mut series = Vec::new();
+        if s <= e {
+            let mut sub = Evaluator::new(self.q, self.ctx, s, e, step);
+            match sub.eval(&sq.expr)? {
+                Val::Vector(v) => {
+                    for x in v {
+                        if !x.pts.is_empty() {
+                            series.push(RangeSeries { labels: x.labels, drop_name: x.drop_name, samples: x.pts });
+                        }
+                    }
+                }
+                Val::Scalar(v) => {
+                    let samples = v.into_iter().enumerate().map(|(i, v)| (sub.ts(i), v)).collect();
+                    series.push(RangeSeries { labels: Default::default(), drop_name: false, samples });
+                }
+                other => {
+                    return Err(QueryError::execution(format!(
+                        "subquery is only allowed on instant vector, got {}",
+                        other.type_name()
+                    )))
+                }
+            }
+        }
+        Ok(RangeArg { series, range, offset, at })
+    }
+
+    /// Evaluates an argument that must be a range vector (matrix selector or subquery).
+    pub fn eval_range_arg(&mut self, e: &Expr) -> Result<RangeArg, QueryError> {
+        match e {
+            Expr::MatrixSelector(ms) => self.eval_matrix_selector(ms),
+            Expr::Subquery(sq) => self.eval_subquery(sq),
+            Expr::Paren(p) => self.eval_range_arg(&p.expr),
+            _ => Err(QueryError::execution("expected a range vector argument")),
+        }
+    }
+
+    /// Evaluates an expression that must be a scalar: one value per step.
+    pub fn eval_scalar(&mut self, e: &Expr) -> Result<Vec<f64>, QueryError> {
+        match self.eval(e)? {
+            Val::Scalar(v) => Ok(v),
+            other => Err(QueryError::execution(format!("expected scalar, got {}", other.type_name()))),
+        }
+    }
+
+    pub fn eval_vector(&mut self, e: &Expr) -> Result<Vec<StepSeries>, QueryError> {
+        match self.eval(e)? {
+            Val::Vector(v) => Ok(v),
+            other => Err(QueryError::execution(format!("expected instant vector, got {}", other.type_name()))),
+        }
+    }
+
+    pub fn eval_string(&mut self, e: &Expr) -> Result<String, QueryError> {
+        match self.eval(e)? {
+            Val::Str(s) => Ok(s),
+            other => Err(QueryError::execution(format!("expected string, got {}", other.type_name()))),
+        }
+    }
+
+    /// Calls `f(window, series, step index, window start, window end)` for each series
+    /// and step with a non-empty window `(ref - range, ref]`.
+    pub fn for_each_window(
+        &self,
+        ra: &RangeArg,
+        mut f: impl FnMut(&[crate::model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
+        let n = self.n_steps();
+        let mut buf: Vec<crate::model::Sample> = Vec::new();
+        let base = self.ctx.cur_samples();
+        for (si, s) in ra.series.iter().enumerate() {
+            self.ctx.check_interrupt()?;
+            let (mut lo, mut hi) = (0usize, 0usize);
+            for k in 0..n {
+                let r = ra.at.unwrap_or_else(|| self.ts(k)) - ra.offset;
+                let ws = r - ra.range;
+                while hi < s.samples.len() && s.samples[hi].0 <= r {
+                    hi += 1;
+                }
+                while lo < hi && s.samples[lo].0 <= ws {
+                    lo += 1;
+                }
+                if lo >= hi {
+                    continue;
+                }
+                self.ctx.check_samples(base + (hi - lo))?;
+                buf.clear();
+                buf.extend(s.samples[lo..hi].iter().map(|&(t, v)| crate::model::Sample { t, v }));
+                f(&buf, si, k, ws, r)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A range-vector argument: samples (stale markers removed) covering every window the
+/// steps will ask for, and how to place the window for a step.
+pub(crate) struct RangeArg {
+    pub series: Vec<RangeSeries>,
+    pub range: i64,
+    pub offset: i64,
+    pub at: Option<i64>,
+}
+
+pub(crate) struct RangeSeries {
+    pub labels: crate::model::Labels,
+    pub drop_name: bool,
+    pub samples: Vec<(i64, f64)>,
+}
+
+fn is_literal(e: &Expr) -> bool {
+    matches!(e, Expr::NumberLiteral(_) | Expr::StringLiteral(_))
+}
+
+/// Functions whose value depends on the evaluation time itself, so an `@` on their
+/// argument does not make them step invariant (Prometheus' `AtModifierUnsafeFunctions`).
+const AT_UNSAFE: &[&str] = &[
+    "days_in_month", "day_of_month", "day_of_week", "day_of_year", "hour", "minute", "month", "year",
+    "predict_linear", "time", "timestamp",
+];
+
+/// Whether `e` has the same value at every step (Prometheus' preprocessing rules).
+pub(crate) fn step_invariant(e: &Expr) -> bool {
+    match e {
+        Expr::VectorSelector(vs) => vs.at.is_some(),
+        Expr::MatrixSelector(ms) => ms.vs.at.is_some(),
+        Expr::Subquery(sq) => sq.at.is_some(),
+        Expr::NumberLiteral(_) | Expr::StringLiteral(_) => true,
+        Expr::Paren(p) => step_invariant(&p.expr),
+        Expr::Unary(u) => step_invariant(&u.expr),
+        Expr::Aggregate(a) => step_invariant(&a.expr) && a.param.as_ref().is_none_or(|p| step_invariant(p)),
+        Expr::Binary(b) => step_invariant(&b.lhs) && step_invariant(&b.rhs),
+        Expr::Call(c) => !AT_UNSAFE.contains(&c.func.name) && c.args.args.iter().all(|a| step_invariant(a)),
+        Expr::Extension(_) => false,
+    }
+}

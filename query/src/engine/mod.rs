@@ -1,0 +1,202 @@
+//! The PromQL evaluator: parses a query with `promql-parser` and evaluates the AST over
+//! a [`Queryable`] with Prometheus 3.x semantics.
+//!
+//! Every expression is evaluated for all steps of the query at once (as Prometheus'
+//! `rangeEval` does): a selector is read once for the whole range, and instant-vector
+//! values are carried as series of points at the step timestamps. An instant query is a
+//! range query with one step.
+
+mod aggregate;
+mod binary;
+mod call;
+mod eval;
+mod labels_util;
+mod selector;
+mod types;
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::error::{ErrorKind, QueryError};
+use crate::model::{Queryable, Series};
+use crate::value::{QueryOutput, Value, VectorElem};
+
+use eval::{Ctx, Evaluator};
+use types::Val;
+
+pub use labels_util::{format_go_float, is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
+
+/// Engine-wide limits and defaults.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// How far back (ms) an instant selector looks for the latest sample. Default 300_000 (5m).
+    pub lookback_delta_ms: i64,
+    /// Most samples held in memory at once by one query, counted as Prometheus counts
+    /// them (points of intermediate vectors plus samples of the range window in use).
+    /// Default 50_000_000.
+    pub max_samples: usize,
+    /// Most points per series a range query may return. Default 11_000.
+    pub max_points_per_series: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { lookback_delta_ms: 300_000, max_samples: 50_000_000, max_points_per_series: 11_000 }
+    }
+}
+
+/// Per-query controls: a deadline and a cancellation flag, both checked periodically
+/// (per step of a range window scan and per series).
+#[derive(Debug, Clone, Default)]
+pub struct QueryOptions {
+    pub deadline: Option<Instant>,
+    pub cancel: Option<Arc<AtomicBool>>,
+}
+
+/// The PromQL engine. Stateless between queries; cheap to share.
+#[derive(Debug, Clone, Default)]
+pub struct Engine {
+    opts: EngineOptions,
+}
+
+/// The default step of a subquery without an explicit resolution (`x[5m:]`), as
+/// Prometheus' global evaluation interval default: 1 minute.
+pub(crate) const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
+
+impl Engine {
+    pub fn new(opts: EngineOptions) -> Engine {
+        Engine { opts }
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.opts
+    }
+
+    /// Evaluates `expr` at `time_ms`. The result is a scalar, string, vector, or (for a
+    /// range selector or subquery at the top) a matrix of raw samples.
+    pub fn instant_query(
+        &self,
+        q: &dyn Queryable,
+        expr: &str,
+        time_ms: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, QueryError> {
+        let ast = parse(expr)?;
+        let ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
+        let mut ev = Evaluator::new(q, &ctx, time_ms, time_ms, 1);
+        let val = ev.eval(&ast)?;
+        let value = match val {
+            Val::Scalar(v) => Value::Scalar { t: time_ms, v: v[0] },
+            Val::Str(s) => Value::String { t: time_ms, s },
+            Val::Vector(series) => {
+                let series = types::finalize_names(series)?;
+                let mut out = Vec::with_capacity(series.len());
+                for s in series {
+                    if let Some(&(_, v)) = s.pts.first() {
+                        out.push(VectorElem { labels: s.labels, t: time_ms, v });
+                    }
+                }
+                Value::Vector(out)
+            }
+            Val::Range(series) => {
+                let series = types::finalize_names(series)?;
+                let mut out: Vec<Series> = series
+                    .into_iter()
+                    .filter(|s| !s.pts.is_empty())
+                    .map(|s| Series { labels: s.labels, samples: types::to_samples(s.pts) })
+                    .collect();
+                out.sort_by(|a, b| a.labels.cmp(&b.labels));
+                Value::Matrix(out)
+            }
+        };
+        Ok(ctx.into_output(value))
+    }
+
+    /// Evaluates `expr` at every `step_ms` from `start_ms` to `end_ms` (inclusive). The
+    /// result is a matrix with series sorted by labels.
+    pub fn range_query(
+        &self,
+        q: &dyn Queryable,
+        expr: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        opts: &QueryOptions,
+    ) -> Result<QueryOutput, QueryError> {
+        if step_ms <= 0 {
+            return Err(QueryError::bad_data(
+                "zero or negative query resolution step widths are not accepted. Try a positive integer",
+            ));
+        }
+        if end_ms < start_ms {
+            return Err(QueryError::bad_data("end timestamp must not be before start time"));
+        }
+        let points = (end_ms - start_ms) / step_ms + 1;
+        if points as u128 > self.opts.max_points_per_series as u128 {
+            return Err(QueryError::bad_data(format!(
+                "exceeded maximum resolution of {} points per timeseries. Try decreasing the query resolution (?step=XX)",
+                self.opts.max_points_per_series
+            )));
+        }
+        let ast = parse(expr)?;
+        match ast.value_type() {
+            promql_parser::parser::value::ValueType::Scalar | promql_parser::parser::value::ValueType::Vector => {}
+            other => {
+                return Err(QueryError::bad_data(format!(
+                    "invalid expression type \"{}\" for range query, must be Scalar or instant Vector",
+                    value_type_name(other)
+                )))
+            }
+        }
+        let mut ctx = Ctx::new(&self.opts, opts, expr, start_ms, end_ms);
+        ctx.query_step = step_ms;
+        let mut ev = Evaluator::new(q, &ctx, start_ms, end_ms, step_ms);
+        let val = ev.eval(&ast)?;
+        let value = match val {
+            Val::Scalar(v) => {
+                let samples = v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| crate::model::Sample { t: start_ms + i as i64 * step_ms, v })
+                    .collect();
+                Value::Matrix(vec![Series { labels: Default::default(), samples }])
+            }
+            Val::Vector(series) | Val::Range(series) => {
+                let series = types::finalize_names(series)?;
+                let mut out: Vec<Series> = series
+                    .into_iter()
+                    .filter(|s| !s.pts.is_empty())
+                    .map(|s| Series { labels: s.labels, samples: types::to_samples(s.pts) })
+                    .collect();
+                out.sort_by(|a, b| a.labels.cmp(&b.labels));
+                Value::Matrix(out)
+            }
+            Val::Str(_) => {
+                return Err(QueryError::bad_data(
+                    "invalid expression type \"string\" for range query, must be Scalar or instant Vector",
+                ))
+            }
+        };
+        Ok(ctx.into_output(value))
+    }
+}
+
+fn value_type_name(t: promql_parser::parser::value::ValueType) -> &'static str {
+    use promql_parser::parser::value::ValueType;
+    match t {
+        ValueType::Vector => "vector",
+        ValueType::Scalar => "scalar",
+        ValueType::Matrix => "range vector",
+        ValueType::String => "string",
+    }
+}
+
+/// Parses a query; parser errors are `bad_data`, worded as Prometheus words them.
+pub fn parse(expr: &str) -> Result<promql_parser::parser::Expr, QueryError> {
+    promql_parser::parser::parse(expr)
+        .map_err(|e| QueryError::new(ErrorKind::BadData, format!("1:1: parse error: {e}")))
+}
+
+#[cfg(test)]
+mod tests;

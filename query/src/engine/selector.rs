@@ -1,0 +1,131 @@
+//! Vector and matrix selectors: one `select` per selector for the whole query range,
+//! then the lookback (instant) or window (range) logic per step.
+
+use std::collections::BTreeMap;
+
+use promql_parser::label::MatchOp as PMatchOp;
+use promql_parser::parser::{MatrixSelector, VectorSelector};
+
+use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
+use super::labels_util::{is_stale_nan, NAME};
+use super::types::StepSeries;
+use crate::error::QueryError;
+use crate::model::{Labels, MatchOp, Matcher, Series};
+
+/// Converts the parser's matchers (plus the metric name, which the parser keeps apart)
+/// into the `Queryable` contract's matcher sets, one per `or` alternative.
+pub(crate) fn matcher_sets(vs: &VectorSelector) -> Vec<Vec<Matcher>> {
+    let conv = |m: &promql_parser::label::Matcher| Matcher {
+        name: m.name.clone(),
+        op: match m.op {
+            PMatchOp::Equal => MatchOp::Equal,
+            PMatchOp::NotEqual => MatchOp::NotEqual,
+            PMatchOp::Re(_) => MatchOp::Regex,
+            PMatchOp::NotRe(_) => MatchOp::NotRegex,
+        },
+        value: m.value.clone(),
+    };
+    let name = vs.name.as_ref().map(|n| Matcher { name: NAME.to_string(), op: MatchOp::Equal, value: n.clone() });
+    let base: Vec<Matcher> = name.into_iter().chain(vs.matchers.matchers.iter().map(conv)).collect();
+    if vs.matchers.or_matchers.is_empty() {
+        return vec![base];
+    }
+    vs.matchers
+        .or_matchers
+        .iter()
+        .map(|alt| base.iter().cloned().chain(alt.iter().map(conv)).collect())
+        .collect()
+}
+
+impl Evaluator<'_> {
+    /// Reads every series matching `vs` with samples in `[mint, maxt]`, sorted by labels.
+    pub(crate) fn select(&self, vs: &VectorSelector, mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
+        self.ctx.check_interrupt_now()?;
+        let sets = matcher_sets(vs);
+        let mut out = if sets.len() == 1 {
+            self.q.select(&sets[0], mint, maxt)?
+        } else {
+            // `{a="x" or b="y"}`: the union of the alternatives, each series once.
+            let mut by_labels: BTreeMap<Labels, Series> = BTreeMap::new();
+            for set in &sets {
+                for s in self.q.select(set, mint, maxt)? {
+                    by_labels.entry(s.labels.clone()).or_insert(s);
+                }
+            }
+            by_labels.into_values().collect()
+        };
+        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let loaded: usize = out.iter().map(|s| s.samples.len()).sum();
+        self.ctx.check_samples(self.ctx.cur_samples() + loaded)?;
+        Ok(out)
+    }
+
+    /// An instant-vector selector at every step: the latest sample in
+    /// `(ref - lookback, ref]`, unless it is a staleness marker. With `ts_as_value` the
+    /// value is the sample's timestamp in seconds (what `timestamp()` returns).
+    pub(crate) fn eval_vector_selector(
+        &self,
+        vs: &VectorSelector,
+        ts_as_value: bool,
+    ) -> Result<Vec<StepSeries>, QueryError> {
+        let offset = offset_ms(&vs.offset);
+        let at = self.resolve_at(&vs.at);
+        let n = self.n_steps();
+        let lookback = self.ctx.lookback;
+        let (rmin, rmax) = match at {
+            Some(a) => (a - offset, a - offset),
+            None => (self.start - offset, self.end - offset),
+        };
+        let series = self.select(vs, rmin - lookback + 1, rmax)?;
+        let mut out = Vec::with_capacity(series.len());
+        for s in series {
+            self.ctx.check_interrupt()?;
+            let mut ss = StepSeries::new(s.labels, false);
+            let mut i = 0usize; // number of samples with t <= ref
+            for k in 0..n {
+                let t = self.ts(k);
+                let r = at.unwrap_or(t) - offset;
+                while i < s.samples.len() && s.samples[i].t <= r {
+                    i += 1;
+                }
+                if i == 0 {
+                    continue;
+                }
+                let smp = s.samples[i - 1];
+                if smp.t <= r - lookback || is_stale_nan(smp.v) {
+                    continue;
+                }
+                let v = if ts_as_value { smp.t as f64 / 1000.0 } else { smp.v };
+                ss.pts.push((t, v));
+            }
+            if !ss.pts.is_empty() {
+                out.push(ss);
+            }
+        }
+        Ok(out)
+    }
+
+    /// A matrix selector's samples for every window the steps need, with staleness
+    /// markers removed.
+    pub(crate) fn eval_matrix_selector(&self, ms: &MatrixSelector) -> Result<RangeArg, QueryError> {
+        let vs = &ms.vs;
+        let offset = offset_ms(&vs.offset);
+        let at = self.resolve_at(&vs.at);
+        let range = dur_ms(&ms.range);
+        let (rmin, rmax) = match at {
+            Some(a) => (a - offset, a - offset),
+            None => (self.start - offset, self.end - offset),
+        };
+        let series = self.select(vs, rmin - range + 1, rmax)?;
+        let series = series
+            .into_iter()
+            .map(|s| RangeSeries {
+                labels: s.labels,
+                drop_name: false,
+                samples: s.samples.iter().filter(|p| !is_stale_nan(p.v)).map(|p| (p.t, p.v)).collect(),
+            })
+            .filter(|s| !s.samples.is_empty())
+            .collect();
+        Ok(RangeArg { series, range, offset, at })
+    }
+}

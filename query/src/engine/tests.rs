@@ -1,0 +1,91 @@
+use super::*;
+use crate::model::{Labels, Sample};
+use crate::promqltest::MemStore;
+
+fn store() -> MemStore {
+    let mut s = MemStore::new();
+    for i in 0..=10 {
+        s.add(Labels::from_pairs([("__name__", "up_total"), ("job", "a")]), i * 60_000, i as f64 * 10.0);
+        s.add(Labels::from_pairs([("__name__", "up_total"), ("job", "b")]), i * 60_000, i as f64);
+    }
+    s
+}
+
+#[test]
+fn instant_selector_returns_latest_sample_within_lookback() {
+    let e = Engine::new(EngineOptions::default());
+    let out = e.instant_query(&store(), "up_total{job=\"a\"}", 330_000, &QueryOptions::default()).unwrap();
+    match out.value {
+        Value::Vector(v) => {
+            assert_eq!(v.len(), 1);
+            assert_eq!(v[0].v, 50.0);
+            assert_eq!(v[0].t, 330_000);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn stale_marker_hides_series_from_instant_selector() {
+    let mut s = MemStore::new();
+    let l = Labels::from_pairs([("__name__", "m")]);
+    s.add(l.clone(), 0, 1.0);
+    s.add(l, 60_000, f64::from_bits(STALE_NAN_BITS));
+    let e = Engine::default();
+    let out = e.instant_query(&s, "m", 90_000, &QueryOptions::default()).unwrap();
+    assert_eq!(out.value, Value::Vector(vec![]));
+}
+
+#[test]
+fn range_query_sum_rate_is_sorted_matrix() {
+    let e = Engine::default();
+    let out = e
+        .range_query(&store(), "sum by (job) (rate(up_total[5m]))", 300_000, 600_000, 60_000, &QueryOptions::default())
+        .unwrap();
+    let Value::Matrix(m) = out.value else { panic!("not a matrix") };
+    assert_eq!(m.len(), 2);
+    assert_eq!(m[0].labels.get("job"), Some("a"));
+    assert_eq!(m[0].samples.len(), 6);
+    assert!((m[0].samples[0].v - 10.0 / 60.0).abs() < 1e-9);
+    assert_eq!(m[1].samples[0], Sample { t: 300_000, v: 1.0 / 60.0 });
+}
+
+#[test]
+fn parse_error_is_bad_data() {
+    let e = Engine::default();
+    let err = e.instant_query(&store(), "sum(", 0, &QueryOptions::default()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadData);
+    assert!(err.message.contains("parse error"), "{}", err.message);
+}
+
+#[test]
+fn too_many_samples_is_an_execution_error() {
+    let e = Engine::new(EngineOptions { max_samples: 5, ..Default::default() });
+    let err = e.instant_query(&store(), "up_total[10m]", 600_000, &QueryOptions::default()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Execution);
+    assert!(err.message.contains("too many samples"));
+}
+
+#[test]
+fn passed_deadline_times_out() {
+    let e = Engine::default();
+    let opts = QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
+    let err = e.range_query(&store(), "up_total", 0, 600_000, 1_000, &opts).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Timeout);
+}
+
+#[test]
+fn cancel_flag_cancels() {
+    let e = Engine::default();
+    let flag = Arc::new(AtomicBool::new(true));
+    let opts = QueryOptions { deadline: None, cancel: Some(flag) };
+    let err = e.instant_query(&store(), "up_total", 0, &opts).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Canceled);
+}
+
+#[test]
+fn range_query_rejects_too_many_points() {
+    let e = Engine::default();
+    let err = e.range_query(&store(), "up_total", 0, 20_000_000, 1_000, &QueryOptions::default()).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadData);
+}

@@ -1,0 +1,77 @@
+//! The in-memory store the runner loads test data into.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use regex::Regex;
+
+use crate::error::QueryError;
+use crate::model::{Labels, MatchOp, Matcher, Queryable, Sample, Series};
+
+/// Series kept in label order, each with samples in time order. Regexes are compiled
+/// once per distinct pattern.
+#[derive(Default)]
+pub struct MemStore {
+    series: BTreeMap<Labels, Vec<Sample>>,
+    regex_cache: Mutex<HashMap<String, Regex>>,
+}
+
+impl MemStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.series.clear();
+    }
+
+    /// Adds one sample; a sample at an existing timestamp replaces it.
+    pub fn add(&mut self, labels: Labels, t: i64, v: f64) {
+        let s = self.series.entry(labels).or_default();
+        match s.binary_search_by_key(&t, |x| x.t) {
+            Ok(i) => s[i].v = v,
+            Err(i) => s.insert(i, Sample { t, v }),
+        }
+    }
+
+    fn matches(&self, m: &Matcher, value: &str) -> Result<bool, QueryError> {
+        Ok(match m.op {
+            MatchOp::Equal => value == m.value,
+            MatchOp::NotEqual => value != m.value,
+            MatchOp::Regex | MatchOp::NotRegex => {
+                let mut cache = self.regex_cache.lock().map_err(|_| QueryError::internal("regex cache poisoned"))?;
+                if !cache.contains_key(&m.value) {
+                    let re = Regex::new(&format!("^(?s:{})$", m.value))
+                        .map_err(|e| QueryError::bad_data(format!("invalid regular expression {:?}: {e}", m.value)))?;
+                    cache.insert(m.value.clone(), re);
+                }
+                let hit = cache[&m.value].is_match(value);
+                if m.op == MatchOp::Regex {
+                    hit
+                } else {
+                    !hit
+                }
+            }
+        })
+    }
+}
+
+impl Queryable for MemStore {
+    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
+        let mut out = Vec::new();
+        'series: for (labels, samples) in &self.series {
+            for m in matchers {
+                // A missing label matches as the empty string.
+                if !self.matches(m, labels.get(&m.name).unwrap_or(""))? {
+                    continue 'series;
+                }
+            }
+            let lo = samples.partition_point(|s| s.t < mint);
+            let hi = samples.partition_point(|s| s.t <= maxt);
+            if lo < hi {
+                out.push(Series { labels: labels.clone(), samples: samples[lo..hi].to_vec() });
+            }
+        }
+        Ok(out)
+    }
+}
