@@ -274,11 +274,9 @@ impl Evaluator<'_> {
                     .collect();
                 Ok(Val::Scalar(out))
             }
-            "info" => {
-                // Without target_info enrichment support, info() returns its input.
-                let v = self.eval_vector(arg(0)?)?;
-                Ok(Val::Vector(v))
-            }
+            // The experimental info() joins info metrics (target_info) into its input;
+            // refusing it is better than silently returning the input unenriched.
+            "info" => Err(QueryError::bad_data("function \"info\" is not supported")),
             "round" | "clamp" | "clamp_min" | "clamp_max" => {
                 let v = self.eval_vector(arg(0)?)?;
                 let mut sargs: Vec<Vec<f64>> = Vec::new();
@@ -485,6 +483,11 @@ impl Evaluator<'_> {
         let mut out: Vec<StepSeries> = Vec::new();
         let mut series_info: Vec<Option<(usize, f64)>> = Vec::with_capacity(v.len());
         for s in &v {
+            // A native histogram series has no `le` and needs none.
+            if s.pts.iter().all(|p| is_histogram_marker(p.1)) {
+                series_info.push(None);
+                continue;
+            }
             let le = s.labels.get("le").unwrap_or("");
             match parse_go_float(le) {
                 Some(ub) => {
