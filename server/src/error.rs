@@ -33,6 +33,11 @@ pub enum ErrorKind {
     Internal,
     /// No such resource (404 `not_found`).
     NotFound,
+    /// The client went away or the server is stopping while a query ran (499 `canceled`,
+    /// nginx' "client closed request", as Prometheus 3.x answers).
+    Canceled,
+    /// A query ran out of time (503 `timeout`).
+    Timeout,
 }
 
 /// THE mapping from error kind to HTTP status and Prometheus `errorType`.
@@ -46,6 +51,8 @@ pub fn status_of(kind: ErrorKind) -> (StatusCode, &'static str) {
         ErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
         ErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         ErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
+        ErrorKind::Canceled => (StatusCode::from_u16(499).expect("499 is a valid status code"), "canceled"),
+        ErrorKind::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
     }
 }
 
@@ -92,8 +99,9 @@ impl ApiError {
     /// Prometheus JSON envelope rendering, for the `/api/v1/*` JSON endpoints.
     pub fn into_json_response(self) -> Response {
         let (status, error_type) = status_of(self.kind);
-        let body = serde_json::json!({"status": "error", "errorType": error_type, "error": self.message});
-        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response();
+        // Written with Go's escaping so the bytes match Prometheus' (see query_api/json.rs).
+        let body = crate::http::query_api::json::error_envelope(error_type, &self.message);
+        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         self.add_retry_after(&mut resp);
         resp
     }

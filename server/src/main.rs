@@ -19,6 +19,16 @@ enum Command {
     /// Run the all-in-one node: remote write/read, the Prometheus HTTP API and S local shards.
     #[command(long_about = SERVE_ABOUT)]
     Serve(ServeArgs),
+    /// Run PromQL conformance scripts (Prometheus' promqltest format) against the engine;
+    /// prints one line per failing eval and `N passed, M failed`; exits 1 on any failure.
+    Promqltest(PromqltestArgs),
+}
+
+#[derive(Args)]
+struct PromqltestArgs {
+    /// Script files (`load`, `clear`, `eval instant|range` with `expect` lines).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
 }
 
 const SERVE_ABOUT: &str = "\
@@ -74,6 +84,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Promqltest(args) => {
+            if tessera_query::promqltest::run_cli(&args.files) == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
     }
 }
 

@@ -59,7 +59,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let mut serve_task = tokio::spawn(async move { serve.await });
     // Normally a signal (or a failed shard open) cancels `shutdown`; if the HTTP server
     // itself stops first (an accept error), that is fatal and must not hang here.
+    // `biased`: once shutdown is cancelled the server task finishes too, and both
+    // branches may be ready at once; the cancellation must win that tie.
     tokio::select! {
+        biased;
         _ = shutdown.cancelled() => {}
         r = &mut serve_task => {
             shutdown.cancel();

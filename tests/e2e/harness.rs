@@ -182,6 +182,10 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Some(st) = child.try_wait().expect("wait") {
+                if !st.success() {
+                    // Shown with the failing test's output: why the server exited badly.
+                    eprintln!("tessera exited with {st} after SIGTERM; stderr:\n{}", self.stderr());
+                }
                 return st;
             }
             if Instant::now() > deadline {

@@ -9,6 +9,7 @@ mod codec;
 mod data;
 mod engine;
 mod functions;
+mod query;
 
 fn main() {
     // Size reports are slow (they build real data sets): run them only under
@@ -27,6 +28,7 @@ fn main() {
     codec::benches(&mut c);
     engine::benches(&mut c);
     functions::benches(&mut c);
+    query::benches(&mut c);
     c.final_summary();
     if reports {
         codec::report_bytes_per_sample();

@@ -128,7 +128,8 @@ impl Evaluator<'_> {
                     "and" | "or" | "unless" => self.set_op(&op, l, r, on, &names).map(Val::Vector),
                     _ => {
                         let card = if card == Card::ManyToMany { Card::OneToOne } else { card };
-                        self.vector_binop(&op, l, r, on, &names, card, &include, return_bool).map(Val::Vector)
+                        let fill = b.modifier.as_ref().map(|m| (m.fill_values.lhs, m.fill_values.rhs)).unwrap_or((None, None));
+                        self.vector_binop(&op, l, r, on, &names, card, &include, return_bool, fill).map(Val::Vector)
                     }
                 }
             }
@@ -168,7 +169,7 @@ impl Evaluator<'_> {
                     continue;
                 }
                 let k = ((t - self.start) / self.step) as usize;
-                let sv = s[k.min(s.len() - 1)];
+                let sv = labels_util::at_step(s, k);
                 let (l, r) = if swap { (sv, x) } else { (x, sv) };
                 let (mut val, mut keep) = float_binop(op, l, r)?;
                 // A comparison keeps the vector element's value even when the vector
@@ -204,13 +205,18 @@ impl Evaluator<'_> {
         card: Card,
         include: &[String],
         return_bool: bool,
+        fill: (Option<f64>, Option<f64>),
     ) -> Result<Vec<StepSeries>, QueryError> {
-        if lhs.is_empty() || rhs.is_empty() {
+        let any_fill = fill.0.is_some() || fill.1.is_some();
+        if !any_fill && (lhs.is_empty() || rhs.is_empty()) {
             return Ok(Vec::new());
         }
         let cmp = is_comparison(op);
         // For one-to-many, swap the sides so the right side is always the "one".
         let (many, one) = if card == Card::OneToMany { (rhs, lhs) } else { (lhs, rhs) };
+        // Fill values for a missing many-side / one-side element (experimental
+        // `fill`, `fill_left`, `fill_right` modifiers; given for the original sides).
+        let (fill_many, fill_one) = if card == Card::OneToMany { (fill.1, fill.0) } else { (fill.0, fill.1) };
         let many_sig: Vec<Vec<u8>> = many.iter().map(|s| signature(&s.labels, on, names)).collect();
         let one_sig: Vec<Vec<u8>> = one.iter().map(|s| signature(&s.labels, on, names)).collect();
         let mut result_labels: HashMap<(usize, usize), Labels> = HashMap::new();
@@ -225,7 +231,7 @@ impl Evaluator<'_> {
             let t = self.ts(k);
             cur_many.at(&many, t, &mut pm);
             cur_one.at(&one, t, &mut po);
-            if pm.is_empty() || po.is_empty() {
+            if !any_fill && (pm.is_empty() || po.is_empty()) {
                 continue;
             }
             one_by_sig.clear();
@@ -287,6 +293,39 @@ impl Evaluator<'_> {
                 }
                 let drop_name = return_bool || !cmp || many[mi].drop_name;
                 out.push(&labels, drop_name, t, val);
+            }
+            if any_fill {
+                // Elements without a partner on the other side, paired with the fill value.
+                let mut emit = |src: &StepSeries, x: f64, x_is_many: bool, fillv: f64| -> Result<(), QueryError> {
+                    if is_histogram_marker(x) {
+                        return Ok(());
+                    }
+                    let (mv, ov) = if x_is_many { (x, fillv) } else { (fillv, x) };
+                    let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
+                    let (mut val, keep) = float_binop(op, l, r)?;
+                    if return_bool {
+                        val = if keep { 1.0 } else { 0.0 };
+                    } else if !keep {
+                        return Ok(());
+                    }
+                    let labels = result_metric(&src.labels, &src.labels, on, names, card, &[]);
+                    out.push(&labels, return_bool || !cmp || src.drop_name, t, val);
+                    Ok(())
+                };
+                if let Some(f) = fill_one {
+                    for &(mi, mv) in &pm {
+                        if !one_by_sig.contains_key(many_sig[mi].as_slice()) {
+                            emit(&many[mi], mv, true, f)?;
+                        }
+                    }
+                }
+                if let Some(f) = fill_many {
+                    for &(oi, ov) in &po {
+                        if !matched.contains_key(one_sig[oi].as_slice()) {
+                            emit(&one[oi], ov, false, f)?;
+                        }
+                    }
+                }
             }
         }
         Ok(out.series)

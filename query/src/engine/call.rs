@@ -108,7 +108,9 @@ impl Evaluator<'_> {
                 let ra = self.eval_range_arg(a)?;
                 let mut seen = vec![false; n];
                 self.for_each_window(&ra, |_, _, k, _, _| {
-                    seen[k] = true;
+                    if let Some(s) = seen.get_mut(k) {
+                        *s = true;
+                    }
                     Ok(())
                 })?;
                 let mut ss = StepSeries::new(absent_labels(a), false);
@@ -224,6 +226,24 @@ impl Evaluator<'_> {
                 let v = self.eval_vector(arg(1)?)?;
                 self.histogram_quantile(&q, v).map(Val::Vector)
             }
+            "histogram_quantiles" => {
+                let v = self.eval_vector(arg(0)?)?;
+                let label = self.eval_string(arg(1)?)?;
+                let mut qs = Vec::new();
+                for a in args.iter().skip(2) {
+                    qs.push(self.eval_scalar(a)?);
+                }
+                let mut out = Vec::new();
+                for q in &qs {
+                    let res = self.histogram_quantile(q, v.clone())?;
+                    let qlabel = functions::format::format_openmetrics_float(q[0]);
+                    for mut s in res {
+                        s.labels = labels_util::set(&s.labels, &label, &qlabel);
+                        out.push(s);
+                    }
+                }
+                Ok(Val::Vector(merge_checked(out)?))
+            }
             "histogram_count" | "histogram_sum" | "histogram_avg" | "histogram_stddev" | "histogram_stdvar" => {
                 // These read native histograms only; float samples are ignored.
                 let _ = self.eval_vector(arg(0)?)?;
@@ -233,7 +253,7 @@ impl Evaluator<'_> {
                 let lo = self.eval_scalar(arg(0)?)?;
                 let hi = self.eval_scalar(arg(1)?)?;
                 let v = self.eval_vector(arg(2)?)?;
-                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(lo[k], hi[k], b), false))
+                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(labels_util::at_step(&lo, k), labels_util::at_step(&hi, k), b), false))
                     .map(Val::Vector)
             }
             "min_of" | "max_of" => {
@@ -310,7 +330,7 @@ impl Evaluator<'_> {
                 }
                 let k = ((t - self.start) / self.step) as usize;
                 for (i, sa) in sargs.iter().enumerate() {
-                    a[i] = sa[k.min(sa.len() - 1)];
+                    a[i] = labels_util::at_step(sa, k);
                 }
                 // clamp with min > max returns no sample.
                 if name == "clamp" && a.len() == 2 && a[0] > a[1] {
@@ -376,6 +396,9 @@ impl Evaluator<'_> {
             }
         }
         let keep_name = matches!(name, "last_over_time" | "first_over_time");
+        // Resolved once: the per-window call is then a plain match.
+        let func = functions::range::RangeFn::from_name(name)
+            .ok_or_else(|| QueryError::bad_data(format!("unknown function with name {name:?}")))?;
         let mut out: Vec<StepSeries> =
             ra.series.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name || !keep_name)).collect();
         let mut fargs = vec![0.0; scalars.len()];
@@ -392,7 +415,7 @@ impl Evaluator<'_> {
         let ctx = self.ctx;
         self.for_each_window(&ra, |win, si, k, ws, we| {
             for (i, s) in scalars.iter().enumerate() {
-                fargs[i] = s[k.min(s.len() - 1)];
+                fargs[i] = labels_util::at_step(s, k);
             }
             let mut win = win;
             if !all_types && win.iter().any(|s| is_histogram_marker(s.v)) {
@@ -422,7 +445,7 @@ impl Evaluator<'_> {
             // predict_linear extrapolates from the evaluation time, not from the
             // window end (they differ under `@` and `offset`).
             let we = if name == "predict_linear" { self.ts(k) } else { we };
-            if let Some(v) = functions::range::eval_range(name, win, ws, we, &fargs)? {
+            if let Some(v) = func.eval(win, ws, we, &fargs)? {
                 out[si].pts.push((self.ts(k), v));
             }
             Ok(())
@@ -445,7 +468,7 @@ impl Evaluator<'_> {
                 break;
             }
         }
-        self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(q[k.min(q.len() - 1)], b))
+        self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(labels_util::at_step(q, k), b))
     }
 
     /// Groups classic histogram buckets (series that differ only in `le`) and calls
@@ -485,12 +508,20 @@ impl Evaluator<'_> {
         let mut cur = StepCursor::new(v.len());
         let mut present = Vec::new();
         let mut buckets: Vec<Vec<(f64, f64)>> = vec![Vec::new(); out.len()];
+        let mut native_out: HashMap<usize, usize> = HashMap::new();
+        let mut extra: Vec<StepSeries> = Vec::new();
         for k in 0..self.n_steps() {
             self.ctx.check_interrupt()?;
             let t = self.ts(k);
             cur.at(&v, t, &mut present);
             for &(i, val) in &present {
                 if is_histogram_marker(val) {
+                    // A native histogram gives one (opaque) result of its own.
+                    let idx = *native_out.entry(i).or_insert_with(|| {
+                        extra.push(StepSeries::new(v[i].labels.clone(), true));
+                        extra.len() - 1
+                    });
+                    extra[idx].pts.push((t, val));
                     continue;
                 }
                 if let Some((g, ub)) = series_info[i] {
@@ -513,6 +544,7 @@ impl Evaluator<'_> {
                 b.clear();
             }
         }
+        out.extend(extra);
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
     }

@@ -10,7 +10,7 @@ use promql_parser::parser::{AtModifier, Expr, Offset};
 use super::types::{StepSeries, Val};
 use super::{EngineOptions, QueryOptions, DEFAULT_SUBQUERY_STEP_MS};
 use crate::error::{ErrorKind, QueryError};
-use crate::model::Queryable;
+use crate::model::{Queryable, Sample};
 use crate::value::{QueryOutput, Value};
 
 /// State shared by every evaluator of one query (subqueries get their own
@@ -336,7 +336,7 @@ impl<'a> Evaluator<'a> {
             .into_iter()
             .filter_map(|s| {
                 let pts: Vec<(i64, f64)> =
-                    s.samples.iter().filter(|p| p.0 > lo && p.0 <= r).copied().collect();
+                    s.samples.iter().filter(|p| p.t > lo && p.t <= r).map(|p| (p.t, p.v)).collect();
                 if pts.is_empty() {
                     None
                 } else {
@@ -372,12 +372,16 @@ impl<'a> Evaluator<'a> {
                 Val::Vector(v) => {
                     for x in v {
                         if !x.pts.is_empty() {
-                            series.push(RangeSeries { labels: x.labels, drop_name: x.drop_name, samples: x.pts });
+                            series.push(RangeSeries {
+                                labels: x.labels,
+                                drop_name: x.drop_name,
+                                samples: x.pts.into_iter().map(|(t, v)| Sample { t, v }).collect(),
+                            });
                         }
                     }
                 }
                 Val::Scalar(v) => {
-                    let samples = v.into_iter().enumerate().map(|(i, v)| (sub.ts(i), v)).collect();
+                    let samples = v.into_iter().enumerate().map(|(i, v)| Sample { t: sub.ts(i), v }).collect();
                     series.push(RangeSeries { labels: Default::default(), drop_name: false, samples });
                 }
                 other => {
@@ -431,7 +435,6 @@ impl<'a> Evaluator<'a> {
         mut f: impl FnMut(&[crate::model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
         let n = self.n_steps();
-        let mut buf: Vec<crate::model::Sample> = Vec::new();
         let base = self.ctx.cur_samples();
         for (si, s) in ra.series.iter().enumerate() {
             self.ctx.check_interrupt()?;
@@ -439,19 +442,18 @@ impl<'a> Evaluator<'a> {
             for k in 0..n {
                 let r = ra.at.unwrap_or_else(|| self.ts(k)) - ra.offset;
                 let ws = r - ra.range;
-                while hi < s.samples.len() && s.samples[hi].0 <= r {
+                while hi < s.samples.len() && s.samples[hi].t <= r {
                     hi += 1;
                 }
-                while lo < hi && s.samples[lo].0 <= ws {
+                while lo < hi && s.samples[lo].t <= ws {
                     lo += 1;
                 }
                 if lo >= hi {
                     continue;
                 }
                 self.ctx.check_samples(base + (hi - lo))?;
-                buf.clear();
-                buf.extend(s.samples[lo..hi].iter().map(|&(t, v)| crate::model::Sample { t, v }));
-                f(&buf, si, k, ws, r)?;
+                // The window is a slice of the series: no copy per step.
+                f(&s.samples[lo..hi], si, k, ws, r)?;
             }
         }
         Ok(())
@@ -470,7 +472,7 @@ pub(crate) struct RangeArg {
 pub(crate) struct RangeSeries {
     pub labels: crate::model::Labels,
     pub drop_name: bool,
-    pub samples: Vec<(i64, f64)>,
+    pub samples: Vec<Sample>,
 }
 
 fn is_literal(e: &Expr) -> bool {

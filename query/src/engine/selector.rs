@@ -122,7 +122,7 @@ impl Evaluator<'_> {
             .map(|s| RangeSeries {
                 labels: s.labels,
                 drop_name: false,
-                samples: s.samples.iter().filter(|p| !is_stale_nan(p.v)).map(|p| (p.t, p.v)).collect(),
+                samples: s.samples.into_iter().filter(|p| !is_stale_nan(p.v)).collect(),
             })
             .filter(|s| !s.samples.is_empty())
             .collect();

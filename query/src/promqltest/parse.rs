@@ -217,12 +217,14 @@ fn read_quoted(s: &str) -> Result<(String, usize), String> {
                 b'"' => out.push(b'"'),
                 b'\'' => out.push(b'\''),
                 b'x' if i + 2 < b.len() => {
-                    let v = u8::from_str_radix(&s[i + 1..i + 3], 16).map_err(|e| e.to_string())?;
+                    let hex = s.get(i + 1..i + 3).ok_or("bad \\x escape")?;
+                    let v = u8::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
                     out.push(v);
                     i += 2;
                 }
                 b'u' if i + 4 < b.len() => {
-                    let v = u32::from_str_radix(&s[i + 1..i + 5], 16).map_err(|e| e.to_string())?;
+                    let hex = s.get(i + 1..i + 5).ok_or("bad \\u escape")?;
+                    let v = u32::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
                     let ch = char::from_u32(v).ok_or("bad unicode escape")?;
                     let mut buf = [0u8; 4];
                     out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
@@ -338,6 +340,42 @@ fn parse_range_spec(s: &str) -> Option<((i64, i64, i64), &str)> {
     Some(((parse_duration(start)?, parse_duration(end)?, parse_duration(step)?), rest))
 }
 
+/// `load_with_nhcb` also loads each classic histogram (`x_bucket` series sharing labels
+/// but `le`) as a native histogram with custom buckets named `x`. Native histograms are
+/// not evaluated, so these are histogram placeholders at the classic samples' times.
+fn nhcb_placeholders(series: &[(Labels, Vec<Point>)]) -> Vec<(Labels, Vec<Point>)> {
+    let mut out: Vec<(Labels, Vec<Point>)> = Vec::new();
+    for (labels, points) in series {
+        let Some(name) = labels.get("__name__").and_then(|n| n.strip_suffix("_bucket")) else { continue };
+        if labels.get("le").is_none() {
+            continue;
+        }
+        let pairs = labels
+            .iter()
+            .filter(|l| l.name != "le" && l.name != "__name__")
+            .map(|l| (l.name.clone(), l.value.clone()))
+            .chain(std::iter::once(("__name__".to_string(), name.to_string())));
+        let key = Labels::from_pairs(pairs);
+        let idx = match out.iter().position(|(l, _)| *l == key) {
+            Some(i) => i,
+            None => {
+                out.push((key, Vec::new()));
+                out.len() - 1
+            }
+        };
+        let pts = &mut out[idx].1;
+        if pts.len() < points.len() {
+            pts.resize(points.len(), Point::Missing);
+        }
+        for (i, p) in points.iter().enumerate() {
+            if matches!(p, Point::Float(_)) {
+                pts[i] = Point::Histogram;
+            }
+        }
+    }
+    out
+}
+
 /// Parses a whole script into commands. Lines are trimmed; `#` lines are blank lines,
 /// and a blank line ends a block.
 pub(crate) fn parse_script(text: &str) -> Vec<Cmd> {
@@ -383,6 +421,9 @@ pub(crate) fn parse_script(text: &str) -> Vec<Cmd> {
                         Ok(s) => series.push(s),
                         Err(e) => error = Some(e),
                     }
+                }
+                if word == "load_with_nhcb" {
+                    series.extend(nhcb_placeholders(&series));
                 }
                 cmds.push(Cmd::Load { line: lineno, interval, series, error });
             }

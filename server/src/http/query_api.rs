@@ -13,7 +13,8 @@
 mod ast_json;
 mod exec;
 mod handlers;
-mod json;
+/// Prometheus-exact JSON writing, shared with the server's error envelope.
+pub mod json;
 /// Parameter parsing shared with the other read endpoints (series, labels).
 pub mod params;
 mod response;
@@ -31,7 +32,7 @@ use axum::Router;
 use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
 
 pub use exec::QueryControl;
-pub use response::{status_and_type, ApiError, ApiErrorKind};
+pub use response::ApiError;
 pub use tsdb_stats::{CardinalityCounter, HeadSummary, TsdbStatus};
 
 /// Options of one evaluation beyond the expression and its times.
@@ -211,17 +212,6 @@ impl QueryApi {
         let executor = exec::Executor::new(limits.concurrency());
         QueryApi { evaluator, data, limits, info, executor }
     }
-}
-
-/// The tenant of a request: `X-Scope-OrgID` (Cortex/Mimir convention), `anonymous` if absent.
-pub fn tenant_of(headers: &axum::http::HeaderMap) -> String {
-    headers
-        .get("X-Scope-OrgID")
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .unwrap_or("anonymous")
-        .to_string()
 }
 
 /// The router for all endpoints of this module, with paths starting at `/api/v1`.

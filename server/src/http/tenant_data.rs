@@ -2,18 +2,17 @@
 //! served by the local shards.
 //!
 //! It only adapts: tenancy stays in `shards` (the `TenantView` and `Shards::series` add
-//! and strip the tenant label), and errors are translated into the query API's own
-//! error type so the query handlers answer with the same envelope as for their own
-//! errors.
+//! and strip the tenant label); errors are the server's `ApiError`, which the query API
+//! uses too.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use tessera_query::{Labels, Queryable};
 
-use super::query_api::{self, ApiErrorKind, HeadSummary, TenantData};
+use super::query_api::{HeadSummary, TenantData};
 use super::AppState;
-use crate::error::{ApiError, ErrorKind};
+use crate::error::ApiError;
 
 /// The local shards as the query API's data source.
 pub struct ShardsData {
@@ -26,30 +25,18 @@ impl ShardsData {
     }
 }
 
-/// The server's error in the query API's vocabulary (same Prometheus error types).
-fn to_query_error(e: ApiError) -> query_api::ApiError {
-    let kind = match e.kind {
-        ErrorKind::BadData | ErrorKind::TooLarge | ErrorKind::UnsupportedMediaType => ApiErrorKind::BadData,
-        ErrorKind::Execution => ApiErrorKind::Execution,
-        ErrorKind::TooManyRequests | ErrorKind::Unavailable => ApiErrorKind::Unavailable,
-        ErrorKind::NotFound => ApiErrorKind::NotFound,
-        ErrorKind::Internal => ApiErrorKind::Internal,
-    };
-    query_api::ApiError { kind, message: e.message }
-}
-
 impl TenantData for ShardsData {
-    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, query_api::ApiError> {
-        let view = self.state.tenant_view(tenant).map_err(to_query_error)?;
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError> {
+        let view = self.state.tenant_view(tenant)?;
         Ok(Arc::new(view))
     }
 
-    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, query_api::ApiError>> {
+    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
         let state = Arc::clone(&self.state);
         let tenant = tenant.to_owned();
         Box::pin(async move {
-            let shards = state.shards().map_err(to_query_error)?;
-            let all = shards.series(&tenant, &[], i64::MIN, i64::MAX).await.map_err(to_query_error)?;
+            let shards = state.shards()?;
+            let all = shards.series(&tenant, &[], i64::MIN, i64::MAX).await?;
             Ok(all
                 .into_iter()
                 .map(|ls| {
@@ -88,7 +75,7 @@ mod tests {
         let state: AppState = Arc::new(ServerState::new(Config::default()));
         let data = ShardsData::new(Arc::clone(&state));
         let err = data.queryable("a").err().expect("not ready yet");
-        assert_eq!(err.kind, ApiErrorKind::Unavailable);
+        assert_eq!(err.kind, crate::error::ErrorKind::Unavailable);
 
         let shards = Shards::open(dir.path(), 2, &EngineConfig::default(), 2, &|_, _| {}).expect("open");
         state.set_shards(Arc::new(shards));

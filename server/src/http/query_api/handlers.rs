@@ -14,8 +14,8 @@ use promql_parser::parser::Expr;
 use tessera_query::{QueryOutput, Value};
 
 use super::params::{self, Params, MAX_TIME_MS, MIN_TIME_MS};
-use super::response::{cap_annotations, ApiError, ApiSuccess};
-use super::{ast_json, json, tenant_of, EvalOptions, QueryApi};
+use super::response::{cap_annotations, error_response, invalid_param, ApiError, ApiSuccess, JsonError};
+use super::{ast_json, json, EvalOptions, QueryApi};
 
 /// A read request: its form values and its tenant.
 pub struct ApiRequest {
@@ -24,10 +24,11 @@ pub struct ApiRequest {
 }
 
 impl<S: Send + Sync> FromRequest<S> for ApiRequest {
-    type Rejection = ApiError;
+    type Rejection = JsonError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let tenant = tenant_of(req.headers());
+    async fn from_request(req: Request, state: &S) -> Result<Self, JsonError> {
+        // Tenant IDs are validated the same way for every endpoint.
+        let tenant = crate::http::params::tenant(req.headers()).map_err(JsonError)?;
         let content_type = req
             .headers()
             .get(header::CONTENT_TYPE)
@@ -37,7 +38,7 @@ impl<S: Send + Sync> FromRequest<S> for ApiRequest {
         // axum's default body limit (2 MiB) bounds what a form body may cost us.
         let body = Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::bad_data(format!("error parsing form values: {e}")))?;
+            .map_err(|e| JsonError(ApiError::bad_data(format!("error parsing form values: {e}"))))?;
         Ok(ApiRequest { params: Params::from_request(query.as_deref(), content_type.as_deref(), &body), tenant })
     }
 }
@@ -48,14 +49,14 @@ fn now_ms() -> i64 {
 
 /// Parses the `query` parameter, with Prometheus' error wrapping.
 fn parse_expr(params: &Params) -> Result<Expr, ApiError> {
-    promql_parser::parser::parse(params.value("query")).map_err(|e| ApiError::invalid_param("query", e))
+    promql_parser::parser::parse(params.value("query")).map_err(|e| invalid_param("query", e))
 }
 
 /// The deadline of a query: now plus the configured timeout, shortened by `timeout=`.
 fn deadline(api: &QueryApi, params: &Params) -> Result<Instant, ApiError> {
     let mut timeout = api.limits.timeout();
     if let Some(raw) = params.get("timeout") {
-        let ns = params::parse_duration_ns(raw).map_err(|e| ApiError::invalid_param("timeout", e))?;
+        let ns = params::parse_duration_ns(raw).map_err(|e| invalid_param("timeout", e))?;
         // A zero or negative timeout expires at once, as Go's context.WithDeadline does.
         timeout = timeout.min(Duration::from_nanos(ns.max(0) as u64));
     }
@@ -123,14 +124,14 @@ fn documented_type(t: ValueType) -> &'static str {
 pub async fn query(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     match instant_query(api, req).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => error_response(e),
     }
 }
 
 async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, ApiError> {
     let p = &req.params;
-    let limit = params::parse_limit(p).map_err(|e| ApiError::invalid_param("limit", e))?;
-    let time = params::parse_time_param(p, "time", now_ms()).map_err(|e| ApiError::invalid_param("time", e))?;
+    let limit = params::parse_limit(p).map_err(|e| invalid_param("limit", e))?;
+    let time = params::parse_time_param(p, "time", now_ms()).map_err(|e| invalid_param("time", e))?;
     let deadline = deadline(&api, p)?;
     let lookback = lookback_delta(p)?;
     parse_expr(p)?;
@@ -152,7 +153,7 @@ async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, 
 pub async fn query_range(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     match range_query(api, req).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => error_response(e),
     }
 }
 
@@ -171,18 +172,18 @@ fn with_thousands(n: u64) -> String {
 
 async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, ApiError> {
     let p = &req.params;
-    let limit = params::parse_limit(p).map_err(|e| ApiError::invalid_param("limit", e))?;
-    let start = params::parse_time(p.value("start")).map_err(|e| ApiError::invalid_param("start", e))?;
-    let end = params::parse_time(p.value("end")).map_err(|e| ApiError::invalid_param("end", e))?;
+    let limit = params::parse_limit(p).map_err(|e| invalid_param("limit", e))?;
+    let start = params::parse_time(p.value("start")).map_err(|e| invalid_param("start", e))?;
+    let end = params::parse_time(p.value("end")).map_err(|e| invalid_param("end", e))?;
     if end < start {
-        return Err(ApiError::invalid_param("end", "end timestamp must not be before start time"));
+        return Err(invalid_param("end", "end timestamp must not be before start time"));
     }
-    let step_ns = params::parse_duration_ns(p.value("step")).map_err(|e| ApiError::invalid_param("step", e))?;
+    let step_ns = params::parse_duration_ns(p.value("step")).map_err(|e| invalid_param("step", e))?;
     // Steps below a millisecond cannot be evaluated on millisecond timestamps; they would be a
     // zero step, which Prometheus rejects with this message too.
     let step_ms = step_ns / 1_000_000;
     if step_ns <= 0 || step_ms <= 0 {
-        return Err(ApiError::invalid_param(
+        return Err(invalid_param(
             "step",
             "zero or negative query resolution step widths are not accepted. Try a positive integer",
         ));
@@ -201,7 +202,7 @@ async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, Ap
     let expr_ast = parse_expr(p)?;
     let t = expr_ast.value_type();
     if t != ValueType::Vector && t != ValueType::Scalar {
-        return Err(ApiError::invalid_param(
+        return Err(invalid_param(
             "query",
             format!(
                 "invalid expression type {:?} for range query, must be Scalar or instant Vector",
@@ -228,8 +229,8 @@ async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, Ap
 pub async fn query_exemplars(req: ApiRequest) -> Response {
     let p = &req.params;
     let result = (|| {
-        let start = params::parse_time_param(p, "start", MIN_TIME_MS).map_err(|e| ApiError::invalid_param("start", e))?;
-        let end = params::parse_time_param(p, "end", MAX_TIME_MS).map_err(|e| ApiError::invalid_param("end", e))?;
+        let start = params::parse_time_param(p, "start", MIN_TIME_MS).map_err(|e| invalid_param("start", e))?;
+        let end = params::parse_time_param(p, "end", MAX_TIME_MS).map_err(|e| invalid_param("end", e))?;
         if end < start {
             return Err(ApiError::bad_data("end timestamp must not be before start timestamp"));
         }
@@ -239,7 +240,7 @@ pub async fn query_exemplars(req: ApiRequest) -> Response {
     match result {
         Ok(true) => ApiSuccess::data("[]".to_string()).into_response(),
         Ok(false) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => e.into_response(),
+        Err(e) => error_response(e),
     }
 }
 
@@ -252,7 +253,7 @@ pub async fn format_query(req: ApiRequest) -> Response {
             json::write_str(&mut data, &expr.prettify());
             ApiSuccess::data(data).into_response()
         }
-        Err(e) => e.into_response(),
+        Err(e) => error_response(e),
     }
 }
 
@@ -264,6 +265,6 @@ pub async fn parse_query(req: ApiRequest) -> Response {
             ast_json::translate(&expr).write(&mut data);
             ApiSuccess::data(data).into_response()
         }
-        Err(e) => e.into_response(),
+        Err(e) => error_response(e),
     }
 }

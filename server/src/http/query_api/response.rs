@@ -1,81 +1,38 @@
-//! Prometheus' answer envelope and the one place that maps an error kind to an HTTP status.
+//! Prometheus' answer envelope for the query API. Errors are the server's [`ApiError`];
+//! the one mapping from error kind to HTTP status and `errorType` is
+//! [`crate::error::status_of`].
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tessera_query::{ErrorKind, QueryError};
+use tessera_query::QueryError;
 
 use super::json;
+pub use crate::error::{ApiError, ErrorKind, JsonError};
 
-/// Prometheus' error vocabulary (`errorType`), shared by every read endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiErrorKind {
-    BadData,
-    Execution,
-    Canceled,
-    Timeout,
-    Unavailable,
-    NotFound,
-    Internal,
-}
-
-/// The single mapping from error kind to HTTP status and Prometheus `errorType`, as Prometheus
-/// 3.x' `respondError` does it. 499 is nginx' "client closed request", which Prometheus uses
-/// for canceled queries.
-pub fn status_and_type(kind: ApiErrorKind) -> (StatusCode, &'static str) {
-    match kind {
-        ApiErrorKind::BadData => (StatusCode::BAD_REQUEST, "bad_data"),
-        ApiErrorKind::Execution => (StatusCode::UNPROCESSABLE_ENTITY, "execution"),
-        ApiErrorKind::Canceled => (
-            StatusCode::from_u16(499).expect("499 is a valid status code"),
-            "canceled",
-        ),
-        ApiErrorKind::Timeout => (StatusCode::SERVICE_UNAVAILABLE, "timeout"),
-        ApiErrorKind::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-        ApiErrorKind::NotFound => (StatusCode::NOT_FOUND, "not_found"),
-        ApiErrorKind::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
-    }
-}
-
-/// An error answer: kind plus the message shown to the client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub kind: ApiErrorKind,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn bad_data(message: impl Into<String>) -> Self {
-        ApiError { kind: ApiErrorKind::BadData, message: message.into() }
-    }
-
-    pub fn internal(message: impl Into<String>) -> Self {
-        ApiError { kind: ApiErrorKind::Internal, message: message.into() }
-    }
-
-    /// `invalid parameter "<name>": <reason>`, Prometheus' wording for a malformed parameter.
-    pub fn invalid_param(name: &str, reason: impl std::fmt::Display) -> Self {
-        ApiError::bad_data(format!("invalid parameter {name:?}: {reason}"))
-    }
+/// `invalid parameter "<name>": <reason>`, Prometheus' wording for a malformed parameter.
+pub fn invalid_param(name: &str, reason: impl std::fmt::Display) -> ApiError {
+    ApiError::bad_data(format!("invalid parameter {name:?}: {reason}"))
 }
 
 impl From<QueryError> for ApiError {
+    /// The engine's error classes are Prometheus' (`promql.ErrQueryCanceled` and so on),
+    /// so they map one to one.
     fn from(e: QueryError) -> Self {
+        use tessera_query::ErrorKind as Q;
         let kind = match e.kind {
-            ErrorKind::BadData => ApiErrorKind::BadData,
-            ErrorKind::Execution => ApiErrorKind::Execution,
-            ErrorKind::Canceled => ApiErrorKind::Canceled,
-            ErrorKind::Timeout => ApiErrorKind::Timeout,
-            ErrorKind::Internal => ApiErrorKind::Internal,
+            Q::BadData => ErrorKind::BadData,
+            Q::Execution => ErrorKind::Execution,
+            Q::Canceled => ErrorKind::Canceled,
+            Q::Timeout => ErrorKind::Timeout,
+            Q::Internal => ErrorKind::Internal,
         };
-        ApiError { kind, message: e.message }
+        ApiError::new(kind, e.message)
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let (status, error_type) = status_and_type(self.kind);
-        json_response(status, json::error_envelope(error_type, &self.message))
-    }
+/// Renders an error in Prometheus' JSON envelope.
+pub fn error_response(e: impl Into<ApiError>) -> Response {
+    JsonError(e.into()).into_response()
 }
 
 /// A successful answer whose `data` is already encoded JSON.
@@ -93,15 +50,9 @@ impl ApiSuccess {
 
 impl IntoResponse for ApiSuccess {
     fn into_response(self) -> Response {
-        json_response(
-            StatusCode::OK,
-            json::success_envelope(&self.data_json, &self.warnings, &self.infos),
-        )
+        let body = json::success_envelope(&self.data_json, &self.warnings, &self.infos);
+        (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
     }
-}
-
-fn json_response(status: StatusCode, body: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Prometheus reports at most this many warnings and infos each, then one line saying how many

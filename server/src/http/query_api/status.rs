@@ -9,7 +9,7 @@ use chrono::SecondsFormat;
 
 use super::handlers::ApiRequest;
 use super::json::{write_str, ObjectWriter};
-use super::response::{ApiError, ApiErrorKind, ApiSuccess};
+use super::response::{error_response, ApiError, ApiSuccess, ErrorKind};
 use super::tsdb_stats::{self, CardinalityCounter};
 use super::QueryApi;
 
@@ -83,15 +83,14 @@ pub async fn flags(State(api): State<Arc<QueryApi>>) -> Response {
 pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     let limit = match tsdb_stats::parse_limit(req.params.get("limit")) {
         Ok(l) => l,
-        Err(e) => return ApiError::bad_data(e).into_response(),
+        Err(e) => return error_response(ApiError::bad_data(e)),
     };
     let deadline = Instant::now() + api.limits.timeout();
     let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => return e.into_response(),
+        Ok(Err(e)) => return error_response(e),
         Err(_) => {
-            return ApiError { kind: ApiErrorKind::Timeout, message: "query timed out in series listing".into() }
-                .into_response()
+            return error_response(ApiError::new(ErrorKind::Timeout, "query timed out in series listing"))
         }
     };
     let head = api.data.head_summary(&req.tenant);
@@ -113,6 +112,6 @@ pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response
         .await;
     match result {
         Ok(status) => ApiSuccess::data(status.to_json()).into_response(),
-        Err(e) => ApiError::from(e).into_response(),
+        Err(e) => error_response(e),
     }
 }

@@ -428,19 +428,28 @@ async fn execution_error_returns_422() {
 
 #[test]
 fn error_kinds_map_to_prometheus_statuses() {
+    use crate::error::{status_of, ErrorKind};
     let cases = [
-        (ApiErrorKind::BadData, 400, "bad_data"),
-        (ApiErrorKind::Execution, 422, "execution"),
-        (ApiErrorKind::Canceled, 499, "canceled"),
-        (ApiErrorKind::Timeout, 503, "timeout"),
-        (ApiErrorKind::Unavailable, 503, "unavailable"),
-        (ApiErrorKind::NotFound, 404, "not_found"),
-        (ApiErrorKind::Internal, 500, "internal"),
+        (ErrorKind::BadData, 400, "bad_data"),
+        (ErrorKind::Execution, 422, "execution"),
+        (ErrorKind::Canceled, 499, "canceled"),
+        (ErrorKind::Timeout, 503, "timeout"),
+        (ErrorKind::Unavailable, 503, "unavailable"),
+        (ErrorKind::NotFound, 404, "not_found"),
+        (ErrorKind::Internal, 500, "internal"),
     ];
     for (kind, code, name) in cases {
-        let (status, error_type) = status_and_type(kind);
+        let (status, error_type) = status_of(kind);
         assert_eq!((status.as_u16(), error_type), (code, name));
     }
+}
+
+#[tokio::test]
+async fn invalid_tenant_header_returns_400() {
+    let req = Request::get("/api/v1/query?query=up").header("X-Scope-OrgID", "a/b").body(Body::empty()).expect("request builds");
+    let (status, body) = send(api(), req).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(json(&body)["errorType"], "bad_data");
 }
 
 #[tokio::test]

@@ -1,0 +1,83 @@
+//! The PromQL engine end to end over an in-memory `Queryable`: the dashboard queries of
+//! the query issue on a small GPU fleet. Throughput is in samples read by the query, so
+//! the numbers compare with the samples/s/core target.
+
+use criterion::{black_box, Criterion, Throughput};
+use tessera_query::promqltest::MemStore;
+use tessera_query::{Engine, EngineOptions, Labels, QueryOptions};
+
+/// 256 GPUs on 32 nodes, scraped every 15 s for 12 hours.
+const GPUS: usize = 256;
+const SCRAPE_MS: i64 = 15_000;
+const SAMPLES: usize = 2_880;
+const T0: i64 = 1_760_000_000_000;
+
+/// An energy counter (mJ, rising by power × 15 s) and a utilisation gauge per GPU.
+fn fleet() -> MemStore {
+    let mut s = MemStore::new();
+    for gpu in 0..GPUS {
+        let host = format!("node-{:03}", gpu / 8);
+        let g = (gpu % 8).to_string();
+        let energy = Labels::from_pairs([
+            ("__name__", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+            ("Hostname", host.as_str()),
+            ("gpu", g.as_str()),
+        ]);
+        let util =
+            Labels::from_pairs([("__name__", "DCGM_FI_DEV_GPU_UTIL"), ("Hostname", host.as_str()), ("gpu", g.as_str())]);
+        let mut e = 0.0;
+        for i in 0..SAMPLES {
+            let t = T0 + i as i64 * SCRAPE_MS;
+            let watts = 300.0 + ((i * 7 + gpu) % 50) as f64;
+            e += watts * 15_000.0;
+            s.add(energy.clone(), t, e);
+            s.add(util.clone(), t, ((i / 40 + gpu) % 101) as f64);
+        }
+    }
+    s
+}
+
+pub fn benches(c: &mut Criterion) {
+    let store = fleet();
+    let engine = Engine::new(EngineOptions::default());
+    let opts = QueryOptions::default();
+    let end = T0 + (SAMPLES as i64 - 1) * SCRAPE_MS;
+    let mut g = c.benchmark_group("query");
+    g.sample_size(10);
+    // Every sample of the 256 energy series is read once by the range query.
+    g.throughput(Throughput::Elements((GPUS * SAMPLES) as u64));
+    g.bench_function("range_query_sum_rate_5m_256_gpus_12h_1m_step", |b| {
+        b.iter(|| {
+            let out = engine
+                .range_query(
+                    black_box(&store),
+                    "sum by (Hostname) (rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5m]))",
+                    T0 + 300_000,
+                    end,
+                    60_000,
+                    &opts,
+                )
+                .expect("valid query");
+            black_box(out)
+        })
+    });
+    g.bench_function("range_query_avg_util_by_host_256_gpus_12h_1m_step", |b| {
+        b.iter(|| {
+            let out = engine
+                .range_query(black_box(&store), "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", T0, end, 60_000, &opts)
+                .expect("valid query");
+            black_box(out)
+        })
+    });
+    // One hour of each series (240 samples) per evaluation.
+    g.throughput(Throughput::Elements((GPUS * 240) as u64));
+    g.bench_function("instant_topk_5_avg_over_time_1h_256_gpus", |b| {
+        b.iter(|| {
+            let out = engine
+                .instant_query(black_box(&store), "topk(5, avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]))", end, &opts)
+                .expect("valid query");
+            black_box(out)
+        })
+    });
+    g.finish();
+}
