@@ -485,6 +485,11 @@ impl Evaluator<'_> {
         let mut out: Vec<StepSeries> = Vec::new();
         let mut series_info: Vec<Option<(usize, f64)>> = Vec::with_capacity(v.len());
         for s in &v {
+            // A native histogram series has no `le` and needs none.
+            if s.pts.iter().all(|p| is_histogram_marker(p.1)) {
+                series_info.push(None);
+                continue;
+            }
             let le = s.labels.get("le").unwrap_or("");
             match parse_go_float(le) {
                 Some(ub) => {
