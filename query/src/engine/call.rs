@@ -274,11 +274,9 @@ impl Evaluator<'_> {
                     .collect();
                 Ok(Val::Scalar(out))
             }
-            "info" => {
-                // Without target_info enrichment support, info() returns its input.
-                let v = self.eval_vector(arg(0)?)?;
-                Ok(Val::Vector(v))
-            }
+            // The experimental info() joins info metrics (target_info) into its input;
+            // refusing it is better than silently returning the input unenriched.
+            "info" => Err(QueryError::bad_data("function \"info\" is not supported")),
             "round" | "clamp" | "clamp_min" | "clamp_max" => {
                 let v = self.eval_vector(arg(0)?)?;
                 let mut sargs: Vec<Vec<f64>> = Vec::new();
