@@ -16,6 +16,33 @@ fn scripts_in(dir: &Path) -> Vec<PathBuf> {
     v
 }
 
+/// Why a listed eval fails, in words a reader of EXPECTED_FAILURES can act on.
+fn category(f: &Failure) -> &'static str {
+    let file = Path::new(&f.file).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let r = f.reason.as_str();
+    if file == "native_histograms.test" {
+        return "native histograms are not evaluated";
+    }
+    if r.contains("parse error") {
+        return match file.as_str() {
+            "duration_expression.test" => "promql-parser 0.11 gap: duration arithmetic",
+            "extended_vectors.test" => "promql-parser 0.11 gap: anchored/smoothed modifiers",
+            _ => "promql-parser 0.11 gap",
+        };
+    }
+    // The other files mix native histograms into float data sets (e.g. a `version`
+    // series with one histogram sample), so these failures are histogram ones too.
+    if r.contains("native histogram") || f.query.contains("histogram") || f.query.contains("count_values") {
+        return "native histograms are not evaluated";
+    }
+    match file.as_str() {
+        "info.test" => "experimental info() enrichment not implemented",
+        "type_and_unit.test" => "experimental __type__/__unit__ labels not implemented",
+        "start_timestamps.test" => "experimental start timestamps (@st) not implemented",
+        _ => "engine difference",
+    }
+}
+
 fn key(f: &Failure) -> String {
     let file = Path::new(&f.file).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     format!("{file}:{}", f.line)
@@ -37,7 +64,7 @@ fn upstream_scripts_have_no_unexpected_failures() {
         );
         for f in &failures {
             let reason: String = f.reason.chars().take(200).collect::<String>().replace(['\n', '\t'], " ");
-            text.push_str(&format!("{}\t{}\t{}\n", key(f), f.query, reason));
+            text.push_str(&format!("{}\t{}\t{}: {}\n", key(f), f.query, category(f), reason));
         }
         std::fs::write(&expected_path, text).expect("write EXPECTED_FAILURES");
         return;

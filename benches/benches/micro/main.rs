@@ -27,6 +27,7 @@ fn main() {
     let mut c = criterion::Criterion::default().configure_from_args();
     codec::benches(&mut c);
     engine::benches(&mut c);
+    functions::benches(&mut c);
     query::benches(&mut c);
     c.final_summary();
     if reports {

@@ -218,7 +218,7 @@ impl Evaluator<'_> {
                         }
                         acc.add(&op, v);
                     }
-                    let param = fparam.as_ref().map(|p| p[k]).unwrap_or(0.0);
+                    let param = fparam.as_ref().map(|p| labels_util::at_step(p, k)).unwrap_or(0.0);
                     for (g, acc) in accs.iter_mut().enumerate() {
                         if let Some(mut a) = acc.take() {
                             if a.hist > 0 && op != "count" && op != "group" {

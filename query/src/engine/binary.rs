@@ -45,23 +45,33 @@ pub(crate) fn float_binop(op: &str, l: f64, r: f64) -> Result<(f64, bool), Query
     })
 }
 
-/// One output series being assembled step by step, keyed by its labels.
+/// Output series being assembled step by step. Label sets are interned once (a label
+/// id per distinct set) so the per-point work is two small-key hash lookups.
 struct OutSeries {
-    index: HashMap<(Labels, bool), usize>,
+    label_ids: HashMap<Labels, usize>,
+    labels: Vec<Labels>,
+    index: HashMap<(usize, bool), usize>,
     series: Vec<StepSeries>,
 }
 
 impl OutSeries {
     fn new() -> Self {
-        OutSeries { index: HashMap::new(), series: Vec::new() }
+        OutSeries { label_ids: HashMap::new(), labels: Vec::new(), index: HashMap::new(), series: Vec::new() }
     }
-    fn push(&mut self, labels: &Labels, drop_name: bool, t: i64, v: f64) {
-        let key = (labels.clone(), drop_name);
-        let idx = match self.index.get(&key) {
+    fn intern(&mut self, l: Labels) -> usize {
+        if let Some(&id) = self.label_ids.get(&l) {
+            return id;
+        }
+        self.labels.push(l.clone());
+        self.label_ids.insert(l, self.labels.len() - 1);
+        self.labels.len() - 1
+    }
+    fn push(&mut self, label_id: usize, drop_name: bool, t: i64, v: f64) {
+        let idx = match self.index.get(&(label_id, drop_name)) {
             Some(&i) => i,
             None => {
-                self.series.push(StepSeries::new(labels.clone(), drop_name));
-                self.index.insert(key, self.series.len() - 1);
+                self.series.push(StepSeries::new(self.labels[label_id].clone(), drop_name));
+                self.index.insert((label_id, drop_name), self.series.len() - 1);
                 self.series.len() - 1
             }
         };
@@ -169,7 +179,7 @@ impl Evaluator<'_> {
                     continue;
                 }
                 let k = ((t - self.start) / self.step) as usize;
-                let sv = s[k.min(s.len() - 1)];
+                let sv = labels_util::at_step(s, k);
                 let (l, r) = if swap { (sv, x) } else { (x, sv) };
                 let (mut val, mut keep) = float_binop(op, l, r)?;
                 // A comparison keeps the vector element's value even when the vector
@@ -219,13 +229,14 @@ impl Evaluator<'_> {
         let (fill_many, fill_one) = if card == Card::OneToMany { (fill.1, fill.0) } else { (fill.0, fill.1) };
         let many_sig: Vec<Vec<u8>> = many.iter().map(|s| signature(&s.labels, on, names)).collect();
         let one_sig: Vec<Vec<u8>> = one.iter().map(|s| signature(&s.labels, on, names)).collect();
-        let mut result_labels: HashMap<(usize, usize), Labels> = HashMap::new();
+        // Result label id of each (many, one) pair, computed on first use.
+        let mut result_labels: HashMap<(usize, usize), usize> = HashMap::new();
         let mut out = OutSeries::new();
         let mut cur_many = StepCursor::new(many.len());
         let mut cur_one = StepCursor::new(one.len());
         let (mut pm, mut po) = (Vec::new(), Vec::new());
         let mut one_by_sig: HashMap<&[u8], usize> = HashMap::new();
-        let mut matched: HashMap<&[u8], Vec<Labels>> = HashMap::new();
+        let mut matched: HashMap<&[u8], Vec<usize>> = HashMap::new();
         for k in 0..self.n_steps() {
             self.ctx.check_interrupt()?;
             let t = self.ts(k);
@@ -259,10 +270,14 @@ impl Evaluator<'_> {
                 let ov = one_vals[&oi];
                 // Matching errors are raised before comparisons filter elements, so a
                 // bad match fails even when every element would be filtered away.
-                let labels = result_labels
-                    .entry((mi, oi))
-                    .or_insert_with(|| result_metric(&many[mi].labels, &one[oi].labels, on, names, card, include))
-                    .clone();
+                let labels = match result_labels.get(&(mi, oi)) {
+                    Some(&id) => id,
+                    None => {
+                        let id = out.intern(result_metric(&many[mi].labels, &one[oi].labels, on, names, card, include));
+                        result_labels.insert((mi, oi), id);
+                        id
+                    }
+                };
                 let entry = matched.entry(many_sig[mi].as_slice()).or_default();
                 if card == Card::OneToOne {
                     if !entry.is_empty() {
@@ -275,7 +290,7 @@ impl Evaluator<'_> {
                         "multiple matches for labels: grouping labels must ensure unique matches",
                     ));
                 }
-                entry.push(labels.clone());
+                entry.push(labels);
                 if is_histogram_marker(mv) || is_histogram_marker(ov) {
                     // Histograms are opaque here; ordering them is undefined in
                     // Prometheus too (an info annotation, no result).
@@ -292,7 +307,7 @@ impl Evaluator<'_> {
                     continue;
                 }
                 let drop_name = return_bool || !cmp || many[mi].drop_name;
-                out.push(&labels, drop_name, t, val);
+                out.push(labels, drop_name, t, val);
             }
             if any_fill {
                 // Elements without a partner on the other side, paired with the fill value.
@@ -308,8 +323,8 @@ impl Evaluator<'_> {
                     } else if !keep {
                         return Ok(());
                     }
-                    let labels = result_metric(&src.labels, &src.labels, on, names, card, &[]);
-                    out.push(&labels, return_bool || !cmp || src.drop_name, t, val);
+                    let labels = out.intern(result_metric(&src.labels, &src.labels, on, names, card, &[]));
+                    out.push(labels, return_bool || !cmp || src.drop_name, t, val);
                     Ok(())
                 };
                 if let Some(f) = fill_one {

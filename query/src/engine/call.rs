@@ -108,7 +108,9 @@ impl Evaluator<'_> {
                 let ra = self.eval_range_arg(a)?;
                 let mut seen = vec![false; n];
                 self.for_each_window(&ra, |_, _, k, _, _| {
-                    seen[k] = true;
+                    if let Some(s) = seen.get_mut(k) {
+                        *s = true;
+                    }
                     Ok(())
                 })?;
                 let mut ss = StepSeries::new(absent_labels(a), false);
@@ -251,7 +253,7 @@ impl Evaluator<'_> {
                 let lo = self.eval_scalar(arg(0)?)?;
                 let hi = self.eval_scalar(arg(1)?)?;
                 let v = self.eval_vector(arg(2)?)?;
-                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(lo[k], hi[k], b), false))
+                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(labels_util::at_step(&lo, k), labels_util::at_step(&hi, k), b), false))
                     .map(Val::Vector)
             }
             "min_of" | "max_of" => {
@@ -272,11 +274,9 @@ impl Evaluator<'_> {
                     .collect();
                 Ok(Val::Scalar(out))
             }
-            "info" => {
-                // Without target_info enrichment support, info() returns its input.
-                let v = self.eval_vector(arg(0)?)?;
-                Ok(Val::Vector(v))
-            }
+            // The experimental info() joins info metrics (target_info) into its input;
+            // refusing it is better than silently returning the input unenriched.
+            "info" => Err(QueryError::bad_data("function \"info\" is not supported")),
             "round" | "clamp" | "clamp_min" | "clamp_max" => {
                 let v = self.eval_vector(arg(0)?)?;
                 let mut sargs: Vec<Vec<f64>> = Vec::new();
@@ -328,7 +328,7 @@ impl Evaluator<'_> {
                 }
                 let k = ((t - self.start) / self.step) as usize;
                 for (i, sa) in sargs.iter().enumerate() {
-                    a[i] = sa[k.min(sa.len() - 1)];
+                    a[i] = labels_util::at_step(sa, k);
                 }
                 // clamp with min > max returns no sample.
                 if name == "clamp" && a.len() == 2 && a[0] > a[1] {
@@ -413,7 +413,7 @@ impl Evaluator<'_> {
         let ctx = self.ctx;
         self.for_each_window(&ra, |win, si, k, ws, we| {
             for (i, s) in scalars.iter().enumerate() {
-                fargs[i] = s[k.min(s.len() - 1)];
+                fargs[i] = labels_util::at_step(s, k);
             }
             let mut win = win;
             if !all_types && win.iter().any(|s| is_histogram_marker(s.v)) {
@@ -466,7 +466,7 @@ impl Evaluator<'_> {
                 break;
             }
         }
-        self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(q[k.min(q.len() - 1)], b))
+        self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(labels_util::at_step(q, k), b))
     }
 
     /// Groups classic histogram buckets (series that differ only in `le`) and calls
@@ -483,6 +483,11 @@ impl Evaluator<'_> {
         let mut out: Vec<StepSeries> = Vec::new();
         let mut series_info: Vec<Option<(usize, f64)>> = Vec::with_capacity(v.len());
         for s in &v {
+            // A native histogram series has no `le` and needs none.
+            if s.pts.iter().all(|p| is_histogram_marker(p.1)) {
+                series_info.push(None);
+                continue;
+            }
             let le = s.labels.get("le").unwrap_or("");
             match parse_go_float(le) {
                 Some(ub) => {

@@ -139,6 +139,12 @@ pub(crate) fn natural_cmp(a: &str, b: &str) -> Ordering {
 
 /// Whether `s` is a valid label name. Prometheus 3.x accepts any UTF-8 name, but the
 /// string must be valid UTF-8 and non-empty.
+/// The value of a per-step scalar at step `k` (NaN if out of range, which a well-formed
+/// evaluation never asks for).
+pub(crate) fn at_step(v: &[f64], k: usize) -> f64 {
+    v.get(k).or(v.last()).copied().unwrap_or(f64::NAN)
+}
+
 pub(crate) fn valid_label_name(s: &str) -> bool {
     !s.is_empty() && !s.contains('\u{FFFD}')
 }

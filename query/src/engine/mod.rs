@@ -195,7 +195,7 @@ fn value_type_name(t: promql_parser::parser::value::ValueType) -> &'static str {
 /// Parses a query; parser errors are `bad_data`, worded as Prometheus words them.
 pub fn parse(expr: &str) -> Result<promql_parser::parser::Expr, QueryError> {
     promql_parser::parser::parse(expr)
-        .map_err(|e| QueryError::new(ErrorKind::BadData, format!("1:1: parse error: {e}")))
+        .map_err(|e| QueryError::new(ErrorKind::BadData, format!("parse error: {e}")))
 }
 
 #[cfg(test)]

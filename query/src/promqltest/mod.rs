@@ -9,3 +9,6 @@ mod store;
 
 pub use run::{run_cli, run_file, run_files, run_script, Failure, FileSummary, Summary};
 pub use store::MemStore;
+
+#[cfg(test)]
+mod tests;

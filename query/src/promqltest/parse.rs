@@ -217,12 +217,14 @@ fn read_quoted(s: &str) -> Result<(String, usize), String> {
                 b'"' => out.push(b'"'),
                 b'\'' => out.push(b'\''),
                 b'x' if i + 2 < b.len() => {
-                    let v = u8::from_str_radix(&s[i + 1..i + 3], 16).map_err(|e| e.to_string())?;
+                    let hex = s.get(i + 1..i + 3).ok_or("bad \\x escape")?;
+                    let v = u8::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
                     out.push(v);
                     i += 2;
                 }
                 b'u' if i + 4 < b.len() => {
-                    let v = u32::from_str_radix(&s[i + 1..i + 5], 16).map_err(|e| e.to_string())?;
+                    let hex = s.get(i + 1..i + 5).ok_or("bad \\u escape")?;
+                    let v = u32::from_str_radix(hex, 16).map_err(|e| e.to_string())?;
                     let ch = char::from_u32(v).ok_or("bad unicode escape")?;
                     let mut buf = [0u8; 4];
                     out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
