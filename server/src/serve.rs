@@ -50,10 +50,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(signal_watch(shutdown.clone()));
     tokio::spawn(purge_loop(Arc::clone(&state), shutdown.clone()));
 
-    // The PromQL query API needs an evaluator from `tessera_query`, which has none yet;
-    // once it does, pass `Some(QueryApi::new(evaluator, Arc::new(ShardsData::new(state)),
-    // state.config.query.clone(), info))` here and /api/v1/query* are served.
-    let app = http::router(Arc::clone(&state), None);
+    let app = http::router(Arc::clone(&state), Some(query_api(&state)));
     let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
     let timeout_secs = state.config.shutdown_timeout_secs;
     let mut serve_task = tokio::spawn(async move { serve.await });
@@ -90,6 +87,30 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// The PromQL query API over the local shards, with the configured limits.
+fn query_api(state: &AppState) -> http::query_api::QueryApi {
+    use http::query_api::{engine_for, params::format_duration_ms, QueryApi, ServerInfo};
+    let cfg = &state.config;
+    let mut flags = vec![
+        ("listen".to_string(), cfg.listen.to_string()),
+        ("data_dir".to_string(), cfg.data_dir.display().to_string()),
+        ("shards".to_string(), cfg.shards.to_string()),
+        ("storage.retention_ms".to_string(), cfg.storage.retention_ms.to_string()),
+    ];
+    flags.extend(cfg.query.flag_pairs());
+    let info = ServerInfo {
+        flags,
+        storage_retention: format_duration_ms(cfg.storage.retention_ms),
+        ..ServerInfo::default()
+    };
+    QueryApi::new(
+        Arc::new(engine_for(&cfg.query)),
+        Arc::new(http::tenant_data::ShardsData::new(Arc::clone(state))),
+        cfg.query.clone(),
+        info,
+    )
 }
 
 /// Opens all shards on a blocking thread, logging replay progress, then publishes them.

@@ -5,4 +5,5 @@ mod bad_input;
 mod durability;
 mod harness;
 mod prometheus_agent;
+mod query_api;
 mod remote_write;

@@ -127,7 +127,9 @@ pub fn report_memory_per_series() {
     let e = open(dir.path(), WalFsync::None);
     let before = rss_bytes();
     let started = Instant::now();
+    let mut in_append = std::time::Duration::ZERO;
     for step in 0..10i64 {
+        let step_started = Instant::now();
         let t = T0 + step * SCRAPE_MS;
         let mut i = 0;
         while i < n {
@@ -136,10 +138,19 @@ pub fn report_memory_per_series() {
             let samples: Vec<[Sample; 1]> = (i..end).map(|s| [Sample::new(t, (s % 100) as f64)]).collect();
             let batch: Vec<SeriesAppend<'_>> =
                 labels.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+            let a = Instant::now();
             e.append(&batch).expect("append");
+            in_append += a.elapsed();
             i = end;
         }
+        println!("report: memory_fill_step step={step} series={n} seconds={:.2}", step_started.elapsed().as_secs_f64());
     }
+    println!(
+        "report: many_series_append_rate series={n} samples={} seconds_in_append={:.2} samples_per_sec={:.0}",
+        n * 10,
+        in_append.as_secs_f64(),
+        (n * 10) as f64 / in_append.as_secs_f64()
+    );
     let after = rss_bytes();
     let st = e.stats();
     println!(

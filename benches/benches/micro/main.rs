@@ -16,7 +16,7 @@ fn main() {
     // `cargo bench` (which passes `--bench`), not `cargo test --benches`, and not when a
     // criterion filter narrows the run. `TESSERA_BENCH_REPORTS=1` forces them.
     let args: Vec<String> = std::env::args().collect();
-    let filtered = args.iter().skip(1).any(|a| !a.starts_with('-'));
+    let filtered = has_filter(&args[1..]);
     let forced = std::env::var("TESSERA_BENCH_REPORTS").is_ok_and(|v| v == "1");
     let reports = forced || (args.iter().any(|a| a == "--bench") && !filtered);
     if reports {
@@ -34,4 +34,23 @@ fn main() {
         codec::report_bytes_per_sample();
         engine::report_disk_bytes_per_sample();
     }
+}
+
+/// Whether criterion was given a benchmark-name filter (a positional argument that is
+/// not the value of an option such as `--measurement-time 3`).
+fn has_filter(args: &[String]) -> bool {
+    const TAKES_VALUE: &[&str] = &[
+        "--warm-up-time", "--measurement-time", "--sample-size", "--save-baseline", "--baseline",
+        "--load-baseline", "--nresamples", "--noise-threshold", "--confidence-level",
+        "--significance-level", "--profile-time", "--plotting-backend", "--color", "--output-format",
+    ];
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if TAKES_VALUE.contains(&a.as_str()) {
+            it.next();
+        } else if !a.starts_with('-') {
+            return true;
+        }
+    }
+    false
 }

@@ -11,6 +11,7 @@
 //! and cancellable (`exec.rs`), so a heavy query never stalls ingestion.
 
 mod ast_json;
+mod engine;
 mod exec;
 mod handlers;
 /// Prometheus-exact JSON writing, shared with the server's error envelope.
@@ -31,6 +32,7 @@ use futures::future::BoxFuture;
 use axum::Router;
 use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
 
+pub use engine::engine_for;
 pub use exec::QueryControl;
 pub use response::ApiError;
 pub use tsdb_stats::{CardinalityCounter, HeadSummary, TsdbStatus};
@@ -145,6 +147,17 @@ impl QueryLimits {
 
     pub fn lookback_delta_ms(&self) -> i64 {
         i64::try_from(self.lookback_delta_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
+
+    /// The limits as `query.<key>` flag pairs for `/status/flags`.
+    pub fn flag_pairs(&self) -> Vec<(String, String)> {
+        vec![
+            ("query.timeout_secs".into(), self.timeout_secs.to_string()),
+            ("query.max_concurrent".into(), self.concurrency().to_string()),
+            ("query.max_samples".into(), self.max_samples.to_string()),
+            ("query.max_points_per_series".into(), self.max_points_per_series.to_string()),
+            ("query.lookback_delta_secs".into(), self.lookback_delta_secs.to_string()),
+        ]
     }
 }
 

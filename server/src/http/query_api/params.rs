@@ -181,3 +181,33 @@ pub fn parse_limit(params: &Params) -> Result<usize, String> {
         }
     }
 }
+
+/// A duration in Prometheus' spelling (`model.Duration.String`): largest units first, e.g.
+/// 15 days is `2w1d`, 90 s is `1m30s`, zero is `0s`.
+pub fn format_duration_ms(ms: i64) -> String {
+    if ms == 0 {
+        return "0s".to_string();
+    }
+    const UNITS: [(&str, i64); 7] = [
+        ("y", 365 * 24 * 3_600_000),
+        ("w", 7 * 24 * 3_600_000),
+        ("d", 24 * 3_600_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+        ("ms", 1),
+    ];
+    let mut out = String::new();
+    let mut rest = ms.unsigned_abs();
+    if ms < 0 {
+        out.push('-');
+    }
+    for (unit, size) in UNITS {
+        let size = size as u64;
+        if rest >= size {
+            out.push_str(&format!("{}{unit}", rest / size));
+            rest %= size;
+        }
+    }
+    out
+}

@@ -261,6 +261,16 @@ fn durations_parse_as_prometheus_durations_or_float_seconds() {
 }
 
 #[test]
+fn durations_are_printed_like_prometheus() {
+    use super::params::format_duration_ms;
+    assert_eq!(format_duration_ms(15 * 86_400_000), "2w1d");
+    assert_eq!(format_duration_ms(90_000), "1m30s");
+    assert_eq!(format_duration_ms(300_000), "5m");
+    assert_eq!(format_duration_ms(1_500), "1s500ms");
+    assert_eq!(format_duration_ms(0), "0s");
+}
+
+#[test]
 fn form_body_values_come_before_url_values() {
     let p = Params::from_request(
         Some("query=from_url&time=1"),

@@ -1,0 +1,124 @@
+//! The PromQL HTTP API of the real binary: samples written by remote write come back from
+//! `/api/v1/query` and `/api/v1/query_range` in Prometheus' JSON, per tenant, and bad
+//! requests get Prometheus' error answers.
+
+use super::harness::{now_ms, ts, write_request, Server};
+
+/// Writes two `up` series and one counter for the default tenant, and one `up` series for
+/// tenant `team-a`, all with samples every 15 s over the last 10 minutes (aligned to whole
+/// seconds). Returns the time of the last sample (ms).
+fn seed(server: &Server) -> i64 {
+    let last = now_ms() / 1000 * 1000 - 60_000;
+    let times: Vec<i64> = (0..40).map(|i| last - (39 - i) * 15_000).collect();
+    let up = |v: f64| times.iter().map(|&t| (t, v)).collect::<Vec<_>>();
+    let counter: Vec<(i64, f64)> = times.iter().enumerate().map(|(i, &t)| (t, (i * 30) as f64)).collect();
+    let req = write_request(vec![
+        ts(&[("__name__", "up"), ("instance", "a:9100"), ("job", "node")], &up(1.0)),
+        ts(&[("__name__", "up"), ("instance", "b:9100"), ("job", "node")], &up(0.0)),
+        ts(&[("__name__", "requests_total"), ("instance", "a:9100"), ("job", "node")], &counter),
+    ]);
+    let resp = server.write_v1(&req, None);
+    assert!(resp.status().is_success(), "write failed: {:?}", resp.text());
+    let req = write_request(vec![ts(&[("__name__", "up"), ("instance", "secret:1"), ("job", "team")], &up(1.0))]);
+    let resp = server.write_v1(&req, Some("team-a"));
+    assert!(resp.status().is_success(), "write failed: {:?}", resp.text());
+    last
+}
+
+fn secs(ms: i64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+#[test]
+fn query_api_answers_instant_and_range_queries_over_written_samples() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&dir.path().join("data"));
+    let last = seed(&server);
+
+    let (status, v) = server.get_json(&format!("/api/v1/query?query=up&time={}", secs(last)), None);
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"]["resultType"], "vector");
+    let result = v["data"]["result"].as_array().expect("result list");
+    assert_eq!(result.len(), 2, "{v}");
+    let a = result.iter().find(|e| e["metric"]["instance"] == "a:9100").expect("series a");
+    assert_eq!(a["metric"], serde_json::json!({"__name__": "up", "instance": "a:9100", "job": "node"}));
+    assert_eq!(a["value"], serde_json::json!([last / 1000, "1"]));
+
+    // Counter: 30 per 15 s is 2 per second (up to float rounding of the extrapolation).
+    let (status, v) = server.get_json(
+        &format!("/api/v1/query?query=rate(requests_total%5B5m%5D)&time={}", secs(last - 30_000)),
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    let rate: f64 = v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok()).expect("rate value");
+    assert!((rate - 2.0).abs() < 1e-9, "{v}");
+    assert!(v["data"]["result"][0]["metric"].get("__name__").is_none(), "rate drops the name: {v}");
+
+    let start = last - 120_000;
+    let (status, v) = server.get_json(
+        &format!("/api/v1/query_range?query=sum(up)&start={}&end={}&step=60", secs(start), secs(last)),
+        None,
+    );
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"]["resultType"], "matrix");
+    let values = v["data"]["result"][0]["values"].as_array().expect("values");
+    assert_eq!(values.len(), 3, "{v}");
+    assert_eq!(values[0], serde_json::json!([start / 1000, "1"]));
+}
+
+#[test]
+fn query_api_keeps_tenants_apart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&dir.path().join("data"));
+    let last = seed(&server);
+    let path = format!("/api/v1/query?query=up&time={}", secs(last));
+    let (_, anon) = server.get_json(&path, None);
+    let (_, team) = server.get_json(&path, Some("team-a"));
+    let (_, other) = server.get_json(&path, Some("team-b"));
+    assert_eq!(anon["data"]["result"].as_array().map(|a| a.len()), Some(2), "{anon}");
+    assert!(!anon.to_string().contains("secret:1"));
+    assert_eq!(team["data"]["result"].as_array().map(|a| a.len()), Some(1), "{team}");
+    assert_eq!(team["data"]["result"][0]["metric"]["instance"], "secret:1");
+    assert_eq!(other["data"]["result"], serde_json::json!([]));
+
+    // Cardinality statistics are per tenant too.
+    let (status, stats) = server.get_json("/api/v1/status/tsdb", Some("team-a"));
+    assert_eq!(status, 200, "{stats}");
+    assert_eq!(stats["data"]["headStats"]["numSeries"], 1, "{stats}");
+    assert_eq!(stats["data"]["seriesCountByMetricName"], serde_json::json!([{"name": "up", "value": 1}]));
+}
+
+#[test]
+fn query_api_rejects_bad_requests_like_prometheus() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&dir.path().join("data"));
+
+    let (status, v) = server.get_json("/api/v1/query?query=sum(up", None);
+    assert_eq!((status, v["errorType"].as_str()), (400, Some("bad_data")), "{v}");
+
+    let (status, v) = server.get_json("/api/v1/query_range?query=up&start=0&end=86400&step=1", None);
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(
+        v["error"],
+        "exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"
+    );
+
+    // A query the parser accepts but evaluation refuses is an execution error (422).
+    let (status, v) = server.get_json("/api/v1/query?query=rate(up)", None);
+    assert!(status == 400 || status == 422, "{status} {v}");
+
+    // POST form bodies, as Grafana sends them.
+    let resp = server
+        .http()
+        .post(server.url("/api/v1/query"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("query=1%2B2&time=100")
+        .send()
+        .expect("POST query");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().expect("body"), r#"{"status":"success","data":{"resultType":"scalar","result":[100,"3"]}}"#);
+
+    let (status, v) = server.get_json("/api/v1/status/buildinfo", None);
+    assert_eq!(status, 200);
+    assert_eq!(v["data"]["version"], "3.0.0");
+}
