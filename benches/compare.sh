@@ -28,7 +28,10 @@
 #     VictoriaMetrics - `du` of the data folder after GET /internal/force_flush
 #                       (VictoriaMetrics has no WAL).
 #     Tessera         - `du` of the data folder after SIGTERM (its shutdown flushes
-#                       open chunks and truncates its WAL) - everything left counts.
+#                       open chunks and truncates its WAL), minus RocksDB's text
+#                       info logs (`LOG`, `LOG.old.*`: diagnostics, like the other
+#                       systems' stderr, which is not counted either); every data,
+#                       WAL, MANIFEST and OPTIONS file counts.
 #   `du -sb` (apparent bytes) is used for all three.
 # - query latency: each dashboard query (benches/queries/dashboard.promql) runs
 #   --reps times back to back as a range query over the whole dataset at --step;
@@ -306,8 +309,10 @@ run_one() {
             total=$disk ;;
         tessera)
             stop_server "$pid"
-            disk=$(du_bytes "$data/tessera")
-            total=$disk ;;
+            total=$(du_bytes "$data/tessera")
+            local logs
+            logs=$(find "$data/tessera" -type f \( -name LOG -o -name 'LOG.old.*' \) -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+            disk=$(( total - logs )) ;;
     esac
     printf '{"cpu_s": %s, "peak_rss_kib": %s, "disk_bytes": %s, "data_dir_total_bytes": %s}\n' \
         "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" "${hwm:-null}" "$disk" "${total:-null}" > "$dir/proc.json"

@@ -8,6 +8,7 @@
 
 mod aggregate;
 mod binary;
+mod bounds;
 mod call;
 mod eval;
 mod labels_util;
@@ -82,6 +83,7 @@ impl Engine {
         time_ms: i64,
         opts: &QueryOptions,
     ) -> Result<QueryOutput, QueryError> {
+        bounds::check_time("time", time_ms)?;
         let ast = parse(expr)?;
         let ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
         let mut ev = Evaluator::new(q, &ctx, time_ms, time_ms, 1);
@@ -132,6 +134,9 @@ impl Engine {
         if end_ms < start_ms {
             return Err(QueryError::bad_data("end timestamp must not be before start time"));
         }
+        bounds::check_time("start", start_ms)?;
+        bounds::check_time("end", end_ms)?;
+        bounds::check_time("step", step_ms)?;
         let points = (end_ms - start_ms) / step_ms + 1;
         if points as u128 > self.opts.max_points_per_series as u128 {
             return Err(QueryError::bad_data(format!(
@@ -194,8 +199,10 @@ fn value_type_name(t: promql_parser::parser::value::ValueType) -> &'static str {
 
 /// Parses a query; parser errors are `bad_data`, worded as Prometheus words them.
 pub fn parse(expr: &str) -> Result<promql_parser::parser::Expr, QueryError> {
-    promql_parser::parser::parse(expr)
-        .map_err(|e| QueryError::new(ErrorKind::BadData, format!("parse error: {e}")))
+    let ast = promql_parser::parser::parse(expr)
+        .map_err(|e| QueryError::new(ErrorKind::BadData, format!("parse error: {e}")))?;
+    bounds::check_expr(&ast)?;
+    Ok(ast)
 }
 
 #[cfg(test)]

@@ -89,3 +89,25 @@ fn range_query_rejects_too_many_points() {
     let err = e.range_query(&store(), "up_total", 0, 20_000_000, 1_000, &QueryOptions::default()).unwrap_err();
     assert_eq!(err.kind, ErrorKind::BadData);
 }
+
+#[test]
+fn huge_offset_range_or_time_is_bad_data_not_overflow() {
+    let e = Engine::default();
+    let q = QueryOptions::default();
+    for expr in ["up_total offset 200000000y", "rate(up_total[200000000y])", "up_total[5m:200000000y]", "up_total @ 9e15"] {
+        let err = e.instant_query(&store(), expr, 0, &q).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::BadData, "{expr}: {}", err.message);
+        assert!(err.message.contains("out of range"), "{expr}: {}", err.message);
+    }
+    let err = e.instant_query(&store(), "up_total", i64::MIN, &q).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadData);
+    let err = e.range_query(&store(), "up_total", i64::MIN + 1, i64::MIN + 2, 1, &q).unwrap_err();
+    assert_eq!(err.kind, ErrorKind::BadData);
+}
+
+#[test]
+fn offset_of_a_few_thousand_years_still_evaluates() {
+    let e = Engine::default();
+    let out = e.instant_query(&store(), "up_total offset 5000y", 0, &QueryOptions::default()).unwrap();
+    assert_eq!(out.value, Value::Vector(vec![]));
+}
