@@ -198,47 +198,63 @@ impl Engine {
         let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut accepted: Vec<record::SampleEntry> = Vec::with_capacity(batch.iter().map(|s| s.samples.len()).sum());
         let mut sorted: Vec<Sample> = Vec::new();
-        for (i, (s, (start, end, hash))) in batch.iter().zip(encoded).enumerate() {
-            let enc = &enc_buf[start..end];
-            let id = match head.lookup(hash, enc) {
-                Some(id) => id,
-                None => {
-                    let id = head.next_id;
-                    if id == u32::MAX {
-                        return Err(Error::SeriesIdsExhausted);
+        // From here on the head changes before the WAL record is written. If anything
+        // fails before that record is written, the head holds series and samples the WAL
+        // does not (visible yet not durable, and a later record could refer to a series
+        // id replay never saw), so the engine is poisoned: it refuses writes, and a
+        // restart replays a consistent WAL without this never-acknowledged batch.
+        let applied = (|| -> Result<()> {
+            for (i, (s, (start, end, hash))) in batch.iter().zip(encoded).enumerate() {
+                let enc = &enc_buf[start..end];
+                let id = match head.lookup(hash, enc) {
+                    Some(id) => id,
+                    None => {
+                        let id = head.next_id;
+                        if id == u32::MAX {
+                            return Err(Error::SeriesIdsExhausted);
+                        }
+                        put_series(&self.db, &mut ctx.batch, id, hash, enc)?;
+                        head.insert(id, hash, MemSeries::new(enc.into(), true));
+                        new_series.push((id, enc.to_vec()));
+                        id
                     }
-                    put_series(&self.db, &mut ctx.batch, id, hash, enc)?;
-                    head.insert(id, hash, MemSeries::new(enc.into(), true));
-                    new_series.push((id, enc.to_vec()));
-                    id
-                }
-            };
-            // Samples may come in any order; apply them in time order so most take the
-            // cheap in-order path. Stable sort keeps the sender's order for equal times.
-            let samples = if s.samples.windows(2).all(|w| w[0].t <= w[1].t) {
-                s.samples
-            } else {
-                sorted.clear();
-                sorted.extend_from_slice(s.samples);
-                sorted.sort_by_key(|x| x.t);
-                &sorted[..]
-            };
-            for x in samples {
-                match apply_one(&mut head, &mut ctx, id, x.t, x.v)? {
-                    Outcome::Appended => accepted.push(record::SampleEntry { id, t: x.t, v: x.v }),
-                    Outcome::Unchanged => {}
-                    Outcome::Rejected(reason) => report.reject(i, x.t, reason),
+                };
+                // Samples may come in any order; apply them in time order so most take the
+                // cheap in-order path. Stable sort keeps the sender's order for equal times.
+                let samples = if s.samples.windows(2).all(|w| w[0].t <= w[1].t) {
+                    s.samples
+                } else {
+                    sorted.clear();
+                    sorted.extend_from_slice(s.samples);
+                    sorted.sort_by_key(|x| x.t);
+                    &sorted[..]
+                };
+                for x in samples {
+                    match apply_one(&mut head, &mut ctx, id, x.t, x.v)? {
+                        Outcome::Appended => accepted.push(record::SampleEntry { id, t: x.t, v: x.v }),
+                        Outcome::Unchanged => {}
+                        Outcome::Rejected(reason) => report.reject(i, x.t, reason),
+                    }
                 }
             }
-        }
+            Ok(())
+        })();
         report.appended = accepted.len() as u64;
 
         let mut pos = None;
-        if !accepted.is_empty() || !new_series.is_empty() {
-            let series_refs: Vec<(u32, &[u8])> = new_series.iter().map(|(id, e)| (*id, e.as_slice())).collect();
-            let mut payload = Vec::with_capacity(accepted.len() * 12 + 16);
-            record::encode_batch(&series_refs, &accepted, &mut payload);
-            pos = Some(self.wal.write(record::TYPE_BATCH, &payload)?);
+        let logged = applied.and_then(|()| {
+            if !accepted.is_empty() || !new_series.is_empty() {
+                let series_refs: Vec<(u32, &[u8])> = new_series.iter().map(|(id, e)| (*id, e.as_slice())).collect();
+                let mut payload = Vec::with_capacity(accepted.len() * 12 + 16);
+                record::encode_batch(&series_refs, &accepted, &mut payload);
+                pos = Some(self.wal.write(record::TYPE_BATCH, &payload)?);
+            }
+            Ok(())
+        });
+        if let Err(e) = logged {
+            tracing::error!(error = %e, "storage: append failed after changing the head; engine poisoned");
+            self.wal.poison();
+            return Err(e);
         }
         if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
@@ -297,7 +313,9 @@ impl Engine {
         if self.cfg.retention_ms == 0 || head.max_t == i64::MIN {
             return Ok(());
         }
-        let wm = head.max_t.saturating_sub(self.cfg.retention_ms);
+        // Relative to the newest sample, but never to a time ahead of the clock: one
+        // sample dated years ahead must not push every real sample out of retention.
+        let wm = head.max_t.min(now_ms()).saturating_sub(self.cfg.retention_ms);
         let old = self.watermark.load(Ordering::Relaxed);
         if wm <= old {
             return Ok(());
@@ -595,3 +613,10 @@ fn load_head(db: &DB) -> Result<Head> {
 
 #[cfg(test)]
 mod tests;
+
+/// The wall clock in milliseconds since the Unix epoch (0 if the clock is before 1970).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

@@ -261,9 +261,10 @@ impl<'a> Ctx<'a> {
             }
             Err(i) => {
                 if samples.len() >= MAX_SAMPLES {
-                    return Err(Error::InvalidInput(format!(
-                        "out-of-order sample at t={t} would overflow a chunk of {MAX_SAMPLES} samples"
-                    )));
+                    // Reachable from user input (tens of thousands of distinct
+                    // out-of-order timestamps within the window), so it is a rejection of
+                    // this sample, not an engine error.
+                    return Ok(Outcome::Rejected(RejectReason::OutOfOrderChunkFull));
                 }
                 samples.insert(i, Sample { t, v });
             }

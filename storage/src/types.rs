@@ -54,7 +54,7 @@ pub struct AppendReport {
 impl AppendReport {
     pub(crate) fn reject(&mut self, series_index: usize, t: i64, reason: RejectReason) {
         match reason {
-            RejectReason::TooOld { .. } => self.rejected_too_old += 1,
+            RejectReason::TooOld { .. } | RejectReason::OutOfOrderChunkFull => self.rejected_too_old += 1,
             RejectReason::Duplicate => self.rejected_duplicate += 1,
         }
         if self.first_rejection.is_none() {
@@ -80,6 +80,10 @@ pub enum RejectReason {
     TooOld { min_allowed_t: i64 },
     /// A sample with the same timestamp and a different value is already stored.
     Duplicate,
+    /// An out-of-order sample inside the window whose chunk already holds the most
+    /// samples a chunk can; counted with `rejected_too_old` (both are out-of-order
+    /// rejections).
+    OutOfOrderChunkFull,
 }
 
 impl fmt::Display for RejectReason {
@@ -92,6 +96,10 @@ impl fmt::Display for RejectReason {
             ),
             RejectReason::Duplicate => f.write_str(
                 "duplicate sample: this series already has a different value at this timestamp",
+            ),
+            RejectReason::OutOfOrderChunkFull => f.write_str(
+                "out-of-order sample refused: the chunk covering this time is full; \
+                 send samples in time order",
             ),
         }
     }

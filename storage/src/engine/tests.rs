@@ -380,3 +380,22 @@ fn unsorted_batch_with_repeated_sample_is_applied_in_time_order() {
     assert_eq!((r.appended, r.rejected_duplicate), (3, 0));
     assert_eq!(all_samples(&e, &l), vec![Sample::new(T0 + 1, 1.0), Sample::new(T0 + 2, 2.0), Sample::new(T0 + 3, 3.0)]);
 }
+
+#[test]
+fn a_sample_dated_decades_ahead_does_not_push_real_data_out_of_retention() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig { retention_ms: 2 * keys::MS_PER_DAY, ..cfg() };
+    let e = Engine::open(d.path(), config.clone()).expect("open");
+    let now = super::now_ms();
+    let real = labels(&[("__name__", "real")]);
+    let future = labels(&[("__name__", "future")]);
+    append1(&e, &real, &[Sample::new(now - 60_000, 1.0)]);
+    append1(&e, &future, &[Sample::new(now + 50 * 365 * keys::MS_PER_DAY, 1.0)]);
+    e.flush().expect("flush");
+    assert_eq!(all_samples(&e, &real).len(), 1);
+    e.close().expect("close");
+    let e = Engine::open(d.path(), config).expect("reopen");
+    assert_eq!(all_samples(&e, &real).len(), 1, "watermark must not have moved past real data");
+    // The real series still accepts its next in-order sample.
+    assert_eq!(append1(&e, &real, &[Sample::new(now, 2.0)]).appended, 1);
+}

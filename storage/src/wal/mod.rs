@@ -182,6 +182,15 @@ impl Wal {
         if self.is_poisoned() {
             return Err(Error::Poisoned);
         }
+        if payload.len() + 1 > record::MAX_RECORD {
+            // Replay treats a longer record as a torn tail and would cut the WAL there,
+            // so such a record must never be acknowledged.
+            return Err(Error::InvalidInput(format!(
+                "WAL record of {} bytes exceeds the {} byte limit; send smaller write requests",
+                payload.len() + 1,
+                record::MAX_RECORD
+            )));
+        }
         let framed = record::frame(typ, payload);
         let mut w = self.writer.lock();
         let seg = w.seg;
