@@ -113,6 +113,11 @@ pub struct Limits {
     /// burst of large requests can take. Default 1 GiB. Must be at least
     /// `max_decompressed_bytes`.
     pub max_inflight_write_bytes: usize,
+    /// How far ahead of the server's clock a sample's timestamp may be, in seconds
+    /// (Mimir's `creation_grace_period`). Later samples are refused with 400: one sample
+    /// dated years ahead would otherwise move its shard's retention window and hide
+    /// every real sample. Default 600 (10 minutes). 0 = no check.
+    pub max_future_secs: u64,
 }
 
 impl Default for Limits {
@@ -130,6 +135,7 @@ impl Default for Limits {
             active_series_idle_secs: 1200,
             max_metadata_per_tenant: 100_000,
             max_inflight_write_bytes: 1 << 30,
+            max_future_secs: 600,
         }
     }
 }

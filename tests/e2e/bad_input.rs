@@ -110,6 +110,25 @@ fn samples_older_than_the_out_of_order_window_get_400_and_newer_ones_are_kept() 
 }
 
 #[test]
+fn samples_far_in_the_future_get_400_and_do_not_hide_existing_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir.path().join("data"));
+    let t = now_ms();
+    assert_eq!(s.write_v1(&write_request(vec![ts(&[("__name__", "clock")], &[(t, 1.0)])]), None).status(), 204);
+    // A sample dated ~100 years ahead (a client with a broken clock, or ns instead of ms)
+    // must neither be stored nor move retention past the real data.
+    let far = t + 100 * 365 * 86_400_000;
+    let req = write_request(vec![ts(&[("__name__", "clock")], &[(t + 1_000, 2.0), (far, 3.0)])]);
+    let (code, msg) = status_and_text(s.write_v1(&req, None));
+    assert_eq!(code, 400, "{msg}");
+    assert!(msg.contains("clock{}") && msg.contains("too far in the future"), "{msg}");
+    let got = s.read(vec![eq("__name__", "clock")], t - 1, far, None);
+    assert_eq!(got.timeseries.len(), 1);
+    let times: Vec<i64> = got.timeseries[0].samples.iter().map(|x| x.timestamp).collect();
+    assert_eq!(times, vec![t, t + 1_000], "the in-range sample of the same series is written");
+}
+
+#[test]
 fn body_over_the_size_limit_gets_413() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start_with_config(&dir.path().join("data"), "[limits]\nmax_request_bytes = 1000\n");

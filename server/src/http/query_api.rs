@@ -4,6 +4,8 @@
 //! `/query_range`, `/query_exemplars`, `/format_query`, `/parse_query`, and
 //! `/status/{buildinfo,runtimeinfo,flags,tsdb}`. Answers are byte-compatible with Prometheus
 //! 3.x (see `json.rs`); errors use its envelope and types (see `response.rs`).
+//! Not implemented: `stats=` is accepted but no query statistics are returned, and
+//! `query_exemplars` answers an empty list because no exemplars are stored.
 //!
 //! This module knows nothing about shards or RocksDB: it reads a tenant's data through
 //! [`TenantData`] and evaluates PromQL through [`Evaluator`], which the server wires to the

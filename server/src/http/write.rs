@@ -95,7 +95,7 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
 
     // Decompression and decoding are CPU work proportional to the body: off the runtime.
     let lim = limits.clone();
-    let batch = tokio::task::spawn_blocking(move || decode::decode(version, &body, &lim))
+    let mut batch = tokio::task::spawn_blocking(move || decode::decode(version, &body, &lim))
         .await
         .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
 
@@ -106,6 +106,40 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     let invalid: u64 = problems.iter().map(|p| p.samples).sum();
     if invalid > 0 {
         m.samples_rejected.inc_by(&["invalid_series"], invalid);
+    }
+
+    // Samples dated too far ahead are refused per sample; the rest of the series is kept.
+    if limits.max_future_secs > 0 {
+        let max_t = now_ms().saturating_add((limits.max_future_secs as i64).saturating_mul(1000));
+        let mut future = 0u64;
+        let mut emptied = Vec::new();
+        for s in &mut batch.series {
+            let before = s.samples.len();
+            let first = s.samples.iter().find(|x| x.t > max_t).map(|x| x.t);
+            s.samples.retain(|x| x.t <= max_t);
+            let dropped = (before - s.samples.len()) as u64;
+            if let Some(t) = first {
+                future += dropped;
+                if s.samples.is_empty() {
+                    emptied.push(s.index);
+                }
+                problems.push(Problem {
+                    index: s.index,
+                    series: describe_labels(&s.labels),
+                    reason: format!(
+                        "sample at t={t} ms is too far in the future: at most {} s ahead of the server clock \
+                         is accepted (limits.max_future_secs)",
+                        limits.max_future_secs
+                    ),
+                    samples: dropped,
+                });
+            }
+        }
+        if future > 0 {
+            m.samples_rejected.inc_by(&["too_far_in_future"], future);
+        }
+        // A series all of whose samples were refused is not created either.
+        batch.series.retain(|s| !emptied.contains(&s.index));
     }
 
     // Rate limit: all or nothing, so a 429 never leaves a half-written request.
@@ -208,4 +242,11 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
 /// Prometheus' text form of a validated label set, for error messages.
 fn describe_labels(labels: &[Label]) -> String {
     crate::ingest::validate::describe(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())))
+}
+
+/// The server's clock in milliseconds since the Unix epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }

@@ -793,3 +793,35 @@ fn query_limits_read_from_config_with_defaults_for_missing_keys() {
     assert!(QueryLimits { timeout_secs: 0, ..QueryLimits::default() }.validate().is_err());
     assert!(QueryLimits::default().concurrency() >= 2);
 }
+
+// ---------------------------------------------------------------------------------------
+// With the real engine: the limits of the config reach it.
+
+fn real_engine_api(limits: QueryLimits) -> axum::Router {
+    let engine = Arc::new(engine_for(&limits));
+    routes(QueryApi::new(engine, Arc::new(tenants()), limits, ServerInfo::default()))
+}
+
+#[tokio::test]
+async fn real_engine_answers_through_the_api() {
+    let (status, body) = get(real_engine_api(QueryLimits::default()), "/api/v1/query?query=sum(up)&time=1000").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1000,"1"]}]}}"#);
+}
+
+#[tokio::test]
+async fn query_over_the_sample_limit_returns_422() {
+    let limits = QueryLimits { max_samples: 1, ..QueryLimits::default() };
+    let (status, body) = get(real_engine_api(limits), "/api/v1/query?query=up&time=1000").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let v = json(&body);
+    assert_eq!(v["errorType"], "execution");
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("too many samples")), "{body}");
+}
+
+#[tokio::test]
+async fn range_of_exactly_11000_steps_reaches_the_real_engine() {
+    // 11,000 intervals are 11,001 points: Prometheus' API allows it, so must the engine.
+    let (status, body) = get(real_engine_api(QueryLimits::default()), "/api/v1/query_range?query=1&start=0&end=11000&step=1").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
