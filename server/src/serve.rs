@@ -49,6 +49,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(open_shards(Arc::clone(&state), shutdown.clone(), Arc::clone(&fatal)));
     tokio::spawn(signal_watch(shutdown.clone()));
     tokio::spawn(purge_loop(Arc::clone(&state), shutdown.clone()));
+    tokio::spawn(retention_loop(Arc::clone(&state), shutdown.clone()));
 
     let app = http::router(Arc::clone(&state), Some(query_api(&state)));
     let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
@@ -184,6 +185,25 @@ async fn purge_loop(state: AppState, shutdown: CancellationToken) {
     }
 }
 
+/// Applies retention every 10 minutes. Storage also applies it when a WAL segment fills
+/// and on flush, but a shard that receives little data would otherwise keep expired
+/// days indefinitely.
+async fn retention_loop(state: AppState, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(600));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let Some(shards) = state.shards_if_ready() else { continue };
+        // RocksDB range deletes and metadata writes: blocking work, off the runtime.
+        if let Err(e) = tokio::task::spawn_blocking(move || shards.enforce_retention_all()).await {
+            tracing::error!(error = %e, "retention task failed");
+        }
+    }
+}
+
 /// Records the shard count on first start and refuses a different one later: every
 /// stored series lives in the shard `series_hash mod S` picked when it was written.
 fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
@@ -212,8 +232,17 @@ fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
                  shards = {shards}\nhash = \"xxh3_64-v1\"\n"
             );
             let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+            // Write, fsync, rename, fsync the directory: the shard count must survive a
+            // crash right after the first start, or a restart could pick another one.
+            let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
+            std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("cannot write {}", tmp.display()))?;
+            f.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
             std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+            if let Some(dir) = path.parent() {
+                std::fs::File::open(dir)
+                    .and_then(|d| d.sync_all())
+                    .with_context(|| format!("cannot fsync {}", dir.display()))?;
+            }
             Ok(())
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),

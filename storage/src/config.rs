@@ -11,9 +11,10 @@ pub enum WalFsync {
     /// fsync (fdatasync) before `append` returns, shared by concurrent appenders (group
     /// commit). Survives `kill -9` and power loss without losing an acknowledged sample.
     Always,
-    /// fsync at most every `wal_fsync_interval_ms`, piggy-backed on appends. The data is
-    /// written to the OS before the ack, so `kill -9` loses nothing; power loss may lose
-    /// up to the interval.
+    /// fsync at most every `wal_fsync_interval_ms`, piggy-backed on appends (there is no
+    /// timer: the tail written after the last fsync stays unsynced until the next append
+    /// or `flush`). The data is written to the OS before the ack, so `kill -9` loses
+    /// nothing; power loss may lose that unsynced tail.
     Interval,
     /// Never fsync the WAL (benchmarks only). Survives `kill -9`, not power loss.
     None,

@@ -135,6 +135,17 @@ fn body_over_the_size_limit_gets_413() {
     let (code, msg) = status_and_text(s.post_write(vec![0u8; 5000], &V1));
     assert_eq!(code, 413, "{msg}");
     assert!(msg.contains("max_request_bytes"), "{msg}");
+    // Remote read obeys the same limit with the same status.
+    let r = s
+        .http()
+        .post(s.url("/api/v1/read"))
+        .header("Content-Type", "application/x-protobuf")
+        .header("Content-Encoding", "snappy")
+        .body(vec![0u8; 5000])
+        .send()
+        .expect("read request");
+    let (code, msg) = status_and_text(r);
+    assert_eq!(code, 413, "{msg}");
 }
 
 #[test]

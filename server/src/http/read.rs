@@ -24,12 +24,16 @@ pub const MAX_READ_SAMPLES: usize = 50_000_000;
 pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, TextError> {
     let tenant = params::tenant(&headers)?;
     let shards = st.shards()?;
-    let body = axum::body::to_bytes(body, st.config.limits.max_request_bytes)
-        .await
-        .map_err(|e| ApiError::bad_data(format!("cannot read request body: {e}")))?;
-    let raw = crate::ingest::decode::decompress(&body, st.config.limits.max_decompressed_bytes)?;
-    let req = prometheus::ReadRequest::decode(raw)
-        .map_err(|e| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}")))?;
+    let body = super::write::read_body(&headers, body, st.config.limits.max_request_bytes).await?;
+    // Decompression and decoding are CPU work proportional to the body: off the runtime.
+    let max_raw = st.config.limits.max_decompressed_bytes;
+    let req = tokio::task::spawn_blocking(move || -> Result<prometheus::ReadRequest, ApiError> {
+        let raw = crate::ingest::decode::decompress(&body, max_raw)?;
+        prometheus::ReadRequest::decode(raw)
+            .map_err(|e| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}")))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
     if !req.accepted_response_types.is_empty() && !req.accepted_response_types.contains(&(ResponseType::Samples as i32)) {
         return Err(ApiError::bad_data("none of the accepted response types is supported: this server answers SAMPLES only").into());
     }
@@ -59,10 +63,15 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
             .collect();
         results.push(prometheus::QueryResult { timeseries });
     }
-    let encoded = prometheus::ReadResponse { results }.encode_to_vec();
-    let compressed = snap::raw::Encoder::new()
-        .compress_vec(&encoded)
-        .map_err(|e| ApiError::internal(format!("snappy compression of the response failed: {e}")))?;
+    // Encoding up to MAX_READ_SAMPLES samples is CPU work too.
+    let compressed = tokio::task::spawn_blocking(move || {
+        let encoded = prometheus::ReadResponse { results }.encode_to_vec();
+        snap::raw::Encoder::new()
+            .compress_vec(&encoded)
+            .map_err(|e| ApiError::internal(format!("snappy compression of the response failed: {e}")))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("encode task failed: {e}")))??;
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-protobuf"), (header::CONTENT_ENCODING, "snappy")],

@@ -59,7 +59,7 @@ pub async fn remote_write(State(st): State<AppState>, headers: HeaderMap, body: 
 }
 
 /// Reads the body, refusing more than `max` bytes with 413.
-async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<bytes::Bytes, ApiError> {
+pub(super) async fn read_body(headers: &HeaderMap, body: Body, max: usize) -> Result<bytes::Bytes, ApiError> {
     let too_large = |n: String| {
         ApiError::new(ErrorKind::TooLarge, format!("request body {n}is larger than the limit of {max} bytes (limits.max_request_bytes)"))
     };

@@ -302,6 +302,16 @@ impl Shards {
         first
     }
 
+    /// Drops expired days on every shard (see `Engine::enforce_retention`); failures are
+    /// logged per shard and do not stop the others.
+    pub fn enforce_retention_all(&self) {
+        for (i, e) in self.engines.iter().enumerate() {
+            if let Err(err) = e.enforce_retention() {
+                tracing::error!(shard = i, error = %err, "retention failed");
+            }
+        }
+    }
+
     /// Runs `f` on every shard in parallel and collects the results in shard order.
     async fn fan_out<T, F>(&self, f: F) -> Result<Vec<T>>
     where
