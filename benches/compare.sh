@@ -161,8 +161,8 @@ cleanup() {
         for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$SERVER_PID" 2>/dev/null || true
     fi
-    # Data folders are throwaway; results stay.
-    rm -rf "$WORK"/data-* 2>/dev/null || true
+    # Data folders and the copied binaries are throwaway; results stay.
+    rm -rf "$WORK"/data-* "$WORK/tessera" "$WORK/tessera-bench" 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
