@@ -7,23 +7,12 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, format_go_float, format_go_g, is_histogram_marker, valid_label_name, NAME};
+use super::labels_util::{self, format_go_g, is_histogram_marker, valid_label_name, NAME};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
+use crate::functions::format::format_go_decimal;
+use crate::functions::stats::kahan_inc;
 use crate::model::Labels;
-
-/// Kahan-Babuska-Neumaier increment, as Prometheus' `kahanSumInc`.
-pub(crate) fn kahan_inc(inc: f64, sum: f64, c: f64) -> (f64, f64) {
-    let t = sum + inc;
-    let c = if t.is_infinite() {
-        0.0
-    } else if sum.abs() >= inc.abs() {
-        c + ((sum - t) + inc)
-    } else {
-        c + ((inc - t) + sum)
-    };
-    (t, c)
-}
 
 /// The running state of one group at one step.
 #[derive(Clone)]
@@ -281,7 +270,7 @@ impl Evaluator<'_> {
                 if is_histogram_marker(v) {
                     continue;
                 }
-                let l = labels_util::set(&glabels[series_group[i]], label, &format_go_float(v));
+                let l = labels_util::set(&glabels[series_group[i]], label, &format_go_decimal(v));
                 let idx = *index.entry(l.clone()).or_insert_with(|| {
                     out.push(StepSeries::new(l.clone(), false));
                     out.len() - 1

@@ -69,20 +69,6 @@ pub(crate) fn signature(l: &Labels, on: bool, names: &[String]) -> Vec<u8> {
     key
 }
 
-/// Formats a float as Go's `strconv.FormatFloat(f, 'f', -1, 64)` (used for
-/// `count_values` label values and `le`-style numbers).
-pub fn format_go_float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v == f64::INFINITY {
-        "+Inf".to_string()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".to_string()
-    } else {
-        format!("{v}")
-    }
-}
-
 /// Formats a float as Go's `%g` does for the values appearing in annotations.
 pub(crate) fn format_go_g(v: f64) -> String {
     if v.is_nan() {

@@ -26,7 +26,7 @@ use crate::value::{QueryOutput, Value, VectorElem};
 use eval::{Ctx, Evaluator};
 use types::Val;
 
-pub use labels_util::{format_go_float, is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
+pub use labels_util::{is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 
 /// Engine-wide limits and defaults.
 #[derive(Debug, Clone)]
