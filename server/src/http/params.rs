@@ -9,11 +9,12 @@ use tessera_storage::{MatchOp, Matcher};
 
 use crate::error::ApiError;
 
-/// All `key=value` pairs of the URL query string and, for POST, of a form body.
+/// All `key=value` pairs of a POST form body and the URL query string, in Go's `r.Form`
+/// order (body first), so that [`one`] picks the value Prometheus' `r.FormValue` would.
 pub fn form_pairs(query: Option<&str>, body: &[u8]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> =
-        form_urlencoded::parse(query.unwrap_or("").as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-    out.extend(form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())));
+        form_urlencoded::parse(body).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    out.extend(form_urlencoded::parse(query.unwrap_or("").as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())));
     out
 }
 
@@ -22,24 +23,15 @@ pub fn all<'a>(pairs: &'a [(String, String)], key: &str) -> Vec<&'a str> {
     pairs.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
 }
 
-/// The last value of a parameter, if present and non-empty.
+/// The first value of a parameter, if present and non-empty (Go's `r.FormValue`).
 pub fn one<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
+    pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
 }
 
-/// Parses a timestamp as Prometheus does: unix seconds (float) or RFC 3339. Returns ms.
+/// Parses a timestamp with the query API's rules (unix float seconds, RFC 3339, and
+/// Prometheus' min/max time spellings). Returns ms.
 pub fn parse_time(s: &str, param: &str) -> Result<i64, ApiError> {
-    // Float seconds first, as Prometheus' parseTime does; an RFC 3339 string never
-    // parses as a float, so the order cannot misread one as the other.
-    if let Ok(f) = s.parse::<f64>() {
-        if f.is_finite() {
-            return Ok((f * 1000.0).round() as i64);
-        }
-    }
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
-        return Ok(t.timestamp_millis());
-    }
-    Err(ApiError::bad_data(format!("invalid parameter {param:?}: cannot parse {s:?} to a valid timestamp")))
+    super::query_api::params::parse_time(s).map_err(|e| ApiError::bad_data(format!("invalid parameter {param:?}: {e}")))
 }
 
 /// `start`/`end` in ms with Prometheus' defaults (the whole time range).

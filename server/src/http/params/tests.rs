@@ -34,3 +34,14 @@ fn tenant_header_is_checked() {
     h.insert("x-scope-orgid", "a|b".parse().expect("header"));
     assert!(tenant(&h).is_err());
 }
+
+#[test]
+fn index_api_reads_params_like_the_query_api() {
+    // Go's r.FormValue: POST body before the URL query, first value wins.
+    let pairs = form_pairs(Some("limit=5&limit=6"), b"limit=7");
+    assert_eq!(one(&pairs, "limit"), Some("7"));
+    let pairs = form_pairs(Some("limit=5&limit=6"), b"");
+    assert_eq!(one(&pairs, "limit"), Some("5"));
+    // Prometheus' own spelling of "unbounded" (what Grafana sends) parses.
+    assert!(parse_time("-292273086-05-16T16:47:06Z", "start").is_ok());
+}
