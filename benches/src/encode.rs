@@ -44,8 +44,6 @@ impl Protocol {
 pub struct Batch {
     pub shard: usize,
     pub samples: u64,
-    pub min_ts: i64,
-    pub max_ts: i64,
     /// Snappy-compressed protobuf.
     pub body: Bytes,
     /// Size of the protobuf before compression, bytes.
@@ -123,8 +121,6 @@ pub fn make_batch(protocol: Protocol, shard: usize, samples: &[Sample]) -> Batch
     Batch {
         shard,
         samples: samples.len() as u64,
-        min_ts: samples.iter().map(|s| s.ts).min().unwrap_or(0),
-        max_ts: samples.iter().map(|s| s.ts).max().unwrap_or(0),
         body: Bytes::from(body),
         raw_len,
     }
@@ -205,7 +201,6 @@ mod tests {
             assert_eq!(ts.samples[0].value.to_bits(), s.value.to_bits());
         }
         assert_eq!(batch.samples, 500);
-        assert!(batch.min_ts <= batch.max_ts);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use catalog::{Dcgm, GpuModel, JobKind, A100, CPU_MODES, H100, STEP_BUCKETS};
 use gpu::{GpuState, Load};
 use jobs::{Job, Pod};
 use node::HostState;
-pub use series::{LabelsBuilder, Series, SeriesRef};
+pub use series::{LabelsBuilder, SeriesRef};
 
 use crate::rng::Rng;
 

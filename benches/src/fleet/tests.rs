@@ -1,6 +1,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::catalog::Dcgm;
+use super::series::Series;
 use super::*;
 
 fn small(seed: u64) -> FleetConfig {
