@@ -108,7 +108,7 @@ pub struct Metrics {
     /// HTTP request latency by handler.
     pub request_duration: HistogramVec,
     /// Latency of one shard's `Engine::append`, which includes the WAL write and fsync
-    /// (the engine does not expose the fsync alone).
+    /// (the fsync alone is `tessera_wal_fsync_duration_seconds`, from the engines).
     pub storage_append_duration: HistogramVec,
     /// Shards whose WAL replay finished.
     pub shards_replayed: AtomicU64,
@@ -172,8 +172,24 @@ impl Metrics {
                     let _ = writeln!(out, "{name}{{shard=\"{i}\"}} {}", f(s));
                 }
             }
+            wal_fsync_histogram(&mut out, &stats);
         }
         out
+    }
+}
+
+/// `tessera_wal_fsync_duration_seconds`, per shard, from the engines' own histograms.
+fn wal_fsync_histogram(out: &mut String, stats: &[tessera_storage::Stats]) {
+    const NAME: &str = "tessera_wal_fsync_duration_seconds";
+    header(out, NAME, "Latency of WAL fsyncs (what an acknowledged write waits for), per shard.", "histogram");
+    for (i, s) in stats.iter().enumerate() {
+        let f = &s.wal_fsync;
+        for (le, n) in tessera_storage::FSYNC_BUCKETS_SECONDS.iter().zip(f.buckets) {
+            let _ = writeln!(out, "{NAME}_bucket{{shard=\"{i}\",le=\"{le}\"}} {n}");
+        }
+        let _ = writeln!(out, "{NAME}_bucket{{shard=\"{i}\",le=\"+Inf\"}} {}", f.count);
+        let _ = writeln!(out, "{NAME}_sum{{shard=\"{i}\"}} {}", f.sum_nanos as f64 / 1e9);
+        let _ = writeln!(out, "{NAME}_count{{shard=\"{i}\"}} {}", f.count);
     }
 }
 

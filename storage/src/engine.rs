@@ -491,6 +491,7 @@ impl Engine {
             chunks_written: c.chunks_written.load(Ordering::Relaxed),
             disk_bytes: disk,
             wal_bytes: self.wal.bytes(),
+            wal_fsync: self.wal.fsync_stats(),
         }
     }
 

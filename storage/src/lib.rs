@@ -32,7 +32,7 @@ mod wal;
 
 pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
-pub use wal::TornTail;
+pub use wal::{FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};
 pub use error::{Error, ErrorKind, Result};
 pub use matcher::{MatchOp, Matcher};
 pub use types::{AppendReport, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats};

@@ -128,4 +128,6 @@ pub struct Stats {
     pub disk_bytes: u64,
     /// Bytes in WAL segment files.
     pub wal_bytes: u64,
+    /// Latency histogram of the WAL's fsyncs.
+    pub wal_fsync: crate::wal::FsyncStats,
 }

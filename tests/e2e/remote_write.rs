@@ -159,4 +159,12 @@ fn metrics_endpoint_counts_samples_requests_and_active_series() {
     assert_eq!(active, 2, "{text}");
     assert!(text.contains("tessera_storage_disk_bytes{shard=\"0\"}"));
     assert!(text.contains("tessera_wal_bytes{shard=\"1\"}"));
+    // The write was fsynced before the 204 (default policy), so at least one shard
+    // counted a WAL fsync.
+    let fsyncs: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("tessera_wal_fsync_duration_seconds_count{"))
+        .map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<u64>().ok()).expect("count value"))
+        .sum();
+    assert!(fsyncs >= 1, "{text}");
 }

@@ -11,7 +11,11 @@
 //! segment is started. A segment is deleted once every sample in it is in a chunk that
 //! RocksDB holds durably (the engine decides; see `truncate_before`).
 
+mod fsync_stats;
 pub mod record;
+
+pub use fsync_stats::{FsyncStats, FSYNC_BUCKETS_SECONDS};
+use fsync_stats::FsyncHistogram;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -61,6 +65,7 @@ pub struct Wal {
     writer: Mutex<Writer>,
     sync: Mutex<SyncState>,
     synced_cv: Condvar,
+    fsyncs: FsyncHistogram,
 }
 
 fn segment_path(dir: &Path, seg: u64) -> PathBuf {
@@ -139,6 +144,7 @@ impl Wal {
             writer: Mutex::new(Writer { file: Arc::new(file), seg, seg_bytes: 0, written: 0, sizes }),
             sync: Mutex::new(SyncState { synced: 0, syncing: false, last_sync: Instant::now(), poisoned: false }),
             synced_cv: Condvar::new(),
+            fsyncs: FsyncHistogram::default(),
         })
     }
 
@@ -237,7 +243,9 @@ impl Wal {
                 let w = self.writer.lock();
                 (Arc::clone(&w.file), w.written, w.seg)
             };
+            let started = Instant::now();
             let r = file.sync_data();
+            self.fsyncs.observe(started.elapsed());
             st = self.sync.lock();
             st.syncing = false;
             match r {
@@ -256,11 +264,19 @@ impl Wal {
         }
     }
 
+    /// Latency histogram of every WAL fsync so far.
+    pub fn fsync_stats(&self) -> FsyncStats {
+        self.fsyncs.snapshot()
+    }
+
     /// Closes the current segment (fsynced) and starts the next one. Returns the new
     /// segment number.
     pub fn rotate(&self) -> Result<u64> {
         let mut w = self.writer.lock();
-        if let Err(source) = w.file.sync_data() {
+        let started = Instant::now();
+        let r = w.file.sync_data();
+        self.fsyncs.observe(started.elapsed());
+        if let Err(source) = r {
             self.sync.lock().poisoned = true;
             return Err(Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, w.seg), source });
         }

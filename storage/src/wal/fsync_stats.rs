@@ -1,0 +1,66 @@
+//! Latency histogram of the WAL's fsyncs: the cost every acknowledged write waits for.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds, in seconds, of the fsync latency buckets (`+Inf` is implied).
+pub const FSYNC_BUCKETS_SECONDS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// A snapshot of [`FsyncHistogram`], shaped like a Prometheus histogram.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsyncStats {
+    /// Cumulative counts: `buckets[i]` fsyncs took at most `FSYNC_BUCKETS_SECONDS[i]`.
+    pub buckets: [u64; FSYNC_BUCKETS_SECONDS.len()],
+    /// Every fsync (the `+Inf` bucket).
+    pub count: u64,
+    /// Total time spent in fsync, in nanoseconds.
+    pub sum_nanos: u64,
+}
+
+/// Lock-free fsync latency counters, updated by whichever thread ran the fsync.
+#[derive(Default)]
+pub(crate) struct FsyncHistogram {
+    buckets: [AtomicU64; FSYNC_BUCKETS_SECONDS.len()],
+    count: AtomicU64,
+    sum_nanos: AtomicU64,
+}
+
+impl FsyncHistogram {
+    pub(crate) fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = FSYNC_BUCKETS_SECONDS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos.fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> FsyncStats {
+        let mut buckets = [0u64; FSYNC_BUCKETS_SECONDS.len()];
+        let mut acc = 0;
+        for (out, b) in buckets.iter_mut().zip(&self.buckets) {
+            acc += b.load(Ordering::Relaxed);
+            *out = acc;
+        }
+        FsyncStats { buckets, count: self.count.load(Ordering::Relaxed), sum_nanos: self.sum_nanos.load(Ordering::Relaxed) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_cumulative_and_slow_fsyncs_count_only_in_inf() {
+        let h = FsyncHistogram::default();
+        h.observe(Duration::from_micros(300));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(2));
+        let s = h.snapshot();
+        assert_eq!(s.count, 3);
+        assert_eq!(s.buckets[0], 1, "≤ 0.5 ms");
+        assert_eq!(s.buckets[3], 2, "≤ 5 ms");
+        assert_eq!(s.buckets[FSYNC_BUCKETS_SECONDS.len() - 1], 2, "2 s is only in +Inf");
+        assert_eq!(s.sum_nanos, 2_003_300_000);
+    }
+}
