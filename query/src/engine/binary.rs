@@ -2,7 +2,7 @@
 //! vector matching (`on`, `ignoring`, `group_left`, `group_right`, `bool`) and the set
 //! operators `and`, `or`, `unless`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use promql_parser::parser::{BinaryExpr, LabelModifier, VectorMatchCardinality};
 
@@ -346,6 +346,22 @@ impl Evaluator<'_> {
         Ok(out.series)
     }
 
+    /// For each step timestamp, the matching signatures (`sigs[i]` belongs to
+    /// `series[i]`) of the series that have a point there.
+    fn signatures_by_step<'s>(&self, series: &[StepSeries], sigs: &'s [Vec<u8>]) -> HashMap<i64, HashSet<&'s [u8]>> {
+        let mut cur = StepCursor::new(series.len());
+        let mut present = Vec::new();
+        let mut out = HashMap::new();
+        for k in 0..self.n_steps() {
+            let t = self.ts(k);
+            cur.at(series, t, &mut present);
+            if !present.is_empty() {
+                out.insert(t, present.iter().map(|&(i, _)| sigs[i].as_slice()).collect());
+            }
+        }
+        out
+    }
+
     fn set_op(
         &self,
         op: &str,
@@ -356,22 +372,11 @@ impl Evaluator<'_> {
     ) -> Result<Vec<StepSeries>, QueryError> {
         let lsig: Vec<Vec<u8>> = lhs.iter().map(|s| signature(&s.labels, on, names)).collect();
         let rsig: Vec<Vec<u8>> = rhs.iter().map(|s| signature(&s.labels, on, names)).collect();
-        let n = self.n_steps();
         match op {
             "and" | "unless" => {
                 let want = op == "and";
                 let mut out = lhs;
-                let mut cur = StepCursor::new(rhs.len());
-                let mut pr = Vec::new();
-                // Per step, the set of right-hand signatures present.
-                let mut sigs_at: HashMap<i64, std::collections::HashSet<&[u8]>> = HashMap::new();
-                for k in 0..n {
-                    let t = self.ts(k);
-                    cur.at(&rhs, t, &mut pr);
-                    if !pr.is_empty() {
-                        sigs_at.insert(t, pr.iter().map(|&(i, _)| rsig[i].as_slice()).collect());
-                    }
-                }
+                let sigs_at = self.signatures_by_step(&rhs, &rsig);
                 for (i, s) in out.iter_mut().enumerate() {
                     let sig = lsig[i].as_slice();
                     s.pts.retain(|p| sigs_at.get(&p.0).is_some_and(|set| set.contains(sig)) == want);
@@ -382,16 +387,7 @@ impl Evaluator<'_> {
             _ => {
                 // or: every left element, plus right elements whose signature is absent
                 // on the left at that step.
-                let mut cur = StepCursor::new(lhs.len());
-                let mut pl = Vec::new();
-                let mut sigs_at: HashMap<i64, std::collections::HashSet<&[u8]>> = HashMap::new();
-                for k in 0..n {
-                    let t = self.ts(k);
-                    cur.at(&lhs, t, &mut pl);
-                    if !pl.is_empty() {
-                        sigs_at.insert(t, pl.iter().map(|&(i, _)| lsig[i].as_slice()).collect());
-                    }
-                }
+                let sigs_at = self.signatures_by_step(&lhs, &lsig);
                 let mut extra = Vec::new();
                 for (i, s) in rhs.iter().enumerate() {
                     let sig = rsig[i].as_slice();

@@ -102,14 +102,7 @@ impl Engine {
                 Value::Vector(out)
             }
             Val::Range(series) => {
-                let series = types::finalize_names(series)?;
-                let mut out: Vec<Series> = series
-                    .into_iter()
-                    .filter(|s| !s.pts.is_empty())
-                    .map(|s| Series { labels: s.labels, samples: types::to_samples(s.pts) })
-                    .collect();
-                out.sort_by(|a, b| a.labels.cmp(&b.labels));
-                Value::Matrix(out)
+                Value::Matrix(into_matrix(series)?)
             }
         };
         Ok(ctx.into_output(value))
@@ -168,14 +161,7 @@ impl Engine {
                 Value::Matrix(vec![Series { labels: Default::default(), samples }])
             }
             Val::Vector(series) | Val::Range(series) => {
-                let series = types::finalize_names(series)?;
-                let mut out: Vec<Series> = series
-                    .into_iter()
-                    .filter(|s| !s.pts.is_empty())
-                    .map(|s| Series { labels: s.labels, samples: types::to_samples(s.pts) })
-                    .collect();
-                out.sort_by(|a, b| a.labels.cmp(&b.labels));
-                Value::Matrix(out)
+                Value::Matrix(into_matrix(series)?)
             }
             Val::Str(_) => {
                 return Err(QueryError::bad_data(
@@ -198,6 +184,17 @@ fn value_type_name(t: promql_parser::parser::value::ValueType) -> &'static str {
 }
 
 /// Parses a query; parser errors are `bad_data`, worded as Prometheus words them.
+/// Final names, empty series dropped, sorted by labels: a matrix as the API returns it.
+fn into_matrix(series: Vec<types::StepSeries>) -> Result<Vec<Series>, QueryError> {
+    let mut out: Vec<Series> = types::finalize_names(series)?
+        .into_iter()
+        .filter(|s| !s.pts.is_empty())
+        .map(|s| Series { labels: s.labels, samples: types::to_samples(s.pts) })
+        .collect();
+    out.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(out)
+}
+
 pub fn parse(expr: &str) -> Result<promql_parser::parser::Expr, QueryError> {
     let ast = promql_parser::parser::parse(expr)
         .map_err(|e| QueryError::new(ErrorKind::BadData, format!("parse error: {e}")))?;

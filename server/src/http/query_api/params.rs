@@ -117,6 +117,18 @@ pub fn parse_duration_ns(s: &str) -> Result<i64, String> {
         .ok_or_else(|| format!("cannot parse {s:?} to a valid duration"))
 }
 
+/// Duration units in the only order Prometheus accepts (and prints) them, with their size
+/// in milliseconds.
+const UNITS: [(&str, i64); 7] = [
+    ("y", 365 * 24 * 3_600_000),
+    ("w", 7 * 24 * 3_600_000),
+    ("d", 24 * 3_600_000),
+    ("h", 3_600_000),
+    ("m", 60_000),
+    ("s", 1_000),
+    ("ms", 1),
+];
+
 /// Prometheus' `model.ParseDuration` in milliseconds; `None` if malformed or overflowing.
 fn parse_prometheus_duration_ms(s: &str) -> Option<i64> {
     if s == "0" {
@@ -125,16 +137,6 @@ fn parse_prometheus_duration_ms(s: &str) -> Option<i64> {
     if s.is_empty() {
         return None;
     }
-    // Units in the only order Prometheus accepts them, with their size in milliseconds.
-    const UNITS: [(&str, i64); 7] = [
-        ("y", 365 * 24 * 3_600_000),
-        ("w", 7 * 24 * 3_600_000),
-        ("d", 24 * 3_600_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ];
     let bytes = s.as_bytes();
     let mut pos = 0;
     let mut next_unit = 0; // index into UNITS that the next component may use at the earliest
@@ -188,15 +190,6 @@ pub fn format_duration_ms(ms: i64) -> String {
     if ms == 0 {
         return "0s".to_string();
     }
-    const UNITS: [(&str, i64); 7] = [
-        ("y", 365 * 24 * 3_600_000),
-        ("w", 7 * 24 * 3_600_000),
-        ("d", 24 * 3_600_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-        ("ms", 1),
-    ];
     let mut out = String::new();
     let mut rest = ms.unsigned_abs();
     if ms < 0 {
