@@ -39,6 +39,8 @@ pub struct Config {
     /// Seconds to wait for in-flight requests on SIGTERM/SIGINT before flushing and
     /// exiting anyway. Default 30. 0 = wait without limit.
     pub shutdown_timeout_secs: u64,
+    /// Connection handling of the HTTP listener.
+    pub http: HttpConfig,
     /// Write-path limits.
     pub limits: Limits,
     /// Settings of each shard's storage engine (see the storage crate for each field).
@@ -55,10 +57,37 @@ impl Default for Config {
             shards: DEFAULT_SHARDS,
             max_blocking_storage_calls: 0,
             shutdown_timeout_secs: 30,
+            http: HttpConfig::default(),
             limits: Limits::default(),
             storage: tessera_storage::EngineConfig::default(),
             query: crate::http::query_api::QueryLimits::default(),
         }
+    }
+}
+
+/// Connection handling of the HTTP listener (`http/connections.rs` explains the rules).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Most open client connections. A new connection over the cap closes the
+    /// connection idle longest (or is closed itself if every connection is busy).
+    /// Default 4096; lowered at start-up to half the process' open-file limit if that
+    /// is smaller (the log says so). Must be > 0.
+    pub max_connections: usize,
+    /// Seconds a client has to send a complete HTTP/1 request head before the
+    /// connection is closed (slowloris). Default 10. 0 = no limit.
+    pub header_read_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request in flight (between
+    /// keep-alive requests, or before its first request) before it is closed.
+    /// Default 60 (as VictoriaMetrics' `-http.idleConnTimeout`). 0 = no limit.
+    pub idle_timeout_secs: u64,
+    /// Most concurrent requests (streams) on one HTTP/2 connection. Default 100.
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { max_connections: 4096, header_read_timeout_secs: 10, idle_timeout_secs: 60, max_concurrent_streams: 100 }
     }
 }
 
@@ -161,6 +190,12 @@ impl Config {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         if self.shards == 0 || self.shards > 4096 {
             return bad(format!("shards must be in 1..=4096, got {}", self.shards));
+        }
+        if self.http.max_connections == 0 {
+            return bad("http.max_connections must be > 0".into());
+        }
+        if self.http.max_concurrent_streams == 0 {
+            return bad("http.max_concurrent_streams must be > 0".into());
         }
         let l = &self.limits;
         if l.max_request_bytes == 0 {

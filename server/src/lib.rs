@@ -12,6 +12,8 @@
 
 pub mod config;
 pub mod error;
+#[cfg(test)]
+mod fuzz;
 pub mod http;
 pub mod ingest;
 pub mod metadata;

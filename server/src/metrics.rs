@@ -112,6 +112,8 @@ pub struct Metrics {
     pub storage_append_duration: HistogramVec,
     /// Shards whose WAL replay finished.
     pub shards_replayed: AtomicU64,
+    /// The HTTP listener's connection counters (`http/connections.rs`).
+    pub connections: std::sync::Arc<crate::http::connections::ConnectionStats>,
 }
 
 impl Default for Metrics {
@@ -142,6 +144,7 @@ impl Metrics {
                 &["shard"],
             ),
             shards_replayed: AtomicU64::new(0),
+            connections: Default::default(),
         }
     }
 
@@ -154,6 +157,12 @@ impl Metrics {
         self.requests.render(&mut out);
         self.request_duration.render(&mut out);
         self.storage_append_duration.render(&mut out);
+        let c = &self.connections;
+        simple(&mut out, "tessera_http_connections", "HTTP connections open now.", "gauge", c.open.load(Ordering::Relaxed));
+        simple(&mut out, "tessera_http_connections_accepted_total", "HTTP connections accepted.", "counter", c.accepted.load(Ordering::Relaxed));
+        simple(&mut out, "tessera_http_connections_evicted_total", "Idle HTTP connections closed to make room for a new one (http.max_connections or no descriptors).", "counter", c.evicted.load(Ordering::Relaxed));
+        simple(&mut out, "tessera_http_connections_refused_total", "New HTTP connections closed at once because every open one was busy.", "counter", c.refused.load(Ordering::Relaxed));
+        simple(&mut out, "tessera_http_connections_idle_closed_total", "HTTP connections closed by http.idle_timeout_secs.", "counter", c.idle_closed.load(Ordering::Relaxed));
         simple(&mut out, "tessera_shards", "Configured number of local shards.", "gauge", shards_total as u64);
         simple(&mut out, "tessera_shards_replayed", "Shards whose WAL replay has finished.", "gauge", self.shards_replayed.load(Ordering::Relaxed));
         if let Some(shards) = shards {

@@ -52,9 +52,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     tokio::spawn(retention_loop(Arc::clone(&state), shutdown.clone()));
 
     let app = http::router(Arc::clone(&state), Some(query_api(&state)));
-    let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let mut http_cfg = state.config.http.clone();
+    http_cfg.max_connections = connection_cap(http_cfg.max_connections);
+    let serve = http::connections::serve(listener, app, http_cfg, Arc::clone(&state.metrics.connections), shutdown.clone());
     let timeout_secs = state.config.shutdown_timeout_secs;
-    let mut serve_task = tokio::spawn(async move { serve.await });
+    let mut serve_task = tokio::spawn(serve);
     // Normally a signal (or a failed shard open) cancels `shutdown`; if the HTTP server
     // itself stops first (an accept error), that is fatal and must not hang here.
     // `biased`: once shutdown is cancelled the server task finishes too, and both
@@ -88,6 +90,30 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// Raises the open-file soft limit to the hard limit (as Go's runtime does for
+/// Prometheus) and returns the connection cap that fits in it: at most half the
+/// descriptors go to client connections, the rest stay for RocksDB and the WAL.
+fn connection_cap(configured: usize) -> usize {
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the open-file limit");
+            return configured;
+        }
+    };
+    let fit = usize::try_from(limit / 2).unwrap_or(usize::MAX).max(1);
+    if fit < configured {
+        tracing::warn!(
+            configured,
+            effective = fit,
+            open_file_limit = limit,
+            "http.max_connections lowered to half the open-file limit; raise `ulimit -n` to allow more"
+        );
+        return fit;
+    }
+    configured
 }
 
 /// The PromQL query API over the local shards, with the configured limits.

@@ -13,6 +13,7 @@
 //! Handlers never call storage directly: they go through [`crate::shards::Shards`],
 //! which owns tenancy and the blocking pool.
 
+pub mod connections;
 pub mod health;
 pub mod index_api;
 pub mod params;

@@ -26,12 +26,8 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
     let shards = st.shards()?;
     let body = super::write::read_body(&headers, body, st.config.limits.max_request_bytes).await?;
     // Decompression and decoding are CPU work proportional to the body: off the runtime.
-    let max_raw = st.config.limits.max_decompressed_bytes;
-    let req = tokio::task::spawn_blocking(move || -> Result<prometheus::ReadRequest, ApiError> {
-        let raw = crate::ingest::decode::decompress(&body, max_raw)?;
-        prometheus::ReadRequest::decode(raw)
-            .map_err(|e| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}")))
-    })
+    let limits = st.config.limits.clone();
+    let req = tokio::task::spawn_blocking(move || decode_request(&body, &limits))
     .await
     .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
     if !req.accepted_response_types.is_empty() && !req.accepted_response_types.contains(&(ResponseType::Samples as i32)) {
@@ -78,6 +74,13 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
         Bytes::from(compressed),
     )
         .into_response())
+}
+
+/// Decompresses and decodes a remote-read request body (a fuzz target).
+pub fn decode_request(body: &[u8], limits: &crate::config::Limits) -> Result<prometheus::ReadRequest, ApiError> {
+    let raw = crate::ingest::decode::decompress(body, limits.max_decompressed_bytes)?;
+    prometheus::ReadRequest::decode(raw)
+        .map_err(|e| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}")))
 }
 
 fn to_matcher(m: &prometheus::LabelMatcher) -> Result<Matcher, ApiError> {
