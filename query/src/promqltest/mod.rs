@@ -1,14 +1,14 @@
 //! A runner for Prometheus' promqltest scripts (`load`, `clear`, `eval instant|range`
 //! with `expect` lines; see `../shared/promqltest/FORMAT.md`), over an in-memory
-//! [`Queryable`](crate::Queryable). Used by the conformance test suite and by the
+//! [`Queryable`](crate::Queryable) or any other [`TestStore`]. Used by the conformance test suite and by the
 //! `tessera promqltest FILE...` command.
 
 mod parse;
 mod run;
 mod store;
 
-pub use run::{run_cli, run_file, run_files, run_script, Failure, FileSummary, Summary};
-pub use store::MemStore;
+pub use run::{run_cli, run_file, run_files, run_script, run_script_on, Failure, FileSummary, Summary};
+pub use store::{MemStore, TestStore};
 
 #[cfg(test)]
 mod tests;

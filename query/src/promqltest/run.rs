@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::parse::{parse_script, Cmd, EvalCmd, Expected, MsgMatch, Point};
-use super::store::MemStore;
+use super::store::{MemStore, TestStore};
 use crate::engine::{Engine, EngineOptions, QueryOptions, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 use crate::model::Labels;
 use crate::value::{QueryOutput, Value};
@@ -61,10 +61,15 @@ pub fn run_file(path: &Path) -> FileSummary {
     }
 }
 
-/// Runs a script given as text; `name` labels the failures.
+/// Runs a script given as text over the in-memory store; `name` labels the failures.
 pub fn run_script(name: &str, text: &str) -> FileSummary {
+    run_script_on(name, text, &mut MemStore::new())
+}
+
+/// Runs a script given as text over `store` (which the script's `clear` commands
+/// empty); `name` labels the failures.
+pub fn run_script_on(name: &str, text: &str, store: &mut dyn TestStore) -> FileSummary {
     let engine = Engine::new(EngineOptions::default());
-    let mut store = MemStore::new();
     let mut fs = FileSummary { file: name.to_string(), ..Default::default() };
     // A load that failed to parse poisons the evals that follow it until `clear`.
     let mut load_error: Option<(usize, String)> = None;
@@ -93,7 +98,7 @@ pub fn run_script(name: &str, text: &str) -> FileSummary {
                 }
             }
             Cmd::Eval(e) => {
-                let mut result = run_eval(&engine, &store, &e);
+                let mut result = store.commit().and_then(|()| run_eval(&engine, store.queryable(), &e));
                 if let (Err(r), Some((line, le))) = (&mut result, &load_error) {
                     *r = format!("{r} (load at line {line} failed: {le})");
                 }
@@ -130,7 +135,7 @@ pub fn run_cli(paths: &[PathBuf]) -> i32 {
     }
 }
 
-fn run_eval(engine: &Engine, store: &MemStore, e: &EvalCmd) -> Result<(), String> {
+fn run_eval(engine: &Engine, store: &dyn crate::model::Queryable, e: &EvalCmd) -> Result<(), String> {
     if let Some(err) = &e.error {
         return Err(err.clone());
     }

@@ -8,6 +8,33 @@ use regex::Regex;
 use crate::error::QueryError;
 use crate::model::{Labels, MatchOp, Matcher, Queryable, Sample, Series};
 
+/// Where a script's `load` data goes and what its evals read: [`MemStore`] here, and
+/// the real storage engine in the server's conformance test.
+pub trait TestStore {
+    /// Drops every series (`clear`).
+    fn clear(&mut self);
+    /// Adds one sample; a sample at an existing timestamp replaces it.
+    fn add(&mut self, labels: Labels, t: i64, v: f64);
+    /// Makes every sample added so far visible to queries; called before each eval.
+    fn commit(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    /// What the evals read.
+    fn queryable(&self) -> &dyn Queryable;
+}
+
+impl TestStore for MemStore {
+    fn clear(&mut self) {
+        MemStore::clear(self)
+    }
+    fn add(&mut self, labels: Labels, t: i64, v: f64) {
+        MemStore::add(self, labels, t, v)
+    }
+    fn queryable(&self) -> &dyn Queryable {
+        self
+    }
+}
+
 /// Series kept in label order, each with samples in time order. Regexes are compiled
 /// once per distinct pattern.
 #[derive(Default)]

@@ -1,0 +1,161 @@
+//! Prometheus' conformance scripts run through the real storage path: samples are
+//! pushed through `Shards::push` into three RocksDB-backed engines under a tenant, and
+//! every eval reads through `TenantView` (tenant matcher, storage matchers with their
+//! literal/prefix/set fast paths, per-day postings, head + persisted chunks).
+//!
+//! The in-memory runner (`query/tests/promqltest.rs`) proves the engine; this proves
+//! that storage hands the engine the same series. Every eval that passes in memory
+//! must pass here: the expected failures are exactly the in-memory ones
+//! (`query/testdata/upstream/EXPECTED_FAILURES`), no more.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tessera_query::promqltest::{run_script_on, TestStore};
+use tessera_query::{Labels, Queryable};
+use tessera_server::shards::{series_hash, PushSeries, Shards, TenantView};
+use tessera_storage::{EngineConfig, Label, Sample, WalFsync};
+
+/// The scripts run here: every upstream script but the native-histogram one (its
+/// samples are not floats, so storage has nothing to add).
+const SCRIPTS: &[&str] = &[
+    "aggregators.test",
+    "collision.test",
+    "duration_expression.test",
+    "extended_vectors.test",
+    "fill-modifier.test",
+    "functions.test",
+    "histograms.test",
+    "info.test",
+    "limit.test",
+    "literals.test",
+    "name_label_dropping.test",
+    "operators.test",
+    "range_queries.test",
+    "selectors.test",
+    "start_timestamps.test",
+    "trig_functions.test",
+    "type_and_unit.test",
+];
+
+const TENANT: &str = "conformance";
+const SHARDS: usize = 3;
+
+/// Loads go to a buffer (last write per timestamp wins, as in Prometheus' test
+/// storage); `commit` pushes whatever is new, in time order per series.
+struct StorageStore {
+    rt: tokio::runtime::Runtime,
+    dir: Option<tempfile::TempDir>,
+    shards: Arc<Shards>,
+    view: TenantView,
+    pending: BTreeMap<Vec<Label>, BTreeMap<i64, f64>>,
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        // The scripts' samples sit near t = 0 (1970) and may be loaded out of order
+        // across `load` commands; keep everything and accept any order.
+        retention_ms: 0,
+        out_of_order_window_ms: i64::MAX / 4,
+        wal_fsync: WalFsync::None,
+        memtable_bytes: 1 << 20,
+        ..EngineConfig::default()
+    }
+}
+
+impl StorageStore {
+    fn new() -> Self {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let (dir, shards) = Self::open();
+        let view = shards.tenant_view(TENANT);
+        StorageStore { rt, dir: Some(dir), shards, view, pending: BTreeMap::new() }
+    }
+
+    fn open() -> (tempfile::TempDir, Arc<Shards>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shards = Shards::open(dir.path(), SHARDS, &config(), 4, &|_, _| {}).expect("open shards");
+        (dir, Arc::new(shards))
+    }
+}
+
+impl TestStore for StorageStore {
+    fn clear(&mut self) {
+        self.pending.clear();
+        // Engines close when the last handle drops; then the directory goes.
+        self.view = {
+            let (dir, shards) = Self::open();
+            let view = shards.tenant_view(TENANT);
+            self.shards = shards;
+            let old = self.dir.replace(dir);
+            drop(old);
+            view
+        };
+    }
+
+    fn add(&mut self, labels: Labels, t: i64, v: f64) {
+        let labels: Vec<Label> = labels.iter().map(|l| Label { name: l.name.clone(), value: l.value.clone() }).collect();
+        self.pending.entry(labels).or_default().insert(t, v);
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let series: Vec<PushSeries> = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|(labels, samples)| PushSeries {
+                hash: series_hash(TENANT, &labels),
+                samples: samples.into_iter().map(|(t, v)| Sample { t, v }).collect(),
+                labels,
+            })
+            .collect();
+        let out = self.rt.block_on(self.shards.push(TENANT, series)).map_err(|e| format!("push failed: {}", e.message))?;
+        if let Some(r) = out.first_rejection {
+            return Err(format!("storage refused a loaded sample of {:?} at t={}: {:?}", r.labels, r.t, r.reason));
+        }
+        Ok(())
+    }
+
+    fn queryable(&self) -> &dyn Queryable {
+        &self.view
+    }
+}
+
+fn upstream_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../query/testdata/upstream")
+}
+
+/// `file:line` of every eval the in-memory runner is expected to fail.
+fn expected_failures() -> BTreeSet<String> {
+    std::fs::read_to_string(upstream_dir().join("EXPECTED_FAILURES"))
+        .expect("EXPECTED_FAILURES")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split('\t').next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn upstream_scripts_give_the_same_results_through_the_storage_engine() {
+    let expected = expected_failures();
+    let mut store = StorageStore::new();
+    let mut unexpected = Vec::new();
+    let (mut passed, mut failed) = (0, 0);
+    for script in SCRIPTS {
+        let path = upstream_dir().join(script);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        store.clear();
+        let fs = run_script_on(script, &text, &mut store);
+        passed += fs.passed;
+        failed += fs.failed;
+        for f in fs.failures {
+            if !expected.contains(&format!("{script}:{}", f.line)) {
+                unexpected.push(format!("{script}:{}: {}: {}", f.line, f.query, f.reason));
+            }
+        }
+    }
+    eprintln!("through storage: {passed} evals passed, {failed} failed (all listed in EXPECTED_FAILURES)");
+    assert!(passed > 500, "only {passed} evals ran");
+    assert!(unexpected.is_empty(), "{} evals fail through storage but not in memory:\n{}", unexpected.len(), unexpected.join("\n"));
+}
