@@ -47,6 +47,9 @@ pub struct Config {
     pub storage: tessera_storage::EngineConfig,
     /// Limits of the PromQL query API (see `http/query_api.rs` for each field).
     pub query: crate::http::query_api::QueryLimits,
+    /// Cluster mode: shards, replication and membership (`cluster/config.rs`).
+    /// Ignored by `tessera serve`.
+    pub cluster: crate::cluster::ClusterConfig,
 }
 
 impl Default for Config {
@@ -61,6 +64,7 @@ impl Default for Config {
             limits: Limits::default(),
             storage: tessera_storage::EngineConfig::default(),
             query: crate::http::query_api::QueryLimits::default(),
+            cluster: crate::cluster::ClusterConfig::default(),
         }
     }
 }

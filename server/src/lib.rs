@@ -10,6 +10,7 @@
 //! `ingest/limits.rs` → `shards/mod.rs` (`Shards::push`, hash in `shards/hash.rs`) →
 //! `tessera_storage::Engine::append`.
 
+pub mod cluster;
 pub mod config;
 pub mod error;
 #[cfg(test)]

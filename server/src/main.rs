@@ -22,6 +22,20 @@ enum Command {
     /// Run PromQL conformance scripts (Prometheus' promqltest format) against the engine;
     /// prints one line per failing eval and `N passed, M failed`; exits 1 on any failure.
     Promqltest(PromqltestArgs),
+    /// Cluster tools.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Print the shard → replicas table of the `[cluster]` table in a config file, the
+    /// load per ingester and the balance.
+    Placement {
+        /// Config file with a `[cluster]` table.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 #[derive(Args)]
@@ -84,6 +98,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Cluster(ClusterCommand::Placement { config }) => cluster_placement(&config),
         Command::Promqltest(args) => {
             if tessera_query::promqltest::run_cli(&args.files) == 0 {
                 ExitCode::SUCCESS
@@ -125,6 +140,30 @@ fn serve(args: ServeArgs) -> ExitCode {
     match runtime.block_on(tessera_server::serve::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
+    }
+}
+
+fn cluster_placement(path: &std::path::Path) -> ExitCode {
+    let config = match Config::from_file(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = config.cluster.validate() {
+        eprintln!("error: {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    match config.cluster.placement() {
+        Ok(p) => {
+            print!("{}", p.render());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}: cluster: {e}", path.display());
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -29,3 +29,31 @@ fn zero_shards_is_invalid() {
     let cfg = Config::from_toml("shards = 0").expect("parses");
     assert!(cfg.validate().is_err());
 }
+
+/// `deploy/cluster/local.toml` parses, its `[cluster]` table validates, and RF = 3 on
+/// three ingesters puts every shard on every ingester.
+#[test]
+fn example_cluster_config_parses_and_places_every_shard_on_three_ingesters() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cluster/local.toml");
+    let cfg = Config::from_file(&path).expect("deploy/cluster/local.toml parses");
+    cfg.cluster.validate().expect("valid [cluster]");
+    assert_eq!(cfg.cluster.write_quorum(), 2);
+    let p = cfg.cluster.placement().expect("placement");
+    assert_eq!(p.load(), vec![16, 16, 16]);
+}
+
+#[test]
+fn cluster_table_errors_name_the_key_to_fix() {
+    let cases = [
+        ("[cluster]\n", "no ingesters"),
+        ("[cluster]\nreplication_factor = 2\nwrite_quorum = 3\ningesters = [{ id = \"a\", addr = \"h:1\" }, { id = \"b\", addr = \"h:2\" }]\n", "cluster.write_quorum"),
+        ("[cluster]\ningester_count = 3\n", "cluster.ingester_addr_template"),
+        ("[cluster]\nplacement = \"ring\"\ningester_count = 3\ningester_addr_template = \"i-{i}:9095\"\n", "cluster.placement"),
+        ("[cluster]\nreplication_factor = 1\ningesters = [{ id = \"a\", addr = \"nohost\" }]\n", "not host:port"),
+    ];
+    for (toml, want) in cases {
+        let cfg = Config::from_toml(toml).expect("parses");
+        let err = cfg.cluster.validate().expect_err(toml);
+        assert!(err.contains(want), "{toml:?}: {err}");
+    }
+}

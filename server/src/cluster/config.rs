@@ -1,0 +1,135 @@
+//! The `[cluster]` table: logical shard count, replication, and the membership list
+//! that placement takes as input.
+
+use serde::Deserialize;
+
+use super::placement::{Member, Placement, ALGORITHM};
+
+/// One ingester of a static membership list.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IngesterEntry {
+    /// Stable id: the input to placement. Changing it moves data.
+    pub id: String,
+    /// gRPC address (`host:port`; the host may be a DNS name, resolved on connect).
+    pub addr: String,
+    /// Failure domain; empty = none. With at least RF distinct zones (and a zone on
+    /// every ingester), each shard's replicas go to distinct zones.
+    #[serde(default)]
+    pub zone: String,
+}
+
+/// `[cluster]`: ignored by `tessera serve`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Logical shards S of the cluster. Fixed at cluster creation (series are placed by
+    /// hash mod S). Default 64. Must be in 1..=65536.
+    pub shards: u32,
+    /// Replicas of every shard, RF. Default 3. Must be ≥ 1 and ≤ the ingester count.
+    pub replication_factor: u32,
+    /// Replicas that must acknowledge a write before the distributor answers 2xx, W.
+    /// Default 0 = a majority, floor(RF/2)+1. Must be ≤ RF.
+    pub write_quorum: u32,
+    /// Placement algorithm; only `hrw-bounded-v1` exists.
+    pub placement: String,
+    /// Static membership. Leave empty to use `ingester_count` and the templates.
+    pub ingesters: Vec<IngesterEntry>,
+    /// Kubernetes StatefulSet form: number of ingesters (ordinals 0..count).
+    /// Default 0 = use `ingesters`.
+    pub ingester_count: u32,
+    /// Id of ingester `{i}` in the StatefulSet form. Default `tessera-ingester-{i}`
+    /// (the pod name).
+    pub ingester_id_template: String,
+    /// gRPC address of ingester `{i}` in the StatefulSet form, e.g.
+    /// `tessera-ingester-{i}.tessera-ingester.tessera.svc:9095` (DNS only resolves it).
+    pub ingester_addr_template: String,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            shards: 64,
+            replication_factor: 3,
+            write_quorum: 0,
+            placement: ALGORITHM.to_owned(),
+            ingesters: Vec::new(),
+            ingester_count: 0,
+            ingester_id_template: "tessera-ingester-{i}".to_owned(),
+            ingester_addr_template: String::new(),
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// W with the 0 default resolved.
+    pub fn write_quorum(&self) -> u32 {
+        if self.write_quorum == 0 {
+            self.replication_factor / 2 + 1
+        } else {
+            self.write_quorum
+        }
+    }
+
+    /// The ingesters, from the static list or the StatefulSet templates.
+    pub fn ingesters(&self) -> Vec<IngesterEntry> {
+        if self.ingester_count == 0 {
+            return self.ingesters.clone();
+        }
+        (0..self.ingester_count)
+            .map(|i| IngesterEntry {
+                id: self.ingester_id_template.replace("{i}", &i.to_string()),
+                addr: self.ingester_addr_template.replace("{i}", &i.to_string()),
+                zone: String::new(),
+            })
+            .collect()
+    }
+
+    /// Checks the table; the message names the key to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shards == 0 || self.shards > 65_536 {
+            return Err(format!("cluster.shards must be in 1..=65536, got {}", self.shards));
+        }
+        if self.replication_factor == 0 {
+            return Err("cluster.replication_factor must be >= 1".into());
+        }
+        if self.write_quorum > self.replication_factor {
+            return Err(format!(
+                "cluster.write_quorum ({}) must be <= cluster.replication_factor ({})",
+                self.write_quorum, self.replication_factor
+            ));
+        }
+        if self.placement != ALGORITHM {
+            return Err(format!("cluster.placement {:?} is unknown; the only algorithm is {ALGORITHM:?}", self.placement));
+        }
+        match (self.ingester_count, self.ingesters.is_empty()) {
+            (0, true) => return Err("no ingesters: set cluster.ingesters = [{ id, addr }, ...] or cluster.ingester_count".into()),
+            (n, false) if n > 0 => {
+                return Err("set either cluster.ingesters or cluster.ingester_count, not both".into());
+            }
+            (n, true) if n > 0 => {
+                if !self.ingester_id_template.contains("{i}") {
+                    return Err("cluster.ingester_id_template must contain {i} (the StatefulSet ordinal)".into());
+                }
+                if !self.ingester_addr_template.contains("{i}") {
+                    return Err("cluster.ingester_addr_template must contain {i}, e.g. \
+                                \"tessera-ingester-{i}.tessera-ingester.NAMESPACE.svc:9095\""
+                        .into());
+                }
+            }
+            _ => {}
+        }
+        for e in self.ingesters() {
+            if e.addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                return Err(format!("ingester {:?}: addr {:?} is not host:port", e.id, e.addr));
+            }
+        }
+        self.placement().map(|_| ()).map_err(|e| format!("cluster: {e}"))
+    }
+
+    /// The placement table of this membership.
+    pub fn placement(&self) -> Result<Placement, super::PlacementError> {
+        let members: Vec<Member> = self.ingesters().into_iter().map(|e| Member { id: e.id, zone: e.zone }).collect();
+        Placement::compute(self.shards, self.replication_factor, &members)
+    }
+}
