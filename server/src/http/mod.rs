@@ -54,6 +54,8 @@ pub struct ServerState {
     /// Admission of write requests by decompressed size, one permit per KiB (see
     /// `limits.max_inflight_write_bytes`).
     pub inflight_write_kib: tokio::sync::Semaphore,
+    /// Remote-read requests served at once (`limits.max_concurrent_reads`).
+    pub read_slots: tokio::sync::Semaphore,
     /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
     /// here while in-flight requests finish.
     pub shutting_down: std::sync::atomic::AtomicBool,
@@ -62,7 +64,12 @@ pub struct ServerState {
 impl ServerState {
     pub fn new(config: Config) -> Self {
         ServerState {
-            metadata: MetadataStore::new(config.limits.max_metadata_per_tenant),
+            metadata: MetadataStore::new(
+                config.limits.max_metadata_per_tenant,
+                config.limits.max_metadata_bytes_per_tenant,
+                config.limits.max_metadata_text_bytes,
+            ),
+            read_slots: tokio::sync::Semaphore::new(config.limits.max_concurrent_reads),
             rate_limiter: RateLimiter::new(&config.limits),
             active_series: ActiveSeries::new(&config.limits),
             metrics: Metrics::new(),
