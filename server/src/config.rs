@@ -139,10 +139,13 @@ pub struct Limits {
     /// Metric families remembered per tenant for `/api/v1/metadata`. Default 100000.
     /// 0 = metadata is not kept.
     pub max_metadata_per_tenant: usize,
-    /// Decompressed bytes of all write requests being decoded and written at once, in
-    /// bytes. Further requests wait (they are not refused), which bounds the memory a
-    /// burst of large requests can take. Default 1 GiB. Must be at least
-    /// `max_decompressed_bytes`.
+    /// Memory of all write requests being decoded and written at once, in bytes: their
+    /// decompressed bodies (a request waits for room for its body before decoding) plus
+    /// their decoded memory (charged as `max_decoded_bytes_per_request` counts it; a
+    /// request that finds no room while decoding is refused with 503 and retried by
+    /// the sender). This bounds the memory any number of concurrent requests can
+    /// take. Default 1 GiB. Must be at least `max_decompressed_bytes +
+    /// max_decoded_bytes_per_request`.
     pub max_inflight_write_bytes: usize,
     /// How far ahead of the server's clock a sample's timestamp may be, in seconds
     /// (Mimir's `creation_grace_period`). Later samples are refused with 400: one sample
@@ -245,10 +248,12 @@ impl Config {
                 l.ingestion_rate_samples_per_sec
             ));
         }
-        if l.max_inflight_write_bytes < l.max_decompressed_bytes {
+        // The largest request allowed must fit on its own, or it would get 503 forever.
+        if l.max_inflight_write_bytes < l.max_decompressed_bytes.saturating_add(l.max_decoded_bytes_per_request) {
             return bad(format!(
-                "limits.max_inflight_write_bytes ({}) must be >= limits.max_decompressed_bytes ({})",
-                l.max_inflight_write_bytes, l.max_decompressed_bytes
+                "limits.max_inflight_write_bytes ({}) must be >= limits.max_decompressed_bytes ({}) + \
+                 limits.max_decoded_bytes_per_request ({})",
+                l.max_inflight_write_bytes, l.max_decompressed_bytes, l.max_decoded_bytes_per_request
             ));
         }
         if l.max_decoded_bytes_per_request == 0 {

@@ -53,7 +53,8 @@ pub struct ServerState {
     pub active_series: ActiveSeries,
     /// Admission of write requests by decompressed size, one permit per KiB (see
     /// `limits.max_inflight_write_bytes`).
-    pub inflight_write_kib: tokio::sync::Semaphore,
+    /// Decoding charges its memory here too (see `ingest::decode::Budget`).
+    pub inflight_write_kib: Arc<tokio::sync::Semaphore>,
     /// Remote-read requests served at once (`limits.max_concurrent_reads`).
     pub read_slots: tokio::sync::Semaphore,
     /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
@@ -75,7 +76,9 @@ impl ServerState {
             metrics: Metrics::new(),
             shards: OnceLock::new(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
-            inflight_write_kib: tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024)),
+            // One spare permit: a request's body and its decoded memory are each rounded
+            // up to whole KiB, so the largest request allowed by `Config::validate` fits.
+            inflight_write_kib: Arc::new(tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024) + 1)),
             config,
         }
     }

@@ -130,29 +130,31 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     // per-request limit is enforced there too, so clamp rather than refuse here.
     let claimed = snap::raw::decompress_len(&body).unwrap_or(body.len()).min(limits.max_decompressed_bytes);
     let kib = u32::try_from(claimed.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
-    let _inflight = st
-        .inflight_write_kib
-        .acquire_many(kib)
+    let sem = Arc::clone(&st.inflight_write_kib);
+    let admitted = Arc::clone(&sem)
+        .acquire_many_owned(kib)
         .await
         .map_err(|_| ApiError::unavailable("server is shutting down"))?;
 
     // Everything proportional to the request runs off the runtime, on one blocking
     // thread: decompression, decoding and validation, the time-window filter, the shard
-    // hashes and recording metadata.
+    // hashes and recording metadata. Decoded memory takes further in-flight permits as
+    // it is charged; all of them are held until the request is written.
     let lim = limits.clone();
     let window = Window::at(now_ms(), st.config.max_sample_age_ms(), limits.max_future_secs);
     let state = Arc::clone(st);
     let t = tenant.clone();
     let prepared = tokio::task::spawn_blocking(move || -> Result<_, ApiError> {
-        let mut batch = decode::decode(version, &body, &lim)?;
+        let mut budget = decode::Budget::with_inflight(lim.max_decoded_bytes_per_request, sem, admitted);
+        let mut batch = decode::decode_within(version, &body, &lim, &mut budget)?;
         drop(body);
         let invalid = batch.problems.samples();
         let refused = window::filter(&mut batch, window);
         let hashes: Vec<u64> = batch.series.iter().map(|s| series_hash(&t, &s.labels)).collect();
         state.metadata.record(&t, std::mem::take(&mut batch.metadata));
-        Ok((batch, invalid, refused, hashes))
+        Ok((batch, invalid, refused, hashes, budget.into_permit()))
     });
-    let (batch, invalid, refused, hashes) =
+    let (batch, invalid, refused, hashes, _inflight) =
         prepared.await.map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
 
     let m = &st.metrics;

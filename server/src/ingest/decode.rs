@@ -14,11 +14,13 @@
 //! of many tiny bad series cannot grow the error either.
 
 use std::mem::size_of;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::Message as _;
 use tessera_proto::{prometheus, v2};
 use tessera_storage::{Label, Sample};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::validate::{describe, validate_labels, METRIC_NAME};
 use crate::config::Limits;
@@ -168,39 +170,63 @@ pub struct Batch {
 /// A request-level problem (not snappy, not protobuf, too large) is an `Err`; series
 /// problems are collected in `Batch::problems` so valid series are still written.
 pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Batch, ApiError> {
+    decode_within(version, body, limits, &mut Budget::new(limits.max_decoded_bytes_per_request))
+}
+
+/// [`decode`] charging a given budget (one that may also hold in-flight permits).
+pub fn decode_within(version: Version, body: &[u8], limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
     let raw = decompress(body, limits.max_decompressed_bytes)?;
     let (proto, schema) = match version {
         Version::V1 => (tessera_proto::PROTO_V1, V1_REQUEST),
         Version::V2 => (tessera_proto::PROTO_V2, V2_REQUEST),
     };
     let not_protobuf = |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid {proto} protobuf message: {e}"));
-    let mut budget = Budget::new(limits.max_decoded_bytes_per_request);
     budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
     match version {
         Version::V1 => {
             let req = prometheus::WriteRequest::decode(raw).map_err(|e| not_protobuf(&e))?;
-            from_v1(req, limits, &mut budget)
+            from_v1(req, limits, budget)
         }
         Version::V2 => {
             let req = v2::Request::decode(raw).map_err(|e| not_protobuf(&e))?;
-            from_v2(req, limits, &mut budget)
+            from_v2(req, limits, budget)
         }
     }
 }
 
-/// The decoded-memory budget of one request (`limits.max_decoded_bytes_per_request`).
+/// In-flight permits are taken in steps of at least this many KiB, so that a request
+/// does not go back to the semaphore for every series.
+const GROW_KIB: usize = 1024;
+
+/// The decoded-memory budget of one request (`limits.max_decoded_bytes_per_request`),
+/// optionally also charged to the server-wide in-flight semaphore (one permit per KiB,
+/// `limits.max_inflight_write_bytes`), so that all requests being decoded at once hold
+/// at most that much, however many there are.
 pub struct Budget {
     used: usize,
     max: usize,
+    /// The semaphore, the permits held (those taken at admission included) and how
+    /// many bytes the permits taken here cover.
+    inflight: Option<(Arc<Semaphore>, OwnedSemaphorePermit, usize)>,
 }
 
 impl Budget {
+    /// A budget of `max` bytes for this request alone.
     pub fn new(max: usize) -> Self {
-        Budget { used: 0, max }
+        Budget { used: 0, max, inflight: None }
     }
 
-    /// Accounts for `bytes` more, or refuses the request (413) if they do not fit.
-    /// Call it before allocating them.
+    /// A budget of `max` bytes that also takes in-flight permits from `sem` as memory
+    /// is charged, adding them to `held` (the permits taken at admission, which cover
+    /// the body). The permits are given back when the budget (or the permit returned by
+    /// [`Budget::into_permit`]) is dropped.
+    pub fn with_inflight(max: usize, sem: Arc<Semaphore>, held: OwnedSemaphorePermit) -> Self {
+        Budget { used: 0, max, inflight: Some((sem, held, 0)) }
+    }
+
+    /// Accounts for `bytes` more, or refuses the request if they do not fit: 413 over
+    /// the per-request budget, 503 (retry later) when the server-wide in-flight bound
+    /// has no room left. Call it before allocating them.
     pub fn charge(&mut self, bytes: usize) -> Result<(), ApiError> {
         let used = self.used.saturating_add(bytes);
         if used > self.max {
@@ -213,8 +239,31 @@ impl Budget {
                 ),
             ));
         }
+        if let Some((sem, held, covered)) = &mut self.inflight {
+            if used > *covered {
+                // At least GROW_KIB at a time, but never past the per-request budget, so
+                // that one request needs at most `max` bytes of permits for decoding.
+                let room = (self.max - *covered).div_ceil(1024);
+                let kib = (used - *covered).div_ceil(1024).max(GROW_KIB).min(room);
+                let n = u32::try_from(kib).unwrap_or(u32::MAX);
+                let more = Arc::clone(sem).try_acquire_many_owned(n).map_err(|_| {
+                    let mut e = ApiError::unavailable(
+                        "the server is already decoding as many write requests as limits.max_inflight_write_bytes allows; retry later",
+                    );
+                    e.retry_after_secs = Some(1);
+                    e
+                })?;
+                held.merge(more);
+                *covered += n as usize * 1024;
+            }
+        }
         self.used = used;
         Ok(())
+    }
+
+    /// The in-flight permits held, to keep until the decoded request is written.
+    pub fn into_permit(self) -> Option<OwnedSemaphorePermit> {
+        self.inflight.map(|(_, p, _)| p)
     }
 
     /// Bytes accounted so far.

@@ -268,3 +268,26 @@ mod never_panics {
         }
     }
 }
+
+/// Decoded memory is charged to the server-wide in-flight semaphore: what one request
+/// holds is unavailable to the others until it is dropped, and a request that finds no
+/// room is told to retry (503), never allowed past the bound.
+#[test]
+fn decoded_memory_takes_server_wide_in_flight_permits() {
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
+    let sem = Arc::new(Semaphore::new(3 * 1024)); // 3 MiB in flight
+    let admit = |kib| Arc::clone(&sem).try_acquire_many_owned(kib).expect("admission");
+    let mut a = Budget::with_inflight(8 << 20, Arc::clone(&sem), admit(1));
+    a.charge(1_500_000).expect("fits");
+    assert_eq!(sem.available_permits(), 3 * 1024 - 1 - 1465, "1 KiB body + 1,465 KiB decoded");
+    let mut b = Budget::with_inflight(8 << 20, Arc::clone(&sem), admit(1));
+    let err = b.charge(2_000_000).expect_err("no room left");
+    assert_eq!(err.kind, ErrorKind::Unavailable);
+    assert!(err.message.contains("limits.max_inflight_write_bytes"), "{}", err.message);
+    let held = a.into_permit().expect("permits");
+    drop(held);
+    b.charge(2_000_000).expect("room again once the first request is done");
+    drop(b);
+    assert_eq!(sem.available_permits(), 3 * 1024);
+}
