@@ -7,9 +7,10 @@
 //!
 //! Bounds: at most `limits.max_read_queries_per_request` queries (400), decoded memory
 //! under `limits.max_decoded_bytes_per_request` (413, checked before decoding), at most
-//! `limits.max_concurrent_reads` requests at once, and one deadline per request
-//! (`query.timeout_secs`, the slot wait included) after which no further query starts
-//! and the client gets 503 `timeout`.
+//! `limits.max_concurrent_reads` requests at once (a slot is taken after the body is
+//! read, so a slow sender holds none), and one deadline per request
+//! (`query.timeout_secs`, body read and slot wait included) after which no further
+//! query starts and the client gets 503 `timeout`.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -42,14 +43,33 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
             format!("remote read did not finish within {} s (query.timeout_secs); narrow the time range or matchers", timeout.as_secs()),
         )
     };
+    // Past this point the request stops where it is when the deadline passes: the
+    // future is dropped, so no further query starts and no response is built.
+    match tokio::time::timeout_at(deadline, serve(&st, &tenant, &shards, &headers, body, deadline)).await {
+        Ok(r) => r.map_err(TextError),
+        Err(_) => Err(TextError(timed_out())),
+    }
+}
+
+async fn serve(
+    st: &AppState,
+    tenant: &str,
+    shards: &Shards,
+    headers: &HeaderMap,
+    body: Body,
+    deadline: tokio::time::Instant,
+) -> Result<Response, ApiError> {
+    // The body is read before taking a slot, so a client that sends it slowly (or
+    // never) holds no slot, only its connection, until the deadline.
+    let body = super::write::read_body(headers, body, st.config.limits.max_request_bytes).await?;
     let _slot = tokio::time::timeout_at(deadline, st.read_slots.acquire())
         .await
         .map_err(|_| {
             let mut e = ApiError::new(
                 ErrorKind::Timeout,
                 format!(
-                    "no remote-read slot became free within {} s: {} requests are being served (limits.max_concurrent_reads)",
-                    timeout.as_secs(),
+                    "no remote-read slot became free before the deadline (query.timeout_secs): {} requests are \
+                     being served (limits.max_concurrent_reads)",
                     st.config.limits.max_concurrent_reads
                 ),
             );
@@ -57,17 +77,7 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
             e
         })?
         .map_err(|_| ApiError::unavailable("server is shutting down"))?;
-    // Past this point the request stops where it is when the deadline passes: the
-    // future is dropped, so no further query starts and no response is built.
-    match tokio::time::timeout_at(deadline, serve(&st, &tenant, &shards, &headers, body)).await {
-        Ok(r) => r.map_err(TextError),
-        Err(_) => Err(TextError(timed_out())),
-    }
-}
-
-async fn serve(st: &AppState, tenant: &str, shards: &Shards, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
     let limits = st.config.limits.clone();
-    let body = super::write::read_body(headers, body, limits.max_request_bytes).await?;
     // Decompression and decoding are CPU work proportional to the body: off the runtime.
     let max_queries = limits.max_read_queries_per_request;
     let req = tokio::task::spawn_blocking(move || decode_request(&body, &limits))
