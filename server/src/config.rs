@@ -106,7 +106,9 @@ pub enum NameValidation {
     Utf8,
 }
 
-/// Limits applied to every remote-write request, per tenant where it says so.
+/// Limits applied to every remote-write (and remote-read) request, per tenant where it
+/// says so. What memory one request can cause, in terms of these keys, is written down
+/// in `server/README.md` ("Request limits and the memory they bound").
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
@@ -141,16 +143,46 @@ pub struct Limits {
     /// Metric families remembered per tenant for `/api/v1/metadata`. Default 100000.
     /// 0 = metadata is not kept.
     pub max_metadata_per_tenant: usize,
-    /// Decompressed bytes of all write requests being decoded and written at once, in
-    /// bytes. Further requests wait (they are not refused), which bounds the memory a
-    /// burst of large requests can take. Default 1 GiB. Must be at least
-    /// `max_decompressed_bytes`.
+    /// Memory of all write requests being decoded and written at once, in bytes: their
+    /// decompressed bodies (a request waits for room for its body before decoding) plus
+    /// their decoded memory (charged as `max_decoded_bytes_per_request` counts it; a
+    /// request that finds no room while decoding is refused with 503 and retried by
+    /// the sender). This bounds the memory any number of concurrent requests can
+    /// take. Default 1 GiB. Must be at least `max_decompressed_bytes +
+    /// max_decoded_bytes_per_request`.
     pub max_inflight_write_bytes: usize,
     /// How far ahead of the server's clock a sample's timestamp may be, in seconds
     /// (Mimir's `creation_grace_period`). Later samples are refused with 400: one sample
     /// dated years ahead would otherwise move its shard's retention window and hide
     /// every real sample. Default 600 (10 minutes). 0 = no check.
     pub max_future_secs: u64,
+    /// How far behind the server's clock a sample's timestamp may be, in seconds. Older
+    /// samples are refused with 400 (the rest of the request is still written).
+    /// Default 0 = the storage retention (`storage.retention_ms`): an older sample
+    /// would only be dropped by retention later. When this and the retention are both
+    /// 0, there is no lower bound.
+    pub max_sample_age_secs: u64,
+    /// Memory one write request may take once decoded, in bytes: the protobuf
+    /// structures (estimated from the wire format before decoding, allocation
+    /// slack included) plus the labels, samples and metadata text copied out of them.
+    /// A request over it is refused with 413 before the memory is allocated; this is
+    /// what stops remote write 2.0 symbol references from being copied into every
+    /// series without bound. Default 512 MiB. Must be > 0.
+    pub max_decoded_bytes_per_request: usize,
+    /// Bytes of metadata (metric family names, help and unit texts) kept per tenant
+    /// for `/api/v1/metadata`. Entries that do not fit are not kept. Default 16 MiB.
+    /// 0 = no byte limit (`max_metadata_per_tenant` still applies).
+    pub max_metadata_bytes_per_tenant: usize,
+    /// Longest metadata help or unit text kept, in bytes; longer texts are cut at a
+    /// character boundary. Default 1024 (Mimir's `max_metadata_length`). 0 = no limit.
+    pub max_metadata_text_bytes: usize,
+    /// Most queries one remote-read request may carry; more → 400. Default 64.
+    /// Must be > 0.
+    pub max_read_queries_per_request: usize,
+    /// Remote-read requests served at once; more wait for a slot until their deadline
+    /// (`query.timeout_secs`, which also bounds each request's run time).
+    /// Default 10 (Prometheus' `--storage.remote.read-concurrent-limit`). Must be > 0.
+    pub max_concurrent_reads: usize,
 }
 
 impl Default for Limits {
@@ -169,6 +201,12 @@ impl Default for Limits {
             max_metadata_per_tenant: 100_000,
             max_inflight_write_bytes: 1 << 30,
             max_future_secs: 600,
+            max_sample_age_secs: 0,
+            max_decoded_bytes_per_request: 512 << 20,
+            max_metadata_bytes_per_tenant: 16 << 20,
+            max_metadata_text_bytes: 1024,
+            max_read_queries_per_request: 64,
+            max_concurrent_reads: 10,
         }
     }
 }
@@ -214,11 +252,22 @@ impl Config {
                 l.ingestion_rate_samples_per_sec
             ));
         }
-        if l.max_inflight_write_bytes < l.max_decompressed_bytes {
+        // The largest request allowed must fit on its own, or it would get 503 forever.
+        if l.max_inflight_write_bytes < l.max_decompressed_bytes.saturating_add(l.max_decoded_bytes_per_request) {
             return bad(format!(
-                "limits.max_inflight_write_bytes ({}) must be >= limits.max_decompressed_bytes ({})",
-                l.max_inflight_write_bytes, l.max_decompressed_bytes
+                "limits.max_inflight_write_bytes ({}) must be >= limits.max_decompressed_bytes ({}) + \
+                 limits.max_decoded_bytes_per_request ({})",
+                l.max_inflight_write_bytes, l.max_decompressed_bytes, l.max_decoded_bytes_per_request
             ));
+        }
+        if l.max_decoded_bytes_per_request == 0 {
+            return bad("limits.max_decoded_bytes_per_request must be > 0".into());
+        }
+        if l.max_read_queries_per_request == 0 {
+            return bad("limits.max_read_queries_per_request must be > 0".into());
+        }
+        if l.max_concurrent_reads == 0 {
+            return bad("limits.max_concurrent_reads must be > 0".into());
         }
         if l.active_series_idle_secs == 0 {
             return bad("limits.active_series_idle_secs must be > 0".into());
@@ -226,6 +275,19 @@ impl Config {
         self.storage.validate().map_err(|e| ConfigError::Invalid(e.to_string()))?;
         self.query.validate().map_err(ConfigError::Invalid)?;
         Ok(())
+    }
+
+    /// How far back (ms before the server clock) a written sample may be, resolving
+    /// `limits.max_sample_age_secs = 0` to the storage retention; `None` = no bound.
+    pub fn max_sample_age_ms(&self) -> Option<i64> {
+        let secs = self.limits.max_sample_age_secs;
+        if secs > 0 {
+            Some(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000))
+        } else if self.storage.retention_ms > 0 {
+            Some(self.storage.retention_ms)
+        } else {
+            None
+        }
     }
 
     /// Permits of the blocking-call semaphore, resolving the 0 default.

@@ -3,9 +3,11 @@
 //!
 //! Prometheus itself keeps metadata only in memory too (it is re-sent by agents every
 //! minute), so losing it on restart matches upstream behaviour. Each tenant holds at
-//! most `limits.max_metadata_per_tenant` metric families, and each family at most
-//! [`MAX_ENTRIES_PER_METRIC`] distinct entries, so a misbehaving sender cannot grow it
-//! without bound.
+//! most `limits.max_metadata_per_tenant` metric families, each family at most
+//! [`MAX_ENTRIES_PER_METRIC`] distinct entries, each help or unit text at most
+//! `limits.max_metadata_text_bytes`, and all of it at most
+//! `limits.max_metadata_bytes_per_tenant` bytes, so a misbehaving sender cannot grow it
+//! without bound (a count alone let five requests of long help texts keep 98 MB).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,6 +16,13 @@ use serde::Serialize;
 
 /// Distinct (type, help, unit) entries remembered per metric family.
 pub const MAX_ENTRIES_PER_METRIC: usize = 10;
+
+/// Bytes charged per metric family besides its name (map node, list), for
+/// `limits.max_metadata_bytes_per_tenant`.
+pub const FAMILY_OVERHEAD_BYTES: usize = 96;
+
+/// Bytes charged per entry besides its help and unit text.
+pub const ENTRY_OVERHEAD_BYTES: usize = std::mem::size_of::<MetadataEntry>();
 
 /// One metadata entry, serialized as Prometheus' `/api/v1/metadata` does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -24,40 +33,104 @@ pub struct MetadataEntry {
     pub unit: String,
 }
 
+impl MetadataEntry {
+    /// Bytes this entry is charged.
+    fn cost(&self) -> usize {
+        ENTRY_OVERHEAD_BYTES + self.help.len() + self.unit.len()
+    }
+}
+
+/// One tenant's families and the bytes they are charged.
+#[derive(Default)]
+struct TenantMetadata {
+    families: BTreeMap<String, Vec<MetadataEntry>>,
+    bytes: usize,
+}
+
 /// Per-tenant metadata. A `RwLock` (not async) because every critical section is a
 /// short map operation with no `.await` inside.
+///
+/// Memory per tenant is bounded in bytes, not only in count: at most
+/// `max_bytes_per_tenant` charged bytes (names, help and unit texts plus the overheads
+/// above), each help or unit text at most `max_text_bytes` long.
 #[derive(Default)]
 pub struct MetadataStore {
-    tenants: RwLock<HashMap<String, BTreeMap<String, Vec<MetadataEntry>>>>,
+    tenants: RwLock<HashMap<String, TenantMetadata>>,
     max_per_tenant: usize,
+    max_bytes_per_tenant: usize,
+    max_text_bytes: usize,
+}
+
+/// The length of `s` cut to at most `max` bytes at a character boundary (0 = no cut).
+pub fn cut_len(s: &str, max: usize) -> usize {
+    if max == 0 || s.len() <= max {
+        return s.len();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
 }
 
 impl MetadataStore {
-    pub fn new(max_per_tenant: usize) -> Self {
-        MetadataStore { tenants: RwLock::new(HashMap::new()), max_per_tenant }
+    /// A store keeping at most `max_per_tenant` families (0 = keep nothing) and
+    /// `max_bytes_per_tenant` bytes per tenant (0 = no byte bound), with texts cut to
+    /// `max_text_bytes` (0 = not cut).
+    pub fn new(max_per_tenant: usize, max_bytes_per_tenant: usize, max_text_bytes: usize) -> Self {
+        MetadataStore { tenants: RwLock::new(HashMap::new()), max_per_tenant, max_bytes_per_tenant, max_text_bytes }
     }
 
-    /// Records entries for `tenant`; the newest entry of a metric goes first.
+    /// Records entries for `tenant`; the newest entry of a metric goes first. Entries
+    /// that would take the tenant over its family count or byte bound are not kept.
     pub fn record(&self, tenant: &str, entries: Vec<(String, MetadataEntry)>) {
         if entries.is_empty() || self.max_per_tenant == 0 {
             return;
         }
+        let fits = |bytes: usize| self.max_bytes_per_tenant == 0 || bytes <= self.max_bytes_per_tenant;
         let mut tenants = self.tenants.write();
-        let families = tenants.entry(tenant.to_owned()).or_default();
-        for (metric, entry) in entries {
+        let tm = tenants.entry(tenant.to_owned()).or_default();
+        let TenantMetadata { families, bytes } = tm;
+        for (metric, mut entry) in entries {
             if metric.is_empty() {
                 continue;
             }
-            if !families.contains_key(&metric) && families.len() >= self.max_per_tenant {
-                continue;
+            entry.help.truncate(cut_len(&entry.help, self.max_text_bytes));
+            entry.unit.truncate(cut_len(&entry.unit, self.max_text_bytes));
+            let cost = entry.cost();
+            match families.get_mut(&metric) {
+                Some(list) => {
+                    if let Some(pos) = list.iter().position(|e| *e == entry) {
+                        let e = list.remove(pos);
+                        list.insert(0, e);
+                        continue;
+                    }
+                    if !fits(*bytes + cost) {
+                        continue;
+                    }
+                    list.insert(0, entry);
+                    *bytes += cost;
+                    if list.len() > MAX_ENTRIES_PER_METRIC {
+                        if let Some(old) = list.pop() {
+                            *bytes -= old.cost();
+                        }
+                    }
+                }
+                None => {
+                    let cost = cost + FAMILY_OVERHEAD_BYTES + metric.len();
+                    if families.len() >= self.max_per_tenant || !fits(*bytes + cost) {
+                        continue;
+                    }
+                    families.insert(metric, vec![entry]);
+                    *bytes += cost;
+                }
             }
-            let list = families.entry(metric).or_default();
-            if let Some(pos) = list.iter().position(|e| *e == entry) {
-                list.remove(pos);
-            }
-            list.insert(0, entry);
-            list.truncate(MAX_ENTRIES_PER_METRIC);
         }
+    }
+
+    /// Bytes charged to `tenant` (see [`MetadataStore`]).
+    pub fn bytes(&self, tenant: &str) -> usize {
+        self.tenants.read().get(tenant).map_or(0, |t| t.bytes)
     }
 
     /// Metadata of `tenant`, optionally for one `metric`, with Prometheus' `limit`
@@ -70,7 +143,7 @@ impl MetadataStore {
         limit_per_metric: Option<usize>,
     ) -> BTreeMap<String, Vec<MetadataEntry>> {
         let tenants = self.tenants.read();
-        let Some(families) = tenants.get(tenant) else { return BTreeMap::new() };
+        let Some(families) = tenants.get(tenant).map(|t| &t.families) else { return BTreeMap::new() };
         let per = limit_per_metric.unwrap_or(usize::MAX);
         families
             .iter()

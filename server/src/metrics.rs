@@ -100,8 +100,9 @@ impl HistogramVec {
 pub struct Metrics {
     pub samples_received: AtomicU64,
     pub samples_written: AtomicU64,
-    /// Float samples not written, by reason (`invalid_series`, `too_old`, `duplicate`,
-    /// `rate_limited`, `series_limit`, `storage_error`).
+    /// Float samples not written, by reason (`invalid_series`, `too_far_in_future`,
+    /// `too_far_in_past`, `too_old`, `duplicate`, `rate_limited`, `series_limit`,
+    /// `storage_error`).
     pub samples_rejected: CounterVec,
     /// HTTP requests by handler (route) and status code.
     pub requests: CounterVec,

@@ -57,3 +57,23 @@ fn cluster_table_errors_name_the_key_to_fix() {
         assert!(err.contains(want), "{toml:?}: {err}");
     }
 }
+
+/// `limits.max_sample_age_secs = 0` means "the retention"; both 0 means no bound.
+#[test]
+fn sample_age_bound_defaults_to_the_retention() {
+    let cfg = Config::from_toml("").expect("parses");
+    assert_eq!(cfg.max_sample_age_ms(), Some(cfg.storage.retention_ms));
+    let cfg = Config::from_toml("[limits]\nmax_sample_age_secs = 60\n").expect("parses");
+    assert_eq!(cfg.max_sample_age_ms(), Some(60_000));
+    let cfg = Config::from_toml("[storage]\nretention_ms = 0\n").expect("parses");
+    assert_eq!(cfg.max_sample_age_ms(), None);
+}
+
+#[test]
+fn request_bounds_must_be_positive() {
+    for key in ["max_decoded_bytes_per_request", "max_read_queries_per_request", "max_concurrent_reads"] {
+        let cfg = Config::from_toml(&format!("[limits]\n{key} = 0\n")).expect("parses");
+        let err = cfg.validate().expect_err("0 is invalid");
+        assert!(err.to_string().contains(key), "{err}");
+    }
+}

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use axum::body::Bytes;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
@@ -80,11 +81,14 @@ pub async fn label_names(State(st): State<AppState>, headers: HeaderMap, RawQuer
 
 pub async fn label_values(
     State(st): State<AppState>,
-    Path(name): Path<String>,
+    path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
     body: Bytes,
 ) -> Result<Response, JsonError> {
+    // axum's own rejection (e.g. `%ff`, not UTF-8 once decoded) is plain text; answer in
+    // the JSON envelope like every other error of this API.
+    let Path(name) = path.map_err(|r| ApiError::bad_data(format!("invalid label name in the URL path: {}", r.body_text())))?;
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     // The same name rules as the write path: a name we would never store cannot match.

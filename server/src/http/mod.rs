@@ -53,7 +53,10 @@ pub struct ServerState {
     pub active_series: ActiveSeries,
     /// Admission of write requests by decompressed size, one permit per KiB (see
     /// `limits.max_inflight_write_bytes`).
-    pub inflight_write_kib: tokio::sync::Semaphore,
+    /// Decoding charges its memory here too (see `ingest::decode::Budget`).
+    pub inflight_write_kib: Arc<tokio::sync::Semaphore>,
+    /// Remote-read requests served at once (`limits.max_concurrent_reads`).
+    pub read_slots: tokio::sync::Semaphore,
     /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
     /// here while in-flight requests finish.
     pub shutting_down: std::sync::atomic::AtomicBool,
@@ -62,13 +65,20 @@ pub struct ServerState {
 impl ServerState {
     pub fn new(config: Config) -> Self {
         ServerState {
-            metadata: MetadataStore::new(config.limits.max_metadata_per_tenant),
+            metadata: MetadataStore::new(
+                config.limits.max_metadata_per_tenant,
+                config.limits.max_metadata_bytes_per_tenant,
+                config.limits.max_metadata_text_bytes,
+            ),
+            read_slots: tokio::sync::Semaphore::new(config.limits.max_concurrent_reads),
             rate_limiter: RateLimiter::new(&config.limits),
             active_series: ActiveSeries::new(&config.limits),
             metrics: Metrics::new(),
             shards: OnceLock::new(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
-            inflight_write_kib: tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024)),
+            // One spare permit: a request's body and its decoded memory are each rounded
+            // up to whole KiB, so the largest request allowed by `Config::validate` fits.
+            inflight_write_kib: Arc::new(tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024) + 1)),
             config,
         }
     }

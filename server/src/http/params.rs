@@ -107,9 +107,18 @@ pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
 
 /// The tenant of a request: `X-Scope-OrgID`, or `anonymous`. Tenant IDs follow the
 /// Cortex/Mimir rules (at most 150 characters of `[A-Za-z0-9!-_.*'()]`, not `.`/`..`),
-/// so they are safe in logs and labels; several tenants (`a|b`) are not supported.
+/// so they are safe in logs and labels; several tenants (`a|b`) are not supported, and
+/// neither is a repeated header (which one a proxy in front would have checked is
+/// unknowable, so it is refused rather than first-wins).
 pub fn tenant(headers: &HeaderMap) -> Result<String, ApiError> {
-    let Some(v) = headers.get("x-scope-orgid") else { return Ok(crate::shards::DEFAULT_TENANT.to_owned()) };
+    let mut all = headers.get_all("x-scope-orgid").iter();
+    let Some(v) = all.next() else { return Ok(crate::shards::DEFAULT_TENANT.to_owned()) };
+    if all.next().is_some() {
+        return Err(ApiError::bad_data(format!(
+            "X-Scope-OrgID is given {} times: send exactly one tenant header",
+            headers.get_all("x-scope-orgid").iter().count()
+        )));
+    }
     let s = v.to_str().map_err(|_| ApiError::bad_data("X-Scope-OrgID is not valid text"))?.trim();
     let ok_char = |c: char| c.is_ascii_alphanumeric() || "!-_.*'()".contains(c);
     if s.is_empty() || s.len() > 150 || s == "." || s == ".." || !s.chars().all(ok_char) {

@@ -4,6 +4,13 @@
 //! / `prometheus.ReadResponse`). Each query's matchers get the tenant matcher added by
 //! `Shards::select`, like every other read. Only the SAMPLES response type is served:
 //! a client that accepts only STREAMED_XOR_CHUNKS gets a 400 saying so.
+//!
+//! Bounds: at most `limits.max_read_queries_per_request` queries (400), decoded memory
+//! under `limits.max_decoded_bytes_per_request` (413, checked before decoding), at most
+//! `limits.max_concurrent_reads` requests at once (a slot is taken after the body is
+//! read, so a slow sender holds none), and one deadline per request
+//! (`query.timeout_secs`, body read and slot wait included) after which no further
+//! query starts and the client gets 503 `timeout`.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -15,7 +22,9 @@ use tessera_proto::prometheus::{self, label_matcher, read_request::ResponseType}
 use tessera_storage::{MatchOp, Matcher};
 
 use super::{params, AppState};
-use crate::error::{ApiError, TextError};
+use crate::error::{ApiError, ErrorKind, TextError};
+use crate::ingest::decode;
+use crate::shards::Shards;
 
 /// Most samples one remote-read response may carry, so a careless query cannot make
 /// the server build a response of many gigabytes.
@@ -24,14 +33,64 @@ pub const MAX_READ_SAMPLES: usize = 50_000_000;
 pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, TextError> {
     let tenant = params::tenant(&headers)?;
     let shards = st.shards()?;
-    let body = super::write::read_body(&headers, body, st.config.limits.max_request_bytes).await?;
-    // Decompression and decoding are CPU work proportional to the body: off the runtime.
+    // One deadline for the whole request, waiting for a slot included: the query
+    // timeout, as for PromQL queries.
+    let timeout = st.config.query.timeout();
+    let deadline = tokio::time::Instant::now() + timeout;
+    let timed_out = || {
+        ApiError::new(
+            ErrorKind::Timeout,
+            format!("remote read did not finish within {} s (query.timeout_secs); narrow the time range or matchers", timeout.as_secs()),
+        )
+    };
+    // Past this point the request stops where it is when the deadline passes: the
+    // future is dropped, so no further query starts and no response is built.
+    match tokio::time::timeout_at(deadline, serve(&st, &tenant, &shards, &headers, body, deadline)).await {
+        Ok(r) => r.map_err(TextError),
+        Err(_) => Err(TextError(timed_out())),
+    }
+}
+
+async fn serve(
+    st: &AppState,
+    tenant: &str,
+    shards: &Shards,
+    headers: &HeaderMap,
+    body: Body,
+    deadline: tokio::time::Instant,
+) -> Result<Response, ApiError> {
+    // The body is read before taking a slot, so a client that sends it slowly (or
+    // never) holds no slot, only its connection, until the deadline.
+    let body = super::write::read_body(headers, body, st.config.limits.max_request_bytes).await?;
+    let _slot = tokio::time::timeout_at(deadline, st.read_slots.acquire())
+        .await
+        .map_err(|_| {
+            let mut e = ApiError::new(
+                ErrorKind::Timeout,
+                format!(
+                    "no remote-read slot became free before the deadline (query.timeout_secs): {} requests are \
+                     being served (limits.max_concurrent_reads)",
+                    st.config.limits.max_concurrent_reads
+                ),
+            );
+            e.retry_after_secs = Some(5);
+            e
+        })?
+        .map_err(|_| ApiError::unavailable("server is shutting down"))?;
     let limits = st.config.limits.clone();
+    // Decompression and decoding are CPU work proportional to the body: off the runtime.
+    let max_queries = limits.max_read_queries_per_request;
     let req = tokio::task::spawn_blocking(move || decode_request(&body, &limits))
     .await
     .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
+    if req.queries.len() > max_queries {
+        return Err(ApiError::bad_data(format!(
+            "remote read request has {} queries, more than the limit of {max_queries} (limits.max_read_queries_per_request)",
+            req.queries.len()
+        )));
+    }
     if !req.accepted_response_types.is_empty() && !req.accepted_response_types.contains(&(ResponseType::Samples as i32)) {
-        return Err(ApiError::bad_data("none of the accepted response types is supported: this server answers SAMPLES only").into());
+        return Err(ApiError::bad_data("none of the accepted response types is supported: this server answers SAMPLES only"));
     }
 
     // Queries run one after another: each already fans out over every shard, and the
@@ -40,14 +99,13 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
     let mut total = 0usize;
     for q in &req.queries {
         let matchers = q.matchers.iter().map(to_matcher).collect::<Result<Vec<_>, _>>()?;
-        let series = shards.select(&tenant, &matchers, q.start_timestamp_ms, q.end_timestamp_ms).await?;
+        let series = shards.select(tenant, &matchers, q.start_timestamp_ms, q.end_timestamp_ms).await?;
         total += series.iter().map(|s| s.samples.len()).sum::<usize>();
         if total > MAX_READ_SAMPLES {
             return Err(ApiError::new(
-                crate::error::ErrorKind::Execution,
+                ErrorKind::Execution,
                 format!("remote read would return more than {MAX_READ_SAMPLES} samples; narrow the time range or matchers"),
-            )
-            .into());
+            ));
         }
         let timeseries = series
             .into_iter()
@@ -76,11 +134,14 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
         .into_response())
 }
 
-/// Decompresses and decodes a remote-read request body (a fuzz target).
+/// Decompresses and decodes a remote-read request body (a fuzz target), under the same
+/// decoded-memory bound as remote write, checked before decoding.
 pub fn decode_request(body: &[u8], limits: &crate::config::Limits) -> Result<prometheus::ReadRequest, ApiError> {
-    let raw = crate::ingest::decode::decompress(body, limits.max_decompressed_bytes)?;
-    prometheus::ReadRequest::decode(raw)
-        .map_err(|e| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}")))
+    let raw = decode::decompress(body, limits.max_decompressed_bytes)?;
+    let not_protobuf = |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}"));
+    decode::Budget::new(limits.max_decoded_bytes_per_request)
+        .charge(decode::wire_cost(&raw, decode::READ_REQUEST).map_err(|e| not_protobuf(&e))?)?;
+    prometheus::ReadRequest::decode(raw).map_err(|e| not_protobuf(&e))
 }
 
 fn to_matcher(m: &prometheus::LabelMatcher) -> Result<Matcher, ApiError> {
@@ -93,3 +154,6 @@ fn to_matcher(m: &prometheus::LabelMatcher) -> Result<Matcher, ApiError> {
     };
     Matcher::new(&m.name, op, &m.value).map_err(ApiError::from)
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,11 +4,23 @@
 //! this file (limits, sharding, storage) is version-agnostic. Decoding is zero-copy up
 //! to validation: the body is one `Bytes`, prost slices label strings out of it, and
 //! the only copies made are the owned labels of series that passed validation.
+//!
+//! Memory is bounded before it is allocated. [`wire_cost`] walks the protobuf wire
+//! format once and estimates what prost will allocate (a 2-byte empty series becomes a
+//! ~100-byte struct); the copies made afterwards (labels resolved from 2.0 symbols,
+//! samples, metadata text) are charged as they are made. Both count against
+//! `limits.max_decoded_bytes_per_request`; going over is a 413. Of the per-series
+//! problems only the first (lowest index) keeps its text ([`Problems`]), so a request
+//! of many tiny bad series cannot grow the error either.
+
+use std::mem::size_of;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use prost::Message;
+use prost::Message as _;
 use tessera_proto::{prometheus, v2};
 use tessera_storage::{Label, Sample};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::validate::{describe, validate_labels, METRIC_NAME};
 use crate::config::Limits;
@@ -94,15 +106,57 @@ pub struct Problem {
     /// The series in Prometheus text form.
     pub series: String,
     pub reason: String,
-    /// Float samples of this series that were refused because of it.
-    pub samples: u64,
+}
+
+/// Every problem of a request, kept cheaply: the text of the first one (lowest series
+/// index, the one the 400 names), the indexes of all offending series and the count of
+/// refused float samples. Memory is 8 bytes per offending series, whatever the reasons.
+#[derive(Debug, Default)]
+pub struct Problems {
+    first: Option<Problem>,
+    indexes: Vec<usize>,
+    samples: u64,
+}
+
+impl Problems {
+    /// Records a problem of series `index` that refused `samples` float samples. The
+    /// description and reason are only built if this becomes the first problem.
+    pub fn add(&mut self, index: usize, samples: u64, series: impl FnOnce() -> String, reason: impl FnOnce() -> String) {
+        self.indexes.push(index);
+        self.samples += samples;
+        if self.first.as_ref().is_none_or(|f| index < f.index) {
+            self.first = Some(Problem { index, series: series(), reason: reason() });
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.indexes.is_empty()
+    }
+
+    /// The problem of the lowest-indexed offending series.
+    pub fn first(&self) -> Option<&Problem> {
+        self.first.as_ref()
+    }
+
+    /// Distinct offending series.
+    pub fn series_count(&self) -> usize {
+        let mut v = self.indexes.clone();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    }
+
+    /// Float samples refused, over all problems.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
 }
 
 /// A decoded request: valid series, problems, metadata and counts.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub series: Vec<ValidSeries>,
-    pub problems: Vec<Problem>,
+    pub problems: Problems,
     pub metadata: Vec<(String, MetadataEntry)>,
     /// Series in the request, valid or not.
     pub series_total: usize,
@@ -116,24 +170,262 @@ pub struct Batch {
 /// A request-level problem (not snappy, not protobuf, too large) is an `Err`; series
 /// problems are collected in `Batch::problems` so valid series are still written.
 pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Batch, ApiError> {
+    decode_within(version, body, limits, &mut Budget::new(limits.max_decoded_bytes_per_request))
+}
+
+/// [`decode`] charging a given budget (one that may also hold in-flight permits).
+pub fn decode_within(version: Version, body: &[u8], limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
     let raw = decompress(body, limits.max_decompressed_bytes)?;
+    let (proto, schema) = match version {
+        Version::V1 => (tessera_proto::PROTO_V1, V1_REQUEST),
+        Version::V2 => (tessera_proto::PROTO_V2, V2_REQUEST),
+    };
+    let not_protobuf = |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid {proto} protobuf message: {e}"));
+    budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
     match version {
         Version::V1 => {
-            let req = prometheus::WriteRequest::decode(raw).map_err(|e| {
-                ApiError::bad_data(format!("body is not a valid {} protobuf message: {e}", tessera_proto::PROTO_V1))
-            })?;
-            Ok(from_v1(req, limits))
+            let req = prometheus::WriteRequest::decode(raw).map_err(|e| not_protobuf(&e))?;
+            from_v1(req, limits, budget)
         }
         Version::V2 => {
-            let req = v2::Request::decode(raw).map_err(|e| {
-                ApiError::bad_data(format!("body is not a valid {} protobuf message: {e}", tessera_proto::PROTO_V2))
-            })?;
-            Ok(from_v2(req, limits))
+            let req = v2::Request::decode(raw).map_err(|e| not_protobuf(&e))?;
+            from_v2(req, limits, budget)
         }
     }
 }
 
-fn from_v1(req: prometheus::WriteRequest, limits: &Limits) -> Batch {
+/// In-flight permits are taken in steps of at least this many KiB, so that a request
+/// does not go back to the semaphore for every series.
+const GROW_KIB: usize = 1024;
+
+/// The decoded-memory budget of one request (`limits.max_decoded_bytes_per_request`),
+/// optionally also charged to the server-wide in-flight semaphore (one permit per KiB,
+/// `limits.max_inflight_write_bytes`), so that all requests being decoded at once hold
+/// at most that much, however many there are.
+pub struct Budget {
+    used: usize,
+    max: usize,
+    /// The semaphore, the permits held (those taken at admission included) and how
+    /// many bytes the permits taken here cover.
+    inflight: Option<(Arc<Semaphore>, OwnedSemaphorePermit, usize)>,
+}
+
+impl Budget {
+    /// A budget of `max` bytes for this request alone.
+    pub fn new(max: usize) -> Self {
+        Budget { used: 0, max, inflight: None }
+    }
+
+    /// A budget of `max` bytes that also takes in-flight permits from `sem` as memory
+    /// is charged, adding them to `held` (the permits taken at admission, which cover
+    /// the body). The permits are given back when the budget (or the permit returned by
+    /// [`Budget::into_permit`]) is dropped.
+    pub fn with_inflight(max: usize, sem: Arc<Semaphore>, held: OwnedSemaphorePermit) -> Self {
+        Budget { used: 0, max, inflight: Some((sem, held, 0)) }
+    }
+
+    /// Accounts for `bytes` more, or refuses the request if they do not fit: 413 over
+    /// the per-request budget, 503 (retry later) when the server-wide in-flight bound
+    /// has no room left. Call it before allocating them.
+    pub fn charge(&mut self, bytes: usize) -> Result<(), ApiError> {
+        let used = self.used.saturating_add(bytes);
+        if used > self.max {
+            return Err(ApiError::new(
+                ErrorKind::TooLarge,
+                format!(
+                    "request would take more than {} bytes of memory once decoded (limits.max_decoded_bytes_per_request); \
+                     send fewer series per request",
+                    self.max
+                ),
+            ));
+        }
+        if let Some((sem, held, covered)) = &mut self.inflight {
+            if used > *covered {
+                // At least GROW_KIB at a time, but never past the per-request budget, so
+                // that one request needs at most `max` bytes of permits for decoding.
+                let room = (self.max - *covered).div_ceil(1024);
+                let kib = (used - *covered).div_ceil(1024).max(GROW_KIB).min(room);
+                let n = u32::try_from(kib).unwrap_or(u32::MAX);
+                let more = Arc::clone(sem).try_acquire_many_owned(n).map_err(|_| {
+                    let mut e = ApiError::unavailable(
+                        "the server is already decoding as many write requests as limits.max_inflight_write_bytes allows; retry later",
+                    );
+                    e.retry_after_secs = Some(1);
+                    e
+                })?;
+                held.merge(more);
+                *covered += n as usize * 1024;
+            }
+        }
+        self.used = used;
+        Ok(())
+    }
+
+    /// The in-flight permits held, to keep until the decoded request is written.
+    pub fn into_permit(self) -> Option<OwnedSemaphorePermit> {
+        self.inflight.map(|(_, p, _)| p)
+    }
+
+    /// Bytes accounted so far.
+    pub fn used(&self) -> usize {
+        self.used
+    }
+}
+
+/// Memory an owned label takes: its struct and its two heap strings.
+fn label_cost<'a>(pairs: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> usize {
+    pairs.map(|(n, v)| std::mem::size_of::<Label>() + n.len() + v.len()).sum()
+}
+
+/// Memory a valid series takes besides its labels: the struct and its samples.
+fn series_cost(samples: usize) -> usize {
+    std::mem::size_of::<ValidSeries>() + samples * std::mem::size_of::<Sample>()
+}
+
+/// What one occurrence of a protobuf field costs once prost has decoded it, for
+/// [`wire_cost`]. Every estimate is an upper bound of the heap and struct memory prost
+/// allocates for it (not counting `Vec` slack, which `wire_cost` adds).
+#[derive(Debug, Clone, Copy)]
+pub enum FieldCost {
+    /// A fixed size per occurrence: a message element or scalar whose content is not
+    /// copied (`Bytes` fields are zero-copy slices of the body).
+    Fixed(usize),
+    /// A multiple of the field's encoded length: packed scalars (a 1-byte varint becomes
+    /// a 4- or 8-byte integer), copied strings. An unpacked scalar counts as 8 bytes.
+    PerByte(usize),
+    /// A message element: its struct size plus the cost of its own fields.
+    Message(usize, &'static [(u32, FieldCost)]),
+}
+
+use FieldCost::{Fixed, Message, PerByte};
+
+const HISTOGRAM_FIELDS: &[(u32, FieldCost)] = &[
+    (8, Fixed(size_of::<prometheus::BucketSpan>())),
+    (9, PerByte(8)),
+    (10, PerByte(1)),
+    (11, Fixed(size_of::<prometheus::BucketSpan>())),
+    (12, PerByte(8)),
+    (13, PerByte(1)),
+    (16, PerByte(1)),
+];
+
+/// `prometheus.WriteRequest`.
+pub const V1_REQUEST: &[(u32, FieldCost)] = &[
+    (
+        1,
+        Message(
+            size_of::<prometheus::TimeSeries>(),
+            &[
+                (1, Fixed(size_of::<prometheus::Label>())),
+                (2, Fixed(size_of::<prometheus::Sample>())),
+                (3, Message(size_of::<prometheus::Exemplar>(), &[(1, Fixed(size_of::<prometheus::Label>()))])),
+                (4, Message(size_of::<prometheus::Histogram>(), HISTOGRAM_FIELDS)),
+            ],
+        ),
+    ),
+    // Metadata strings are `String`s: copied.
+    (3, Message(size_of::<prometheus::MetricMetadata>(), &[(2, PerByte(1)), (4, PerByte(1)), (5, PerByte(1))])),
+];
+
+/// `io.prometheus.write.v2.Request`.
+pub const V2_REQUEST: &[(u32, FieldCost)] = &[
+    (4, Fixed(size_of::<Bytes>())),
+    (
+        5,
+        Message(
+            size_of::<v2::TimeSeries>(),
+            &[
+                (1, PerByte(size_of::<u32>())),
+                (2, Fixed(size_of::<v2::Sample>())),
+                (3, Message(size_of::<v2::Histogram>(), HISTOGRAM_FIELDS)),
+                (4, Message(size_of::<v2::Exemplar>(), &[(1, PerByte(size_of::<u32>()))])),
+            ],
+        ),
+    ),
+];
+
+/// `prometheus.ReadRequest`.
+pub const READ_REQUEST: &[(u32, FieldCost)] = &[
+    (
+        1,
+        Message(
+            size_of::<prometheus::Query>(),
+            &[
+                (3, Message(size_of::<prometheus::LabelMatcher>(), &[(2, PerByte(1)), (3, PerByte(1))])),
+                // Hints: copied strings, and a `String` per `grouping` entry.
+                (4, PerByte(size_of::<String>())),
+            ],
+        ),
+    ),
+    (2, PerByte(size_of::<i32>())),
+];
+
+/// Estimates the memory prost allocates to decode `buf` as the message described by
+/// `fields`, walking the wire format without allocating. Twice the sum of the field
+/// costs, because a `Vec` grown by pushing may hold up to twice its length. Fields not
+/// listed cost nothing beyond the struct that holds them. Errors on malformed wire data
+/// (prost would refuse it too).
+pub fn wire_cost(buf: &[u8], fields: &[(u32, FieldCost)]) -> Result<usize, String> {
+    Ok(walk(buf, fields)?.saturating_mul(2))
+}
+
+fn walk(mut buf: &[u8], fields: &[(u32, FieldCost)]) -> Result<usize, String> {
+    let mut cost = 0usize;
+    while !buf.is_empty() {
+        let key = varint(&mut buf)?;
+        let field = u32::try_from(key >> 3).map_err(|_| format!("field number {} is out of range", key >> 3))?;
+        let payload: Option<&[u8]> = match key & 7 {
+            0 => {
+                varint(&mut buf)?;
+                None
+            }
+            1 => {
+                buf = buf.get(8..).ok_or("truncated 64-bit field")?;
+                None
+            }
+            5 => {
+                buf = buf.get(4..).ok_or("truncated 32-bit field")?;
+                None
+            }
+            2 => {
+                let len = usize::try_from(varint(&mut buf)?).map_err(|_| "length out of range")?;
+                if len > buf.len() {
+                    return Err(format!("field {field} claims {len} bytes, only {} remain", buf.len()));
+                }
+                let (p, rest) = buf.split_at(len);
+                buf = rest;
+                Some(p)
+            }
+            w => return Err(format!("unsupported wire type {w} of field {field}")),
+        };
+        let Some((_, c)) = fields.iter().find(|(f, _)| *f == field) else { continue };
+        let add = match (c, payload) {
+            (Fixed(n), _) => *n,
+            (PerByte(k), Some(p)) => k.saturating_mul(p.len()),
+            (PerByte(k), None) => k.saturating_mul(8),
+            (Message(n, inner), Some(p)) => n.saturating_add(walk(p, inner)?),
+            (Message(n, _), None) => *n,
+        };
+        cost = cost.saturating_add(add);
+    }
+    Ok(cost)
+}
+
+/// Reads one base-128 varint.
+fn varint(buf: &mut &[u8]) -> Result<u64, String> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let (&b, rest) = buf.split_first().ok_or("truncated varint")?;
+        *buf = rest;
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Ok(v);
+        }
+    }
+    Err("varint longer than 10 bytes".into())
+}
+
+fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
     let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         let pairs = || ts.labels.iter().map(|l| (&l.name[..], &l.value[..]));
@@ -141,8 +433,9 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits) -> Batch {
         b.samples_total += n;
         b.histograms_total += ts.histograms.len() as u64;
         b.exemplars_total += ts.exemplars.len() as u64;
+        budget.charge(label_cost(pairs()) + series_cost(ts.samples.len()))?;
         match validate_labels(pairs(), limits) {
-            Err(reason) => b.problems.push(Problem { index, series: describe(pairs()), reason, samples: n }),
+            Err(reason) => b.problems.add(index, n, || describe(pairs()), || reason),
             Ok(labels) => {
                 unsupported_parts(&mut b, index, || describe(pairs()), ts.histograms.len(), ts.exemplars.len());
                 if n > 0 {
@@ -153,17 +446,31 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits) -> Batch {
         }
     }
     if limits.max_metadata_per_tenant > 0 {
+        // The strings were already charged by `wire_cost` (prost copied them).
         for m in req.metadata {
             let kind = v1_type_name(m.r#type);
-            b.metadata.push((m.metric_family_name, MetadataEntry { kind, help: m.help, unit: m.unit }));
+            let cut = |mut s: String| {
+                s.truncate(crate::metadata::cut_len(&s, limits.max_metadata_text_bytes));
+                s
+            };
+            b.metadata.push((m.metric_family_name, MetadataEntry { kind, help: cut(m.help), unit: cut(m.unit) }));
         }
     }
-    b
+    Ok(b)
 }
 
-fn from_v2(req: v2::Request, limits: &Limits) -> Batch {
-    let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
+fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
     let symbols = &req.symbols;
+    // The spec: "symbols[0] MUST be an empty string"; ref 0 means "unset" everywhere.
+    if let Some(first) = symbols.first() {
+        if !first.is_empty() {
+            return Err(ApiError::bad_data(format!(
+                "symbols[0] must be the empty string (remote write 2.0 spec), got {} bytes",
+                first.len()
+            )));
+        }
+    }
+    let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
     let sym = |r: u32| symbols.get(r as usize).map(|s| &s[..]);
     for (index, ts) in req.timeseries.iter().enumerate() {
         let n = ts.samples.len() as u64;
@@ -192,25 +499,28 @@ fn from_v2(req: v2::Request, limits: &Limits) -> Batch {
             }
         }
         if let Some(reason) = bad_ref {
-            b.problems.push(Problem { index, series: describe(pairs.iter().copied()), reason, samples: n });
+            b.problems.add(index, n, || describe(pairs.iter().copied()), || reason);
             continue;
         }
         if !ts.samples.is_empty() && !ts.histograms.is_empty() {
-            b.problems.push(Problem {
+            b.problems.add(
                 index,
-                series: describe(pairs.iter().copied()),
-                reason: "series has both float samples and histograms (the 2.0 spec forbids it)".into(),
-                samples: n,
-            });
+                n,
+                || describe(pairs.iter().copied()),
+                || "series has both float samples and histograms (the 2.0 spec forbids it)".into(),
+            );
             continue;
         }
+        // Resolved labels are copies of shared symbols: this is where a small request
+        // could turn into a large one, so the copy is charged before it is made.
+        budget.charge(label_cost(pairs.iter().copied()) + series_cost(ts.samples.len()))?;
         match validate_labels(pairs.iter().copied(), limits) {
-            Err(reason) => b.problems.push(Problem { index, series: describe(pairs.iter().copied()), reason, samples: n }),
+            Err(reason) => b.problems.add(index, n, || describe(pairs.iter().copied()), || reason),
             Ok(labels) => {
                 unsupported_parts(&mut b, index, || describe(pairs.iter().copied()), ts.histograms.len(), ts.exemplars.len());
                 if limits.max_metadata_per_tenant > 0 {
                     if let Some(md) = &ts.metadata {
-                        v2_metadata(&mut b, md, &labels, &sym);
+                        v2_metadata(&mut b, md, &labels, &sym, limits.max_metadata_text_bytes, budget)?;
                     }
                 }
                 if n > 0 {
@@ -220,38 +530,54 @@ fn from_v2(req: v2::Request, limits: &Limits) -> Batch {
             }
         }
     }
-    b
+    Ok(b)
 }
 
-/// Records metadata sent with a 2.0 series (type, help and unit by symbol ref).
-fn v2_metadata<'a>(b: &mut Batch, md: &v2::Metadata, labels: &[Label], sym: &impl Fn(u32) -> Option<&'a [u8]>) {
+/// Records metadata sent with a 2.0 series (type, help and unit by symbol ref). Texts
+/// are cut to `max_text` bytes and charged to the budget; an entry equal to the one
+/// recorded just before (the series of one family usually come together) is skipped.
+fn v2_metadata<'a>(
+    b: &mut Batch,
+    md: &v2::Metadata,
+    labels: &[Label],
+    sym: &impl Fn(u32) -> Option<&'a [u8]>,
+    max_text: usize,
+    budget: &mut Budget,
+) -> Result<(), ApiError> {
     if md.r#type == 0 && md.help_ref == 0 && md.unit_ref == 0 {
-        return;
+        return Ok(());
     }
-    let Some(name) = labels.iter().find(|l| l.name == METRIC_NAME) else { return };
-    let text = |r: u32| sym(r).map(|s| String::from_utf8_lossy(s).into_owned()).unwrap_or_default();
+    let Some(name) = labels.iter().find(|l| l.name == METRIC_NAME) else { return Ok(()) };
+    let raw = |r: u32| sym(r).unwrap_or_default();
+    let cut = |s: &[u8]| -> usize { if max_text == 0 { s.len() } else { s.len().min(max_text) } };
+    let kind = v1_type_name(md.r#type);
+    let (help, unit) = (raw(md.help_ref), raw(md.unit_ref));
+    let (help, unit) = (&help[..cut(help)], &unit[..cut(unit)]);
+    if let Some((last_name, last)) = b.metadata.last() {
+        if *last_name == name.value && last.kind == kind && last.help.as_bytes() == help && last.unit.as_bytes() == unit {
+            return Ok(());
+        }
+    }
+    budget.charge(size_of::<(String, MetadataEntry)>() + name.value.len() + help.len() + unit.len())?;
+    // Lossy conversion may cut a character in half at the limit; it becomes U+FFFD.
+    let text = |s: &[u8]| String::from_utf8_lossy(s).into_owned();
     // 2.0's type enum is 1.0's shifted by the UNSPECIFIED=0 value, same order.
-    let entry = MetadataEntry { kind: v1_type_name(md.r#type), help: text(md.help_ref), unit: text(md.unit_ref) };
+    let entry = MetadataEntry { kind, help: text(help), unit: text(unit) };
     b.metadata.push((name.value.clone(), entry));
+    Ok(())
 }
 
 /// Tessera stores float samples only: histograms and exemplars are reported as not
 /// written (the 2.0 spec forbids a 2xx when any sent element was not written).
 fn unsupported_parts(b: &mut Batch, index: usize, desc: impl Fn() -> String, histograms: usize, exemplars: usize) {
     if histograms > 0 {
-        b.problems.push(Problem {
-            index,
-            series: desc(),
-            reason: format!("{histograms} native histogram samples not written: native histograms are not supported yet"),
-            samples: 0,
+        b.problems.add(index, 0, &desc, || {
+            format!("{histograms} native histogram samples not written: native histograms are not supported yet")
         });
     }
     if exemplars > 0 {
-        b.problems.push(Problem {
-            index,
-            series: desc(),
-            reason: format!("{exemplars} exemplars not written: exemplars are not stored (the float samples were written)"),
-            samples: 0,
+        b.problems.add(index, 0, &desc, || {
+            format!("{exemplars} exemplars not written: exemplars are not stored (the float samples were written)")
         });
     }
 }

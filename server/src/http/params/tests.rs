@@ -35,6 +35,17 @@ fn tenant_header_is_checked() {
     assert!(tenant(&h).is_err());
 }
 
+/// First-wins would let a proxy check one tenant while the server uses another.
+#[test]
+fn repeated_tenant_header_is_refused() {
+    let mut h = HeaderMap::new();
+    h.append("x-scope-orgid", "team-a".parse().expect("header"));
+    h.append("x-scope-orgid", "team-b".parse().expect("header"));
+    let err = tenant(&h).expect_err("two tenant headers");
+    assert_eq!(err.kind, crate::error::ErrorKind::BadData);
+    assert!(err.message.contains("given 2 times"), "{}", err.message);
+}
+
 #[test]
 fn index_api_reads_params_like_the_query_api() {
     // Go's r.FormValue: POST body before the URL query, first value wins.

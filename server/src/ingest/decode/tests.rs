@@ -78,10 +78,12 @@ fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
     let b = decode(Version::V1, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
     assert_eq!(b.series.len(), 1);
     assert_eq!(b.series[0].index, 0);
-    assert_eq!(b.problems.len(), 1);
-    assert_eq!(b.problems[0].index, 1);
-    assert_eq!(b.problems[0].series, "bad{b=\"1\", a=\"2\"}");
-    assert!(b.problems[0].reason.contains("not sorted"));
+    assert_eq!(b.problems.series_count(), 1);
+    let p = b.problems.first().expect("a problem");
+    assert_eq!(p.index, 1);
+    assert_eq!(p.series, "bad{b=\"1\", a=\"2\"}");
+    assert!(p.reason.contains("not sorted"));
+    assert_eq!(b.problems.samples(), 1);
     assert_eq!(b.metadata[0].1.kind, "counter");
 }
 
@@ -113,9 +115,110 @@ fn v2_symbols_are_resolved_and_bad_refs_reported() {
     let b = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
     assert_eq!(b.series.len(), 1);
     assert_eq!(b.series[0].labels[1].value, "0");
-    assert_eq!(b.problems.len(), 1);
-    assert!(b.problems[0].reason.contains("outside the symbols table"), "{}", b.problems[0].reason);
+    assert_eq!(b.problems.series_count(), 1);
+    let p = b.problems.first().expect("a problem");
+    assert!(p.reason.contains("outside the symbols table"), "{}", p.reason);
     assert_eq!(b.metadata, vec![("gpu_temp".to_string(), MetadataEntry { kind: "gauge", help: "Temperature".into(), unit: String::new() })]);
+}
+
+/// The spec requires `symbols[0] == ""` (ref 0 means "unset"); anything else is a
+/// malformed request, not a series problem.
+#[test]
+fn v2_non_empty_first_symbol_is_400() {
+    let req = v2::Request {
+        symbols: vec![Bytes::from_static(b"__name__"), Bytes::from_static(b"up")],
+        timeseries: vec![v2::TimeSeries {
+            labels_refs: vec![0, 1],
+            samples: vec![v2::Sample { value: 1.0, timestamp: 5, start_timestamp: 0 }],
+            ..Default::default()
+        }],
+    };
+    let err = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect_err("bad symbols[0]");
+    assert_eq!(err.kind, ErrorKind::BadData);
+    assert!(err.message.contains("symbols[0] must be the empty string"), "{}", err.message);
+}
+
+/// A v2 request whose series all reference one long symbol: tiny on the wire, huge
+/// once every series got its own copy. It is refused with 413 once the copies would
+/// exceed the budget, before they are made.
+fn amplifying_v2_request(series: usize, value_len: usize) -> Vec<u8> {
+    let mut st = SymbolTable::new();
+    let value = "v".repeat(value_len);
+    let refs = st.label_refs([("__name__", "amp"), ("big", value.as_str())]);
+    let req = v2::Request {
+        timeseries: (0..series)
+            .map(|i| v2::TimeSeries {
+                labels_refs: refs.clone(),
+                samples: vec![v2::Sample { value: 1.0, timestamp: i as i64, start_timestamp: 0 }],
+                ..Default::default()
+            })
+            .collect(),
+        symbols: st.into_symbols(),
+    };
+    snappy(&req.encode_to_vec())
+}
+
+#[test]
+fn v2_symbol_amplification_is_refused_before_allocating() {
+    let limits = Limits { max_decoded_bytes_per_request: 8 << 20, ..Limits::default() };
+    // 4,000 series × 4 KB value = 16 MB of copies from a body of a few tens of KB.
+    let body = amplifying_v2_request(4_000, 4_000);
+    assert!(body.len() < 100_000, "body is {} bytes", body.len());
+    let err = decode(Version::V2, &body, &limits).expect_err("amplification");
+    assert_eq!(err.kind, ErrorKind::TooLarge);
+    assert!(err.message.contains("limits.max_decoded_bytes_per_request"), "{}", err.message);
+    // The same shape at a size that fits is accepted.
+    let ok = decode(Version::V2, &amplifying_v2_request(100, 4_000), &limits).expect("fits");
+    assert_eq!(ok.series.len(), 100);
+}
+
+/// Empty series cost 2 bytes on the wire but a whole struct once decoded: the wire walk
+/// counts them before prost allocates anything.
+#[test]
+fn wire_cost_counts_structs_of_empty_series() {
+    let body: Vec<u8> = [0x2a, 0x00].repeat(1000); // 1,000 empty v2 TimeSeries (field 5)
+    let cost = wire_cost(&body, V2_REQUEST).expect("valid wire data");
+    assert!(cost >= 1000 * std::mem::size_of::<v2::TimeSeries>(), "cost {cost}");
+    let v1: Vec<u8> = [0x0a, 0x00].repeat(1000); // 1,000 empty v1 TimeSeries (field 1)
+    assert!(wire_cost(&v1, V1_REQUEST).expect("valid") >= 1000 * std::mem::size_of::<prometheus::TimeSeries>());
+    let limits = Limits { max_decoded_bytes_per_request: 100_000, ..Limits::default() };
+    let err = decode(Version::V2, &snappy(&body), &limits).expect_err("over budget");
+    assert_eq!(err.kind, ErrorKind::TooLarge);
+    // Malformed wire data is a 400, as prost would say.
+    assert!(wire_cost(&[0x2a, 0x05, 0x00], V2_REQUEST).is_err());
+}
+
+/// Only the first problem keeps its text, whatever order problems are found in.
+#[test]
+fn problems_keep_the_lowest_index_and_count_series_once() {
+    let mut p = Problems::default();
+    p.add(5, 2, || "five".into(), || "r5".into());
+    p.add(3, 1, || "three".into(), || "r3".into());
+    p.add(5, 0, || unreachable!("not first"), || unreachable!("not first"));
+    assert_eq!(p.first().expect("first").series, "three");
+    assert_eq!(p.series_count(), 2);
+    assert_eq!(p.samples(), 3);
+}
+
+/// v2 metadata texts are cut to the limit and repeated entries of one family are
+/// recorded once per request.
+#[test]
+fn v2_metadata_is_cut_and_deduplicated() {
+    let mut st = SymbolTable::new();
+    let help = st.get_ref(&"x".repeat(5000));
+    let series: Vec<v2::TimeSeries> = (0..3)
+        .map(|i| v2::TimeSeries {
+            labels_refs: st.label_refs([("__name__", "m"), ("i", &i.to_string())]),
+            samples: vec![v2::Sample { value: 1.0, timestamp: 1, start_timestamp: 0 }],
+            metadata: Some(v2::Metadata { r#type: 2, help_ref: help, unit_ref: 0 }),
+            ..Default::default()
+        })
+        .collect();
+    let req = v2::Request { symbols: st.into_symbols(), timeseries: series };
+    let limits = Limits { max_metadata_text_bytes: 100, ..Limits::default() };
+    let b = decode(Version::V2, &snappy(&req.encode_to_vec()), &limits).expect("decodes");
+    assert_eq!(b.metadata.len(), 1);
+    assert_eq!(b.metadata[0].1.help.len(), 100);
 }
 
 mod never_panics {
@@ -164,4 +267,27 @@ mod never_panics {
             }
         }
     }
+}
+
+/// Decoded memory is charged to the server-wide in-flight semaphore: what one request
+/// holds is unavailable to the others until it is dropped, and a request that finds no
+/// room is told to retry (503), never allowed past the bound.
+#[test]
+fn decoded_memory_takes_server_wide_in_flight_permits() {
+    use std::sync::Arc;
+    use tokio::sync::Semaphore;
+    let sem = Arc::new(Semaphore::new(3 * 1024)); // 3 MiB in flight
+    let admit = |kib| Arc::clone(&sem).try_acquire_many_owned(kib).expect("admission");
+    let mut a = Budget::with_inflight(8 << 20, Arc::clone(&sem), admit(1));
+    a.charge(1_500_000).expect("fits");
+    assert_eq!(sem.available_permits(), 3 * 1024 - 1 - 1465, "1 KiB body + 1,465 KiB decoded");
+    let mut b = Budget::with_inflight(8 << 20, Arc::clone(&sem), admit(1));
+    let err = b.charge(2_000_000).expect_err("no room left");
+    assert_eq!(err.kind, ErrorKind::Unavailable);
+    assert!(err.message.contains("limits.max_inflight_write_bytes"), "{}", err.message);
+    let held = a.into_permit().expect("permits");
+    drop(held);
+    b.charge(2_000_000).expect("room again once the first request is done");
+    drop(b);
+    assert_eq!(sem.available_permits(), 3 * 1024);
 }
