@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod durability;
+mod faults;
 mod harness;
 mod prometheus_agent;
 mod query_api;
