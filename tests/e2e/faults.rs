@@ -87,21 +87,29 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         let res = s.read(vec![eq("__name__", "fine")], t, t, Some("b"));
         assert_eq!(res.timeseries.len(), 1);
         // Reads of undamaged series of the damaged tenant work, and have the new sample.
-        let mut readable = 0;
+        // (A series whose newest chunk ends right before the damaged block may have had
+        // its write refused, as RocksDB reads that block to find the series' end, yet
+        // still read fine: 100 samples. No other outcome is allowed.)
+        let (mut landed, mut refused_but_readable) = (0, 0);
         for i in 0..300 {
             let (code, body) = s.get_json(
                 &format!("/api/v1/query?query=count_over_time(dmg{{i=\"{}\"}}[2h])&time={}", name(i), (t + 1) as f64 / 1000.0),
                 Some("a"),
             );
             if code == 200 {
-                let v = &body["data"]["result"][0]["value"][1];
-                assert_eq!(v, &serde_json::json!((101 + restart).to_string()), "series {i}: {body}");
-                readable += 1;
+                let v = body["data"]["result"][0]["value"][1].as_str().unwrap_or("").to_owned();
+                if v == (101 + restart).to_string() {
+                    landed += 1;
+                } else {
+                    assert_eq!(v, "100", "series {i}: {body}");
+                    refused_but_readable += 1;
+                }
             } else {
                 assert!(body["error"].as_str().unwrap_or("").contains("unreadable"), "{body}");
             }
         }
-        assert!((225..300).contains(&readable), "{readable} of 300 series readable after one damaged block");
+        assert!(landed >= 225, "only {landed} of 300 series took the write after one damaged block per shard");
+        assert!(refused_but_readable <= 4, "{refused_but_readable} readable series refused");
         assert_eq!(s.http().get(s.url("/-/ready")).send().expect("ready").status(), 200);
         assert!(s.terminate().success());
     }

@@ -270,10 +270,6 @@ impl Wal {
         Ok(f)
     }
 
-    pub fn is_poisoned(&self) -> bool {
-        self.sync.lock().poisoned.is_some()
-    }
-
     /// `Err(Error::Poisoned)` naming the first failure, once the log is unusable.
     pub fn check_poisoned(&self) -> Result<()> {
         self.sync.lock().check()
