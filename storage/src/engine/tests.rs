@@ -696,3 +696,30 @@ fn long_reads_stop_when_the_deadline_passes_or_the_caller_cancels() {
     let later = Interrupt::new(Some(Instant::now() + Duration::from_secs(60)), None);
     assert_eq!(e.select_until(&all, i64::MIN, i64::MAX, &later).expect("in time").len(), 1);
 }
+
+/// A compaction that reads the damaged block makes RocksDB refuse all writes (its
+/// paranoid checks). Then the engine must poison, and the poison names that cause, not
+/// an fsync.
+#[test]
+fn compaction_over_a_damaged_block_poisons_with_rocksdbs_corruption_message() {
+    let d = engine_with_damaged_chunks(false);
+    let series = damage_series();
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    e.compact().expect("compact call");
+    let good = (0..DAMAGE_SERIES)
+        .rev()
+        .find(|&i| {
+            let ms = vec![m("__name__", MatchOp::Equal, "d"), m("i", MatchOp::Equal, &series[i][1].value)];
+            e.select(&ms, i64::MIN, i64::MAX).is_ok()
+        })
+        .expect("an undamaged series");
+    let err = e
+        .append(&[SeriesAppend { labels: &series[good], samples: &[Sample::new(T0 + 900_000, 1.0)] }])
+        .expect_err("RocksDB is read-only after the failed compaction");
+    assert!(err.chain().contains("Corruption"), "{}", err.chain());
+    let poisoned = e.flush().expect_err("poisoned");
+    let msg = poisoned.to_string();
+    assert!(matches!(poisoned, Error::Poisoned { .. }), "{msg}");
+    assert!(msg.contains("RocksDB write failed") && msg.contains("Corruption") && msg.contains(".sst"), "{msg}");
+    assert!(!msg.contains("fsync"), "{msg}");
+}
