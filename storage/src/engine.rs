@@ -197,17 +197,16 @@ impl Engine {
                     rep.samples_dropped += 1;
                     continue;
                 };
-                if !s.warm {
+                // One attempt per series and replay: a failed read is not retried per sample.
+                if !s.warm && !s.warm_failure_logged {
                     if let Err(e) = ctx.warm(x.id, s) {
                         // The WAL holds acknowledged samples; keep them even though the
                         // series' stored chunks cannot be read. The series stays cold, so
                         // live writes to it are refused until its chunks read again.
-                        if !s.warm_failure_logged {
-                            s.warm_failure_logged = true;
-                            rep.series_unreadable += 1;
-                            tracing::error!(series = %read::describe(&s.labels), error = %e.chain(),
-                                "storage: stored chunks of a series unreadable during WAL replay; replaying its WAL samples anyway");
-                        }
+                        s.warm_failure_logged = true;
+                        rep.series_unreadable += 1;
+                        tracing::error!(series = %read::describe(&s.labels), error = %e.chain(),
+                            "storage: stored chunks of a series unreadable during WAL replay; replaying its WAL samples anyway");
                     }
                 }
                 // Rejections here mean the sample is already on disk (or superseded).
