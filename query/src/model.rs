@@ -123,4 +123,19 @@ pub trait Queryable: Send + Sync {
     /// may be omitted. Stale markers (NaN with bits `0x7ff0000000000002`) are returned
     /// as stored; the engine interprets them.
     fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, crate::QueryError>;
+
+    /// `select` for an evaluation that must stop at `ctl.deadline` or once `ctl.cancel` is
+    /// set; the engine calls this one. Sources whose reads can take long (storage scans)
+    /// pass the controls down and stop with a timeout or canceled error; the default
+    /// ignores them (the engine still checks them between selects).
+    fn select_controlled(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        ctl: &crate::QueryOptions,
+    ) -> Result<Vec<Series>, crate::QueryError> {
+        let _ = ctl;
+        self.select(matchers, mint, maxt)
+    }
 }

@@ -122,6 +122,8 @@ impl From<tessera_storage::Error> for ApiError {
             K::BadData => ErrorKind::BadData,
             K::Unavailable => ErrorKind::Unavailable,
             K::Internal => ErrorKind::Internal,
+            K::Timeout => ErrorKind::Timeout,
+            K::Canceled => ErrorKind::Canceled,
         };
         // The storage error's message plus its source chain, so "rocksdb put" says why.
         let mut message = format!("storage: {e}");
@@ -208,8 +210,11 @@ mod tests {
 
     #[test]
     fn storage_failures_are_5xx_so_senders_retry() {
-        let poisoned: ApiError = tessera_storage::Error::Poisoned.into();
+        let poisoned: ApiError = tessera_storage::Error::Poisoned { cause: "a WAL fsync failed: EIO".into() }.into();
         assert_eq!(poisoned.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(poisoned.message.contains("a WAL fsync failed: EIO"), "{}", poisoned.message);
+        let timed_out: ApiError = tessera_storage::Error::Interrupted { what: "index scan", timed_out: true }.into();
+        assert_eq!(timed_out.kind, ErrorKind::Timeout);
         let corrupt: ApiError = tessera_storage::Error::Corrupt { what: "chunk", detail: "bad crc".into() }.into();
         assert_eq!(corrupt.status(), StatusCode::INTERNAL_SERVER_ERROR);
         assert!(corrupt.message.contains("bad crc"));

@@ -24,17 +24,19 @@ use crate::db::{self, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_H
 use crate::error::{Error, Result};
 use crate::head::{Ctx, Head, MemSeries, Outcome};
 use crate::index::Index;
+use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::matcher::Matcher;
 use crate::read;
-use crate::types::{AppendReport, Label, Sample, SeriesAppend, SeriesSamples, Stats};
-use crate::wal::{self, record, TornTail, Wal};
+use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
+use crate::wal::{self, record, Damage, TornTail, Wal};
 
 #[derive(Default)]
 struct Counters {
     samples_appended: AtomicU64,
     rejected_too_old: AtomicU64,
     rejected_duplicate: AtomicU64,
+    rejected_unreadable: AtomicU64,
     chunks_written: AtomicU64,
     active_series: AtomicU64,
     total_series: AtomicU64,
@@ -43,11 +45,34 @@ struct Counters {
 /// What `open` found while replaying the WAL.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayReport {
+    /// Records replayed.
     pub records: u64,
+    /// Samples in the records replayed.
     pub samples: u64,
     pub series_created: u64,
     /// Set when the WAL ended in a torn or corrupt record (cut and reported).
     pub torn_tail: Option<TornTail>,
+    /// Damaged stretches before the end of the WAL: skipped (never deleted), and every
+    /// valid record after each was replayed.
+    pub damaged: Vec<Damage>,
+    /// Records known lost to `damaged` (frames whose length was intact).
+    pub records_dropped: u64,
+    /// Samples known lost: those in damaged records whose payload still decodes, plus
+    /// samples of valid records whose series was defined in a lost record.
+    pub samples_dropped: u64,
+    /// Whether some damaged bytes held an unknown number of records, so that
+    /// `records_dropped` and `samples_dropped` are lower bounds.
+    pub drops_uncounted: bool,
+    /// Series whose stored chunks could not be read during replay (storage damage):
+    /// their WAL samples were replayed without duplicate checks against those chunks.
+    pub series_unreadable: u64,
+}
+
+impl ReplayReport {
+    /// Whether replay lost anything or met damage (a torn tail alone is a normal crash).
+    pub fn found_damage(&self) -> bool {
+        !self.damaged.is_empty() || self.samples_dropped > 0 || self.series_unreadable > 0
+    }
 }
 
 /// One shard's storage engine. `Send + Sync`; share it as `Arc<Engine>` and call it from
@@ -96,9 +121,20 @@ impl Engine {
         // `Wal::create` started a fresh segment after the existing ones; replay reads
         // the older ones (the fresh one is empty).
         engine.replay = engine.replay_wal(&wal_dir)?;
-        if let Some(t) = &engine.replay.torn_tail {
-            tracing::warn!(segment = t.segment, offset = t.offset, reason = %t.reason, dropped = ?t.dropped_segments,
+        let rep = &engine.replay;
+        if let Some(t) = &rep.torn_tail {
+            tracing::warn!(segment = t.segment, offset = t.offset, bytes = t.bytes, reason = %t.reason,
                 "storage: WAL ended in a torn or corrupt record; cut there");
+        }
+        for d in &rep.damaged {
+            tracing::error!(segment = d.segment, offset = d.offset, bytes = d.bytes, records = d.records,
+                samples = d.samples, fully_counted = d.fully_counted, reason = %d.reason,
+                "storage: damaged WAL stretch skipped; the records after it were replayed");
+        }
+        if rep.found_damage() {
+            tracing::error!(dir = %dir.display(), records_dropped = rep.records_dropped,
+                samples_dropped = rep.samples_dropped, lower_bounds = rep.drops_uncounted,
+                series_unreadable = rep.series_unreadable, "storage: WAL replay lost data to damage");
         }
         tracing::info!(records = engine.replay.records, samples = engine.replay.samples,
             elapsed_ms = started.elapsed().as_millis() as u64, "storage: WAL replayed");
@@ -124,7 +160,7 @@ impl Engine {
         let current = self.wal.current_segment();
         let mut head = self.head.lock();
         let mut last_seg = None;
-        let torn = wal::replay(wal_dir, |seg, typ, payload| {
+        let found = wal::replay(wal_dir, |seg, typ, payload| {
             if seg >= current {
                 return Ok(());
             }
@@ -155,15 +191,37 @@ impl Engine {
                 }
             }
             for x in &samples {
+                let Some(s) = head.get_mut(x.id) else {
+                    // Its series was defined in a damaged record that was skipped (and never
+                    // reached RocksDB): the sample cannot be attributed to labels.
+                    rep.samples_dropped += 1;
+                    continue;
+                };
+                // One attempt per series and replay: a failed read is not retried per sample.
+                if !s.warm && !s.warm_failure_logged {
+                    if let Err(e) = ctx.warm(x.id, s) {
+                        // The WAL holds acknowledged samples; keep them even though the
+                        // series' stored chunks cannot be read. The series stays cold, so
+                        // live writes to it are refused until its chunks read again.
+                        s.warm_failure_logged = true;
+                        rep.series_unreadable += 1;
+                        tracing::error!(series = %read::describe(&s.labels), error = %e.chain(),
+                            "storage: stored chunks of a series unreadable during WAL replay; replaying its WAL samples anyway");
+                    }
+                }
                 // Rejections here mean the sample is already on disk (or superseded).
-                apply_one(&mut head, &mut ctx, x.id, x.t, x.v)?;
+                apply_warm(&mut head, &mut ctx, x.id, x.t, x.v)?;
             }
             rep.records += 1;
             rep.samples += samples.len() as u64;
             finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
             Ok(())
         })?;
-        rep.torn_tail = torn;
+        rep.torn_tail = found.torn_tail;
+        rep.records_dropped = found.damaged.iter().map(|d| d.records).sum();
+        rep.samples_dropped += found.damaged.iter().map(|d| d.samples).sum::<u64>();
+        rep.drops_uncounted = found.damaged.iter().any(|d| !d.fully_counted);
+        rep.damaged = found.damaged;
         Ok(rep)
     }
 
@@ -173,9 +231,7 @@ impl Engine {
     /// stored and the sender should retry (retries are safe: identical samples are
     /// no-ops).
     pub fn append(&self, batch: &[SeriesAppend<'_>]) -> Result<AppendReport> {
-        if self.wal.is_poisoned() {
-            return Err(Error::Poisoned);
-        }
+        self.wal.check_poisoned()?;
         // Validate everything before touching the head, so a bad request changes nothing.
         // All label sets are encoded into one buffer: one allocation per batch instead of
         // one per series (the allocator was the top cost with many distinct series).
@@ -219,6 +275,21 @@ impl Engine {
                         id
                     }
                 };
+                // A series from before this restart is read from disk on first touch. If
+                // that read fails (a damaged chunk or SST block), only this series'
+                // samples are refused: nothing was changed for it, so nothing is undone.
+                let series = head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
+                if let Err(e) = ctx.warm(id, series) {
+                    let cause: Arc<str> = read::unreadable(&series.labels, &e).to_string().into();
+                    if !series.warm_failure_logged {
+                        series.warm_failure_logged = true;
+                        tracing::error!(error = %cause, "storage: refusing samples of a series whose stored chunks cannot be read");
+                    }
+                    for x in s.samples {
+                        report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
+                    }
+                    continue;
+                }
                 // Samples may come in any order; apply them in time order so most take the
                 // cheap in-order path. Stable sort keeps the sender's order for equal times.
                 let samples = if s.samples.windows(2).all(|w| w[0].t <= w[1].t) {
@@ -230,7 +301,7 @@ impl Engine {
                     &sorted[..]
                 };
                 for x in samples {
-                    match apply_one(&mut head, &mut ctx, id, x.t, x.v)? {
+                    match apply_warm(&mut head, &mut ctx, id, x.t, x.v)? {
                         Outcome::Appended => accepted.push(record::SampleEntry { id, t: x.t, v: x.v }),
                         Outcome::Unchanged => {}
                         Outcome::Rejected(reason) => report.reject(i, x.t, reason),
@@ -252,15 +323,17 @@ impl Engine {
             Ok(())
         });
         if let Err(e) = logged {
-            tracing::error!(error = %e, "storage: append failed after changing the head; engine poisoned");
-            self.wal.poison();
+            let cause = format!("an append failed after changing the in-memory head: {}", e.chain());
+            tracing::error!(cause = %cause, "storage: engine poisoned");
+            self.wal.poison(cause);
             return Err(e);
         }
         if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
             // now disagree, so stop taking writes (replay on reopen repairs it).
-            tracing::error!(error = %e, "storage: RocksDB write failed after WAL write; engine poisoned");
-            self.wal.poison();
+            let cause = format!("a RocksDB write failed after the WAL record was written: {}", e.chain());
+            tracing::error!(cause = %cause, "storage: engine poisoned");
+            self.wal.poison(cause);
             return Err(e);
         }
         self.counters.total_series.fetch_add(new_series.len() as u64, Ordering::Relaxed);
@@ -275,6 +348,7 @@ impl Engine {
         self.counters.samples_appended.fetch_add(report.appended, Ordering::Relaxed);
         self.counters.rejected_too_old.fetch_add(report.rejected_too_old, Ordering::Relaxed);
         self.counters.rejected_duplicate.fetch_add(report.rejected_duplicate, Ordering::Relaxed);
+        self.counters.rejected_unreadable.fetch_add(report.rejected_unreadable, Ordering::Relaxed);
         Ok(report)
     }
 
@@ -347,37 +421,53 @@ impl Engine {
     /// Samples of every matching series with `mint <= t <= maxt`, in time order, series
     /// sorted by labels. An empty matcher list selects every series.
     pub fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesSamples>> {
+        self.select_until(matchers, mint, maxt, &Interrupt::none())
+    }
+
+    /// `select` that stops with `Error::Interrupted` when `stop` fires (checked between
+    /// index reads and per series).
+    pub fn select_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSamples>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         if mint > maxt {
             return Ok(Vec::new());
         }
-        let ids = self.lookup(matchers, mint, maxt)?;
+        let ids = self.lookup(matchers, mint, maxt, stop)?;
         let snaps = {
             let head = self.head.lock();
             read::snapshot(&head, &ids, mint, maxt)
         };
-        read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg))
+        read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg), stop)
     }
 
-    fn lookup(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<roaring::RoaringBitmap> {
+    /// The index over the days of `[mint, maxt]` that hold data, or `None` when there are
+    /// none. `mint` is already clamped to the retention watermark.
+    fn index<'a>(&'a self, mint: i64, maxt: i64, stop: &'a Interrupt) -> Result<Option<Index<'a>>> {
         let range = self.head.lock().day_range;
-        let Some((lo, hi)) = range else { return Ok(Default::default()) };
+        let Some((lo, hi)) = range else { return Ok(None) };
         let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
-        if lo > hi {
-            return Ok(Default::default());
+        if lo > hi || mint > maxt {
+            return Ok(None);
         }
-        Index::new(&self.db, lo, hi)?.select(matchers)
+        Index::new(&self.db, lo, hi, stop).map(Some)
     }
 
-    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+    fn lookup(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<roaring::RoaringBitmap> {
+        match self.index(mint, maxt, stop)? {
+            Some(ix) => ix.select(matchers),
+            None => Ok(Default::default()),
+        }
+    }
+
+    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Vec<Label>>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         if mint > maxt {
             return Ok(Vec::new());
         }
-        let ids = self.lookup(matchers, mint, maxt)?;
+        let ids = self.lookup(matchers, mint, maxt, stop)?;
         let head = self.head.lock();
         let mut out = Vec::with_capacity(ids.len() as usize);
-        for id in &ids {
+        for (i, id) in ids.iter().enumerate() {
+            stop.check_every(i, "series listing")?;
             if let Some(l) = head.labels_of(id)? {
                 out.push(l);
             }
@@ -388,25 +478,32 @@ impl Engine {
     /// Label sets of the matching series with postings in the time range (day
     /// granularity: a series is listed if it has data on a day the range touches).
     pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
-        let mut out = self.matched_labels(matchers, mint, maxt)?;
+        self.series_until(matchers, mint, maxt, &Interrupt::none())
+    }
+
+    /// `series` that stops with `Error::Interrupted` when `stop` fires.
+    pub fn series_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Vec<Label>>> {
+        let mut out = self.matched_labels(matchers, mint, maxt, stop)?;
         out.sort();
         Ok(out)
     }
 
     /// Sorted label names, from the index only (never chunks).
     pub fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        self.label_names_until(matchers, mint, maxt, &Interrupt::none())
+    }
+
+    /// `label_names` that stops with `Error::Interrupted` when `stop` fires.
+    pub fn label_names_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<String>> {
         if matchers.is_empty() {
             let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-            let range = self.head.lock().day_range;
-            let Some((lo, hi)) = range else { return Ok(Vec::new()) };
-            let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
-            if lo > hi || mint > maxt {
-                return Ok(Vec::new());
-            }
-            return Ok(Index::new(&self.db, lo, hi)?.label_names()?.into_iter().collect());
+            return match self.index(mint, maxt, stop)? {
+                Some(ix) => Ok(ix.label_names()?.into_iter().collect()),
+                None => Ok(Vec::new()),
+            };
         }
         let mut names: Vec<String> =
-            self.matched_labels(matchers, mint, maxt)?.into_iter().flatten().map(|l| l.name).collect();
+            self.matched_labels(matchers, mint, maxt, stop)?.into_iter().flatten().map(|l| l.name).collect();
         names.sort();
         names.dedup();
         Ok(names)
@@ -414,18 +511,27 @@ impl Engine {
 
     /// Sorted values of label `name`, from the index only (never chunks).
     pub fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        self.label_values_until(name, matchers, mint, maxt, &Interrupt::none())
+    }
+
+    /// `label_values` that stops with `Error::Interrupted` when `stop` fires.
+    pub fn label_values_until(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<String>> {
         if matchers.is_empty() {
             let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-            let range = self.head.lock().day_range;
-            let Some((lo, hi)) = range else { return Ok(Vec::new()) };
-            let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
-            if lo > hi || mint > maxt {
-                return Ok(Vec::new());
-            }
-            return Ok(Index::new(&self.db, lo, hi)?.label_values(name)?.into_iter().collect());
+            return match self.index(mint, maxt, stop)? {
+                Some(ix) => Ok(ix.label_values(name)?.into_iter().collect()),
+                None => Ok(Vec::new()),
+            };
         }
         let mut values: Vec<String> = self
-            .matched_labels(matchers, mint, maxt)?
+            .matched_labels(matchers, mint, maxt, stop)?
             .into_iter()
             .flatten()
             .filter(|l| l.name == name && !l.value.is_empty())
@@ -439,9 +545,7 @@ impl Engine {
     /// Writes every open head chunk to RocksDB, flushes RocksDB's memtables, and
     /// truncates the WAL (afterwards it holds nothing older than this call).
     pub fn flush(&self) -> Result<()> {
-        if self.wal.is_poisoned() {
-            return Err(Error::Poisoned);
-        }
+        self.wal.check_poisoned()?;
         let mut head = self.head.lock();
         let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
         for (id, s) in head.series.iter_mut().enumerate() {
@@ -488,6 +592,7 @@ impl Engine {
             samples_appended: c.samples_appended.load(Ordering::Relaxed),
             rejected_too_old: c.rejected_too_old.load(Ordering::Relaxed),
             rejected_duplicate: c.rejected_duplicate.load(Ordering::Relaxed),
+            rejected_unreadable: c.rejected_unreadable.load(Ordering::Relaxed),
             chunks_written: c.chunks_written.load(Ordering::Relaxed),
             disk_bytes: disk,
             wal_bytes: self.wal.bytes(),
@@ -530,12 +635,12 @@ fn put_series(db: &DB, batch: &mut WriteBatch, id: u32, hash: u64, enc: &[u8]) -
     Ok(())
 }
 
-/// Applies one sample to series `id` (warming it first) and indexes its day.
-fn apply_one(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Result<Outcome> {
+/// Applies one sample to series `id` and indexes its day. The caller has warmed the
+/// series (or, in replay, tried to).
+fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Result<Outcome> {
     let s = head
         .get_mut(id)
         .ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
-    ctx.warm(id, s)?;
     let out = ctx.apply(id, s, t, v)?;
     if out == Outcome::Appended {
         let day = keys::day_of(t);

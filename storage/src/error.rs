@@ -15,6 +15,10 @@ pub enum ErrorKind {
     BadData,
     /// The engine cannot serve writes right now (poisoned after a failed fsync, closed).
     Unavailable,
+    /// The caller's deadline passed during the call.
+    Timeout,
+    /// The caller cancelled the call.
+    Canceled,
     /// Disk, RocksDB or corruption trouble inside the engine.
     Internal,
 }
@@ -53,10 +57,15 @@ pub enum Error {
     /// `EngineConfig::validate` refused the configuration.
     #[error("invalid storage config: {0}")]
     InvalidConfig(String),
-    /// A WAL fsync failed earlier; the engine no longer knows what is durable and refuses
-    /// writes until it is reopened (the fjall / PostgreSQL lesson: never retry fsync).
-    #[error("storage engine is poisoned after a failed fsync; restart required")]
-    Poisoned,
+    /// An earlier failure left the engine unsure what is durable (a failed WAL fsync or
+    /// write: the fjall / PostgreSQL lesson, never retry fsync), or its head and disk may
+    /// disagree (a RocksDB write that failed after the WAL record was written). It
+    /// refuses writes until reopened; `cause` names that first failure.
+    #[error("storage engine refuses writes until restarted: {cause}")]
+    Poisoned { cause: String },
+    /// A long read stopped because its caller's deadline passed or it was cancelled.
+    #[error("{what} stopped: {}", if *.timed_out { "deadline exceeded" } else { "cancelled" })]
+    Interrupted { what: &'static str, timed_out: bool },
     /// All 2^32 series ids of this shard are used.
     #[error("series id space of this shard is exhausted")]
     SeriesIdsExhausted,
@@ -69,7 +78,9 @@ impl Error {
             Error::InvalidRegex { .. } | Error::InvalidInput(_) | Error::InvalidConfig(_) => {
                 ErrorKind::BadData
             }
-            Error::Poisoned | Error::SeriesIdsExhausted => ErrorKind::Unavailable,
+            Error::Poisoned { .. } | Error::SeriesIdsExhausted => ErrorKind::Unavailable,
+            Error::Interrupted { timed_out: true, .. } => ErrorKind::Timeout,
+            Error::Interrupted { timed_out: false, .. } => ErrorKind::Canceled,
             Error::Io { .. } | Error::Rocks { .. } | Error::Corrupt { .. } => ErrorKind::Internal,
         }
     }
@@ -81,6 +92,19 @@ impl Error {
 
     pub(crate) fn rocks(op: &'static str) -> impl FnOnce(rocksdb::Error) -> Error {
         move |source| Error::Rocks { op, source }
+    }
+
+    /// This error and its whole source chain on one line ("rocksdb read chunks:
+    /// Corruption: block checksum mismatch ..."), for messages that must name the cause.
+    pub fn chain(&self) -> String {
+        let mut out = self.to_string();
+        let mut src = std::error::Error::source(self);
+        while let Some(s) = src {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            src = s.source();
+        }
+        out
     }
 
     pub(crate) fn corrupt(what: &'static str, detail: impl Into<String>) -> Error {

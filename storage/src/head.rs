@@ -47,6 +47,9 @@ pub struct MemSeries {
     pub warm: bool,
     /// The two days most recently added to postings for this series in this process.
     pub days: [Option<i32>; 2],
+    /// Whether a failure to warm this series (its chunks are unreadable) was logged, so
+    /// every refused write does not log it again.
+    pub warm_failure_logged: bool,
 }
 
 impl MemSeries {
@@ -61,6 +64,7 @@ impl MemSeries {
             has_max: false,
             warm,
             days: [None, None],
+            warm_failure_logged: false,
         }
     }
 
@@ -77,7 +81,7 @@ impl MemSeries {
 }
 
 /// What happened to one sample.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     Appended,
     /// Same timestamp, bit-identical value: nothing to do (a retried write).
@@ -158,14 +162,25 @@ impl<'a> Ctx<'a> {
 
     /// Loads `max_t` and the recent chunks of a series that existed before this process
     /// started, so out-of-order and duplicate checks see what is already on disk.
+    ///
+    /// On a read error (a damaged chunk or SST block) the series is left exactly as it
+    /// was, still cold: the caller decides what to do with its samples, and the next
+    /// call tries again. Chunks already in `recent` (replayed from the WAL while an
+    /// earlier attempt failed) are kept; loaded chunks with the same start are not added.
     pub fn warm(&mut self, id: u32, s: &mut MemSeries) -> Result<()> {
         if s.warm {
             return Ok(());
         }
-        s.warm = true;
         let cf = self.chunks_cf()?;
         let window = self.cfg.out_of_order_window_ms;
-        let mut it = self.db.raw_iterator_cf(cf);
+        // Bounded to this series' keys, so RocksDB need not read a neighbour's block to
+        // find where the series ends (a damaged neighbouring block then costs nothing).
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_iterate_lower_bound(keys::chunk_key(id, i64::MIN).to_vec());
+        if let Some(next) = id.checked_add(1) {
+            opts.set_iterate_upper_bound(keys::chunk_key(next, i64::MIN).to_vec());
+        }
+        let mut it = self.db.raw_iterator_cf_opt(cf, opts);
         it.seek_for_prev(keys::chunk_key(id, i64::MAX));
         let mut newest: Option<i64> = None;
         let mut loaded = Vec::new();
@@ -191,7 +206,14 @@ impl<'a> Ctx<'a> {
                 s.has_max = true;
             }
         }
-        s.recent = loaded;
+        if s.recent.is_empty() {
+            s.recent = loaded;
+        } else {
+            loaded.retain(|c| s.recent.iter().all(|r| r.mint != c.mint));
+            s.recent.extend(loaded);
+            s.recent.sort_by_key(|c| c.mint);
+        }
+        s.warm = true;
         Ok(())
     }
 

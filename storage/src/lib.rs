@@ -14,6 +14,8 @@
 //! - `Engine::select(&self, &[Matcher], mint, maxt) -> Result<Vec<SeriesSamples>>`:
 //!   samples with `mint <= t <= maxt`, in time order, one entry per series, labels sorted.
 //! - `Engine::label_names` / `Engine::label_values` / `Engine::series` read the index only.
+//! - The `*_until` variants of those reads take an [`Interrupt`] (deadline, cancel flag)
+//!   and stop with `Error::Interrupted` when it fires.
 //! - `Engine::flush`, `Engine::stats`, `Engine::close`.
 
 pub mod chunk;
@@ -23,6 +25,7 @@ mod engine;
 mod error;
 mod head;
 mod index;
+mod interrupt;
 mod keys;
 mod matcher;
 mod read;
@@ -32,7 +35,8 @@ mod wal;
 
 pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
-pub use wal::{FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};
+pub use interrupt::Interrupt;
+pub use wal::{Damage, FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};
 pub use error::{Error, ErrorKind, Result};
 pub use matcher::{MatchOp, Matcher};
 pub use types::{AppendReport, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats};

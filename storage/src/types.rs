@@ -1,6 +1,7 @@
 //! The data model shared with the server: labels, samples, append batches and reports.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// One label pair. A series is identified by its label set, sorted by name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -47,6 +48,9 @@ pub struct AppendReport {
     pub rejected_too_old: u64,
     /// Samples whose timestamp is already stored with a different value.
     pub rejected_duplicate: u64,
+    /// Samples of series whose stored chunks cannot be read (storage damage): refused,
+    /// because they could not be checked against what is stored.
+    pub rejected_unreadable: u64,
     /// The first rejection in batch order, so the server can name it in its 400 message.
     pub first_rejection: Option<Rejection>,
 }
@@ -56,6 +60,7 @@ impl AppendReport {
         match reason {
             RejectReason::TooOld { .. } | RejectReason::OutOfOrderChunkFull => self.rejected_too_old += 1,
             RejectReason::Duplicate => self.rejected_duplicate += 1,
+            RejectReason::Unreadable { .. } => self.rejected_unreadable += 1,
         }
         if self.first_rejection.is_none() {
             self.first_rejection = Some(Rejection { series_index, t, reason });
@@ -74,7 +79,7 @@ pub struct Rejection {
 }
 
 /// Why a sample was not stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RejectReason {
     /// The sample is older than the series' newest sample minus the out-of-order window.
     TooOld { min_allowed_t: i64 },
@@ -84,6 +89,10 @@ pub enum RejectReason {
     /// samples a chunk can; counted with `rejected_too_old` (both are out-of-order
     /// rejections).
     OutOfOrderChunkFull,
+    /// The series existed before this process started and its stored chunks cannot be
+    /// read (e.g. a damaged SST block), so the sample cannot be checked for duplicates
+    /// and order. Only this series is affected; `cause` is the read error.
+    Unreadable { cause: Arc<str> },
 }
 
 impl fmt::Display for RejectReason {
@@ -100,6 +109,11 @@ impl fmt::Display for RejectReason {
             RejectReason::OutOfOrderChunkFull => f.write_str(
                 "out-of-order sample refused: the chunk covering this time is full; \
                  send samples in time order",
+            ),
+            RejectReason::Unreadable { cause } => write!(
+                f,
+                "refused because this series' stored chunks cannot be read (storage damage, \
+                 other series are not affected): {cause}"
             ),
         }
     }
@@ -122,6 +136,8 @@ pub struct Stats {
     pub samples_appended: u64,
     pub rejected_too_old: u64,
     pub rejected_duplicate: u64,
+    /// Samples refused because their series' stored chunks cannot be read.
+    pub rejected_unreadable: u64,
     /// Chunks written to RocksDB since open (including rewrites of recent chunks).
     pub chunks_written: u64,
     /// RocksDB live SST bytes plus memtable bytes over all column families.

@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod durability;
+mod faults;
 mod harness;
 mod hostile_write;
 mod prometheus_agent;

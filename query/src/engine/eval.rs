@@ -79,6 +79,11 @@ impl Ctx {
         Ok(())
     }
 
+    /// The query's deadline and cancel flag, for data sources that can stop a long read.
+    pub fn controls(&self) -> QueryOptions {
+        QueryOptions { deadline: self.deadline, cancel: self.cancel.clone() }
+    }
+
     pub fn cur_samples(&self) -> usize {
         self.cur_samples.get()
     }

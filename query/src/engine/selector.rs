@@ -42,13 +42,14 @@ impl Evaluator<'_> {
     pub(crate) fn select(&self, vs: &VectorSelector, mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
         self.ctx.check_interrupt_now()?;
         let sets = matcher_sets(vs);
+        let ctl = self.ctx.controls();
         let mut out = if sets.len() == 1 {
-            self.q.select(&sets[0], mint, maxt)?
+            self.q.select_controlled(&sets[0], mint, maxt, &ctl)?
         } else {
             // `{a="x" or b="y"}`: the union of the alternatives, each series once.
             let mut by_labels: BTreeMap<Labels, Series> = BTreeMap::new();
             for set in &sets {
-                for s in self.q.select(set, mint, maxt)? {
+                for s in self.q.select_controlled(set, mint, maxt, &ctl)? {
                     by_labels.entry(s.labels.clone()).or_insert(s);
                 }
             }

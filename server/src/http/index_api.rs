@@ -1,6 +1,11 @@
 //! `/api/v1/series`, `/api/v1/labels`, `/api/v1/label/{name}/values` (index reads,
 //! never chunk data) and `/api/v1/metadata`, with Prometheus' parameters and JSON
 //! envelope. GET reads the URL query string; POST also reads a form-encoded body.
+//!
+//! The index reads are bounded like queries: each request gets the query timeout
+//! (`[query] timeout_secs`) as a deadline and a cancel flag raised when its future is
+//! dropped (client gone), both handed to storage, which stops scanning and frees its
+//! storage slot when either fires (503 `timeout` / 499 `canceled`).
 
 use std::collections::BTreeMap;
 
@@ -15,6 +20,7 @@ use tessera_storage::Matcher;
 
 use super::{params, AppState};
 use crate::error::{ApiError, JsonError};
+use crate::shards::request_interrupt;
 use crate::ingest::validate::valid_label_name;
 
 /// `{"status":"success","data":...}` plus `warnings` when a limit truncated the data.
@@ -48,10 +54,11 @@ pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q):
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
     let shards = st.shards()?;
+    let (stop, _cancel_on_drop) = request_interrupt(std::time::Instant::now() + st.config.query.timeout());
     // Several match[] are a union; a series matched by two selectors is listed once.
     let mut all = Vec::new();
     for sel in &selectors {
-        all.extend(shards.series(&tenant, sel, start, end).await?);
+        all.extend(shards.series_until(&tenant, sel, start, end, stop.clone()).await?);
     }
     all.sort();
     all.dedup();
@@ -69,9 +76,10 @@ pub async fn label_names(State(st): State<AppState>, headers: HeaderMap, RawQuer
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
     let shards = st.shards()?;
+    let (stop, _cancel_on_drop) = request_interrupt(std::time::Instant::now() + st.config.query.timeout());
     let mut names = Vec::new();
     for sel in selectors_or_all(&selectors) {
-        names.extend(shards.label_names(&tenant, sel, start, end).await?);
+        names.extend(shards.label_names_until(&tenant, sel, start, end, stop.clone()).await?);
     }
     names.sort();
     names.dedup();
@@ -99,9 +107,10 @@ pub async fn label_values(
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
     let shards = st.shards()?;
+    let (stop, _cancel_on_drop) = request_interrupt(std::time::Instant::now() + st.config.query.timeout());
     let mut values = Vec::new();
     for sel in selectors_or_all(&selectors) {
-        values.extend(shards.label_values(&tenant, &name, sel, start, end).await?);
+        values.extend(shards.label_values_until(&tenant, &name, sel, start, end, stop.clone()).await?);
     }
     values.sort();
     values.dedup();

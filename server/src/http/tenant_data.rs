@@ -36,7 +36,11 @@ impl TenantData for ShardsData {
         let tenant = tenant.to_owned();
         Box::pin(async move {
             let shards = state.shards()?;
-            let all = shards.series(&tenant, &[], i64::MIN, i64::MAX).await?;
+            // The caller bounds this future with the query timeout; the same deadline (and
+            // the cancel flag raised when the future is dropped) stops the scans in storage.
+            let deadline = std::time::Instant::now() + state.config.query.timeout();
+            let (stop, _cancel_on_drop) = crate::shards::request_interrupt(deadline);
+            let all = shards.series_until(&tenant, &[], i64::MIN, i64::MAX, stop).await?;
             Ok(all
                 .into_iter()
                 .map(|ls| {

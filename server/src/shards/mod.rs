@@ -18,16 +18,19 @@ mod hash;
 mod tenant_view;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-use tessera_storage::{Engine, EngineConfig, Label, MatchOp, Matcher, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
-use tokio::sync::Semaphore;
+use tessera_storage::{
+    Engine, EngineConfig, Interrupt, Label, MatchOp, Matcher, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats,
+};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use hash::{series_hash, shard_of};
 pub use tenant_view::TenantView;
 
-use crate::error::{ApiError, Result};
+use crate::error::{ApiError, ErrorKind, Result};
 
 /// The reserved label that carries the tenant inside storage.
 pub const TENANT_LABEL: &str = "__tenant__";
@@ -52,6 +55,8 @@ pub struct PushOutcome {
     pub appended: u64,
     pub rejected_too_old: u64,
     pub rejected_duplicate: u64,
+    /// Samples of series whose stored chunks cannot be read (storage damage).
+    pub rejected_unreadable: u64,
     /// The first rejected sample in request order.
     pub first_rejection: Option<FirstRejection>,
     /// Wall time of each shard's append (shard, seconds), for the latency histogram.
@@ -105,6 +110,7 @@ impl Shards {
                     let dir = data_dir.join(format!("shard-{i:04}"));
                     let r = Engine::open(&dir, cfg.clone());
                     if let Ok(e) = &r {
+                        log_replay_damage(i, e);
                         on_open(i, e);
                     }
                     results.lock()[i] = Some(r);
@@ -137,16 +143,26 @@ impl Shards {
         TenantView::new(Arc::clone(self), tenant)
     }
 
-    /// Runs `f` on shard `i`'s engine on the blocking pool, holding a semaphore permit.
-    async fn on_shard<T, F>(&self, i: usize, f: F) -> Result<T>
+    /// A permit for one storage call; waiting for it ends at `deadline`, if given.
+    async fn permit(&self, deadline: Option<Instant>) -> Result<OwnedSemaphorePermit> {
+        let acquire = Arc::clone(&self.permits).acquire_owned();
+        let acquired = match deadline {
+            Some(d) => tokio::time::timeout_at(d.into(), acquire)
+                .await
+                .map_err(|_| ApiError::new(ErrorKind::Timeout, "timed out waiting for a storage slot"))?,
+            None => acquire.await,
+        };
+        acquired.map_err(|_| ApiError::unavailable("server is shutting down"))
+    }
+
+    /// Runs `f` on shard `i`'s engine on the blocking pool, holding a semaphore permit
+    /// (waited for until `deadline` at most).
+    async fn on_shard<T, F>(&self, i: usize, deadline: Option<Instant>, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Engine) -> std::result::Result<T, tessera_storage::Error> + Send + 'static,
     {
-        let permit = Arc::clone(&self.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| ApiError::unavailable("server is shutting down"))?;
+        let permit = self.permit(deadline).await?;
         let engine = Arc::clone(&self.engines[i]);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -181,7 +197,7 @@ impl Shards {
             tasks.push(async move {
                 let idx2 = idx.clone();
                 let (report, secs) = self
-                    .on_shard(shard, move |engine| {
+                    .on_shard(shard, None, move |engine| {
                         let batch: Vec<SeriesAppend<'_>> = idx2
                             .iter()
                             .map(|&i| SeriesAppend { labels: &stored[i].0, samples: &stored[i].1 })
@@ -204,6 +220,7 @@ impl Shards {
                     out.appended += report.appended;
                     out.rejected_too_old += report.rejected_too_old;
                     out.rejected_duplicate += report.rejected_duplicate;
+                    out.rejected_unreadable += report.rejected_unreadable;
                     if let Some(rej) = report.first_rejection {
                         let orig = idx[rej.series_index];
                         if out.first_rejection.as_ref().is_none_or(|f| orig < f.index) {
@@ -223,17 +240,27 @@ impl Shards {
         if let Some(e) = first_err {
             return Err(e);
         }
-        out.accepted = total - out.rejected_too_old - out.rejected_duplicate;
+        out.accepted = total - out.rejected_too_old - out.rejected_duplicate - out.rejected_unreadable;
         Ok(out)
     }
 
     /// Series of `tenant` matching `matchers` with their samples in `[mint, maxt]` (ms),
     /// sorted by labels, tenant label stripped.
     pub async fn select(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesSamples>> {
+        self.select_until(tenant, matchers, mint, maxt, Interrupt::none()).await
+    }
+
+    /// `select` whose storage scans stop when `stop` fires (see [`request_interrupt`]).
+    pub async fn select_until(
+        &self,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: Interrupt,
+    ) -> Result<Vec<SeriesSamples>> {
         let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let parts = self
-            .fan_out(move |e| e.select(&ms, mint, maxt))
-            .await?;
+        let parts = self.fan_out(stop, move |e, stop| e.select_until(&ms, mint, maxt, stop)).await?;
         let mut out: Vec<SeriesSamples> = parts.into_iter().flatten().collect();
         for s in &mut out {
             strip_tenant(&mut s.labels);
@@ -244,8 +271,20 @@ impl Shards {
 
     /// Label sets of `tenant`'s series matching `matchers` with data in `[mint, maxt]`.
     pub async fn series(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+        self.series_until(tenant, matchers, mint, maxt, Interrupt::none()).await
+    }
+
+    /// `series` whose index scans stop when `stop` fires.
+    pub async fn series_until(
+        &self,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: Interrupt,
+    ) -> Result<Vec<Vec<Label>>> {
         let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let parts = self.fan_out(move |e| e.series(&ms, mint, maxt)).await?;
+        let parts = self.fan_out(stop, move |e, stop| e.series_until(&ms, mint, maxt, stop)).await?;
         let mut out: Vec<Vec<Label>> = parts.into_iter().flatten().collect();
         for s in &mut out {
             strip_tenant(s);
@@ -257,8 +296,20 @@ impl Shards {
 
     /// Label names used by `tenant`'s series matching `matchers` in `[mint, maxt]`, sorted.
     pub async fn label_names(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
+        self.label_names_until(tenant, matchers, mint, maxt, Interrupt::none()).await
+    }
+
+    /// `label_names` whose index scans stop when `stop` fires.
+    pub async fn label_names_until(
+        &self,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: Interrupt,
+    ) -> Result<Vec<String>> {
         let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let parts = self.fan_out(move |e| e.label_names(&ms, mint, maxt)).await?;
+        let parts = self.fan_out(stop, move |e, stop| e.label_names_until(&ms, mint, maxt, stop)).await?;
         let mut out: Vec<String> = parts.into_iter().flatten().filter(|n| n != TENANT_LABEL).collect();
         out.sort();
         out.dedup();
@@ -274,13 +325,26 @@ impl Shards {
         mint: i64,
         maxt: i64,
     ) -> Result<Vec<String>> {
+        self.label_values_until(tenant, name, matchers, mint, maxt, Interrupt::none()).await
+    }
+
+    /// `label_values` whose index scans stop when `stop` fires.
+    pub async fn label_values_until(
+        &self,
+        tenant: &str,
+        name: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: Interrupt,
+    ) -> Result<Vec<String>> {
         if name == TENANT_LABEL {
             // The tenant label is invisible; answering it would leak tenant names.
             return Ok(Vec::new());
         }
         let ms = Arc::new(tenant_matchers(tenant, matchers)?);
         let name = Arc::new(name.to_owned());
-        let parts = self.fan_out(move |e| e.label_values(&name, &ms, mint, maxt)).await?;
+        let parts = self.fan_out(stop, move |e, stop| e.label_values_until(&name, &ms, mint, maxt, stop)).await?;
         let mut out: Vec<String> = parts.into_iter().flatten().collect();
         out.sort();
         out.dedup();
@@ -312,18 +376,56 @@ impl Shards {
         }
     }
 
-    /// Runs `f` on every shard in parallel and collects the results in shard order.
-    async fn fan_out<T, F>(&self, f: F) -> Result<Vec<T>>
+    /// Runs `f` on every shard in parallel and collects the results in shard order. Each
+    /// part gets `stop`; waiting for a storage slot also ends at its deadline.
+    async fn fan_out<T, F>(&self, stop: Interrupt, f: F) -> Result<Vec<T>>
     where
         T: Send + 'static,
-        F: Fn(&Engine) -> std::result::Result<T, tessera_storage::Error> + Send + Sync + 'static,
+        F: Fn(&Engine, &Interrupt) -> std::result::Result<T, tessera_storage::Error> + Send + Sync + 'static,
     {
         let f = Arc::new(f);
+        let deadline = stop.deadline();
         let tasks = (0..self.engines.len()).map(|i| {
             let f = Arc::clone(&f);
-            self.on_shard(i, move |e| f(e))
+            let stop = stop.clone();
+            self.on_shard(i, deadline, move |e| f(e, &stop))
         });
         futures::future::join_all(tasks).await.into_iter().collect()
+    }
+}
+
+/// Logs what a shard's WAL replay lost to damage (the engine logs the details too).
+fn log_replay_damage(shard: usize, engine: &Engine) {
+    let r = engine.replay_report();
+    if r.found_damage() {
+        tracing::error!(
+            shard,
+            damaged_stretches = r.damaged.len(),
+            records_dropped = r.records_dropped,
+            samples_dropped = r.samples_dropped,
+            counts_are_lower_bounds = r.drops_uncounted,
+            series_unreadable = r.series_unreadable,
+            "WAL replay met damage: the damaged records were skipped, every intact record after them was replayed"
+        );
+    }
+}
+
+/// A storage [`Interrupt`] for one request: it fires at `deadline`, or as soon as the
+/// returned guard is dropped. Keep the guard in the request handler's future: when the
+/// client goes away or the handler gives up (a timeout around it), the guard drops and
+/// the scans on the blocking pool stop, releasing their storage slots.
+pub fn request_interrupt(deadline: Instant) -> (Interrupt, CancelOnDrop) {
+    let flag = Arc::new(AtomicBool::new(false));
+    (Interrupt::new(Some(deadline), Some(Arc::clone(&flag))), CancelOnDrop(flag))
+}
+
+/// Raises a cancel flag when dropped (see [`request_interrupt`]).
+pub struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        // Harmless after the work finished: nobody reads the flag any more.
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

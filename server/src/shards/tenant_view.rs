@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use tessera_query::{Labels, QueryError, Queryable, Series};
-use tessera_storage::{MatchOp, Matcher};
+use tessera_query::{ErrorKind, Labels, QueryError, QueryOptions, Queryable, Series};
+use tessera_storage::{Interrupt, MatchOp, Matcher};
 
 use super::{tenant_matchers, Shards, TENANT_LABEL};
 
@@ -41,13 +41,39 @@ fn to_storage_matcher(m: &tessera_query::Matcher) -> Result<Matcher, QueryError>
     Matcher::new(&m.name, op, &m.value).map_err(|e| QueryError::bad_data(e.to_string()))
 }
 
+/// A storage error as the query engine's: an interrupted scan keeps its class (timeout
+/// 503, canceled 499), so a query stopped inside storage answers like one stopped in the
+/// evaluator.
+fn query_error(shard: usize, e: tessera_storage::Error) -> QueryError {
+    match e.kind() {
+        tessera_storage::ErrorKind::Timeout => {
+            QueryError::new(ErrorKind::Timeout, format!("query timed out in storage (shard {shard}): {e}"))
+        }
+        tessera_storage::ErrorKind::Canceled => {
+            QueryError::new(ErrorKind::Canceled, format!("query was canceled in storage (shard {shard})"))
+        }
+        _ => QueryError::internal(format!("shard {shard}: {}", e.chain())),
+    }
+}
+
 impl Queryable for TenantView {
     fn select(&self, matchers: &[tessera_query::Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
+        self.select_controlled(matchers, mint, maxt, &QueryOptions::default())
+    }
+
+    fn select_controlled(
+        &self,
+        matchers: &[tessera_query::Matcher],
+        mint: i64,
+        maxt: i64,
+        ctl: &QueryOptions,
+    ) -> Result<Vec<Series>, QueryError> {
         let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
         let ms = tenant_matchers(&self.tenant, &user).map_err(|e| QueryError::bad_data(e.message))?;
+        let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
         let engines = &self.shards.engines;
         let parts: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = engines.iter().map(|e| s.spawn(|| e.select(&ms, mint, maxt))).collect();
+            let handles: Vec<_> = engines.iter().map(|e| s.spawn(|| e.select_until(&ms, mint, maxt, &stop))).collect();
             handles
                 .into_iter()
                 .map(|h| h.join().map_err(|_| QueryError::internal("a shard's select thread panicked")))
@@ -55,7 +81,7 @@ impl Queryable for TenantView {
         });
         let mut out = Vec::new();
         for (i, part) in parts.into_iter().enumerate() {
-            let part = part?.map_err(|e| QueryError::internal(format!("shard {i}: {e}")))?;
+            let part = part?.map_err(|e| query_error(i, e))?;
             for s in part {
                 // Storage labels are sorted and unique; dropping one keeps them so.
                 let labels: Vec<tessera_query::Label> = s

@@ -116,3 +116,50 @@ fn tenant_label_is_inserted_at_its_sorted_position() {
     let names: Vec<&str> = out.iter().map(|l| l.name.as_str()).collect();
     assert_eq!(names, vec!["UUID", "__name__", "__tenant__", "job"]);
 }
+
+/// An index call whose deadline passed (or whose request went away) stops in storage
+/// with a timeout (canceled) error and frees its storage slot: with one slot, the next
+/// call still runs.
+#[tokio::test]
+async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = Arc::new(Shards::open(dir.path(), 2, &EngineConfig::default(), 1, &|_, _| {}).expect("open"));
+    // One sample from the far past next to a recent one: the day range spans ~2^31 days.
+    let ancient = series("a", &[("__name__", "old")], &[(-(1i64 << 62), 1.0)]);
+    let recent = series("a", &[("__name__", "new")], &[(1_700_000_000_000, 1.0)]);
+    shards.push("a", vec![ancient, recent]).await.expect("push");
+
+    let (expired, _guard) = request_interrupt(std::time::Instant::now());
+    let err = shards.label_names_until("a", &[], i64::MIN, i64::MAX, expired).await.expect_err("deadline passed");
+    assert_eq!(err.kind, ErrorKind::Timeout, "{}", err.message);
+
+    let (stop, guard) = request_interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    drop(guard);
+    let err = shards.series_until("a", &[name_eq("new")], i64::MIN, i64::MAX, stop).await.expect_err("canceled");
+    assert_eq!(err.kind, ErrorKind::Canceled, "{}", err.message);
+
+    // Bounded by the data that exists, a scan over all time is quick and complete.
+    let started = std::time::Instant::now();
+    let (stop, _guard) = request_interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    let values = shards.label_values_until("a", "__name__", &[], i64::MIN, i64::MAX, stop).await.expect("values");
+    assert_eq!(values, vec!["new", "old"]);
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+}
+
+/// The query engine's deadline reaches storage through `select_controlled`.
+#[tokio::test]
+async fn tenant_view_select_stops_at_the_query_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = open(dir.path(), 2);
+    shards.push("a", vec![series("a", &[("__name__", "up")], &[(10, 1.0)])]).await.expect("push");
+    let view = shards.tenant_view("a");
+    let err = tokio::task::spawn_blocking(move || {
+        let m = tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
+        view.select_controlled(&[m], 0, 100, &ctl)
+    })
+    .await
+    .expect("join")
+    .expect_err("deadline passed");
+    assert_eq!(err.kind, tessera_query::ErrorKind::Timeout, "{}", err.message);
+}

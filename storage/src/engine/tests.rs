@@ -1,5 +1,7 @@
 use std::collections::BTreeSet;
 
+use std::time::Duration;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -433,4 +435,291 @@ fn wal_is_truncated_behind_written_chunks_and_bounded_by_forced_cuts() {
     let r = e.select(&[m("__name__", MatchOp::Equal, "w")], i64::MIN, i64::MAX).expect("select");
     assert_eq!(r.len(), N as usize);
     assert!(r.iter().all(|s| s.samples.len() == STEPS as usize), "every sample survives truncation and replay");
+}
+
+// ---- damage: WAL -----------------------------------------------------------------
+
+/// Appends `steps` batches of one sample for each of `series`, one WAL record per batch.
+fn append_steps(e: &Engine, series: &[Vec<Label>], steps: std::ops::Range<i64>) {
+    for step in steps {
+        let samples: Vec<[Sample; 1]> = (0..series.len()).map(|i| [Sample::new(T0 + step * 1000, (step * 1000 + i as i64) as f64)]).collect();
+        let batch: Vec<SeriesAppend<'_>> =
+            series.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+        e.append(&batch).expect("append");
+    }
+}
+
+fn wal_segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("wal"))
+        .expect("wal dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| std::fs::metadata(p).expect("stat").len() > 0)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn flipped_byte_mid_wal_loses_one_record_and_keeps_every_later_segment() {
+    let d = tempfile::tempdir().expect("tempdir");
+    // Chunks never fill and the WAL is never forced out, so every sample stays in the WAL
+    // until the crash: 400 series × 800 steps ≈ 3 MiB = several 1 MiB segments.
+    let config = EngineConfig {
+        wal_segment_bytes: 1 << 20,
+        wal_max_bytes: 0,
+        chunk_target_samples: u16::MAX,
+        chunk_max_span_ms: i64::MAX / 4,
+        wal_fsync: WalFsync::None,
+        ..cfg()
+    };
+    const N: usize = 400;
+    const STEPS: i64 = 800;
+    let series: Vec<Vec<Label>> = (0..N).map(|i| labels(&[("__name__", "w"), ("i", &i.to_string())])).collect();
+    {
+        let e = Engine::open(d.path(), config.clone()).expect("open");
+        append_steps(&e, &series, 0..STEPS);
+    }
+    let segs = wal_segment_files(d.path());
+    assert!(segs.len() >= 3, "{segs:?}");
+    // Flip the last byte (a value's top byte) of a record in the middle of the first segment.
+    let mut bytes = std::fs::read(&segs[0]).expect("read");
+    let mut ends = Vec::new();
+    let mut off = 0;
+    while let record::Frame::Record(_, _, used) = record::read_frame(&bytes[off..]) {
+        off += used;
+        ends.push(off);
+    }
+    let victim_end = ends[ends.len() / 2];
+    bytes[victim_end - 1] ^= 0x40;
+    std::fs::write(&segs[0], &bytes).expect("write");
+
+    let e = Engine::open(d.path(), config).expect("reopen despite the damage");
+    let r = e.replay_report().clone();
+    assert!(r.torn_tail.is_none(), "{r:?}");
+    assert_eq!(r.damaged.len(), 1, "{r:?}");
+    assert_eq!((r.records_dropped, r.samples_dropped, r.drops_uncounted), (1, N as u64, false), "{r:?}");
+    assert_eq!(r.samples, (STEPS as u64 - 1) * N as u64);
+    for p in &segs {
+        assert!(p.exists(), "{} was deleted", p.display());
+    }
+    let got = e.select(&[m("__name__", MatchOp::Equal, "w")], i64::MIN, i64::MAX).expect("select");
+    assert_eq!(got.len(), N);
+    for s in &got {
+        // Exactly the one damaged batch is missing; every later one (later segments) is there.
+        assert_eq!(s.samples.len(), STEPS as usize - 1);
+        assert_eq!(s.samples.last().expect("samples").t, T0 + (STEPS - 1) * 1000);
+    }
+}
+
+#[test]
+fn writes_after_a_torn_tail_restart_survive_the_next_restart() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let l = labels(&[("__name__", "x")]);
+    {
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        append1(&e, &l, &[Sample::new(T0, 1.0)]);
+    }
+    // A crash mid-write leaves half a record at the end of the log.
+    let seg = wal_segment_files(d.path()).pop().expect("a segment");
+    let mut bytes = std::fs::read(&seg).expect("read");
+    let half = record::frame(record::TYPE_BATCH, &[0u8; 40]);
+    bytes.extend_from_slice(&half[..half.len() / 2]);
+    std::fs::write(&seg, &bytes).expect("write");
+    {
+        let e = Engine::open(d.path(), cfg()).expect("reopen");
+        assert!(e.replay_report().torn_tail.is_some());
+        assert!(!e.replay_report().found_damage(), "a torn tail is a crash, not damage");
+        // Written to the segment this open created after the torn one.
+        append1(&e, &l, &[Sample::new(T0 + 1000, 2.0)]);
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen again");
+    assert_eq!(all_samples(&e, &l), vec![Sample::new(T0, 1.0), Sample::new(T0 + 1000, 2.0)]);
+}
+
+// ---- damage: SST blocks ----------------------------------------------------------
+
+/// Overwrites 64 bytes in the middle of the `chunks` column family's SST file(s) of an
+/// engine that has just been flushed; call before dropping the engine.
+fn chunk_sst_files(e: &Engine) -> Vec<PathBuf> {
+    let files = e.db.live_files().expect("live files");
+    files
+        .iter()
+        .filter(|f| f.column_family_name == CF_CHUNKS)
+        .map(|f| e.dir().join("db").join(f.name.trim_start_matches('/')))
+        .collect()
+}
+
+fn damage_middle(path: &Path) {
+    let mut bytes = std::fs::read(path).expect("read sst");
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 64] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(path, &bytes).expect("write sst");
+}
+
+const DAMAGE_SERIES: usize = 300;
+
+fn damage_series() -> Vec<Vec<Label>> {
+    (0..DAMAGE_SERIES).map(|i| labels(&[("__name__", "d"), ("i", &format!("{i:03}"))])).collect()
+}
+
+/// 300 series of 100 samples each (one chunk per series), flushed into one chunks SST,
+/// which is then damaged in the middle. Returns the data dir.
+fn engine_with_damaged_chunks(extra_wal_step: bool) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    let series = damage_series();
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    append_steps(&e, &series, 0..100);
+    e.flush().expect("flush");
+    let ssts = chunk_sst_files(&e);
+    assert_eq!(ssts.len(), 1, "{ssts:?}");
+    if extra_wal_step {
+        // One more sample per series, only in the WAL (then a crash).
+        append_steps(&e, &series, 100..101);
+    }
+    drop(e);
+    damage_middle(&ssts[0]);
+    d
+}
+
+#[test]
+fn damaged_sst_block_refuses_only_the_affected_series_and_never_poisons() {
+    let d = engine_with_damaged_chunks(false);
+    let series = damage_series();
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    let fresh = labels(&[("__name__", "d"), ("i", "new")]);
+    let mut all = series.clone();
+    all.push(fresh.clone());
+    let samples: Vec<[Sample; 1]> = (0..all.len()).map(|i| [Sample::new(T0 + 200_000, i as f64)]).collect();
+    let batch: Vec<SeriesAppend<'_>> = all.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+    let rep = e.append(&batch).expect("a damaged block is no engine failure");
+    let refused = rep.rejected_unreadable as usize;
+    assert!(refused >= 1, "the damage hit no series: the test corrupts the wrong bytes");
+    assert!(refused < DAMAGE_SERIES / 4, "{refused} of {DAMAGE_SERIES} series refused for one damaged block");
+    assert_eq!(rep.appended as usize, all.len() - refused);
+    let first = rep.first_rejection.expect("first rejection");
+    let RejectReason::Unreadable { cause } = &first.reason else { panic!("{:?}", first.reason) };
+    let name = format!("i={:?}", series[first.series_index][1].value);
+    assert!(cause.contains(&name), "the message names the series: {cause}");
+    assert!(cause.contains("Corruption") || cause.contains("checksum"), "the message names the cause: {cause}");
+    assert!(first.reason.to_string().contains("other series are not affected"));
+
+    // The shard still takes writes, flushes, and answers reads of undamaged series.
+    let (bad, good): (Vec<usize>, Vec<usize>) = (0..DAMAGE_SERIES).partition(|&i| {
+        let ms = vec![m("__name__", MatchOp::Equal, "d"), m("i", MatchOp::Equal, &series[i][1].value)];
+        e.select(&ms, i64::MIN, i64::MAX).is_err()
+    });
+    assert!(bad.contains(&first.series_index));
+    assert!(good.len() >= DAMAGE_SERIES - DAMAGE_SERIES / 4);
+    let g = &series[good[0]];
+    assert_eq!(append1(&e, g, &[Sample::new(T0 + 300_000, 1.0)]).appended, 1);
+    e.flush().expect("flush works");
+    assert_eq!(all_samples(&e, g).len(), 102);
+    assert_eq!(all_samples(&e, &fresh), vec![Sample::new(T0 + 200_000, DAMAGE_SERIES as f64)]);
+    let err = e
+        .select(&[m("__name__", MatchOp::Equal, "d"), m("i", MatchOp::Equal, &series[first.series_index][1].value)], i64::MIN, i64::MAX)
+        .expect_err("damaged series");
+    assert!(err.to_string().contains(&name), "a read error names the series: {err}");
+    // Refused again (not poisoned) on the next write, and counted.
+    let again = append1(&e, &series[first.series_index], &[Sample::new(T0 + 400_000, 1.0)]);
+    assert_eq!(again.rejected_unreadable, 1);
+    assert_eq!(e.stats().rejected_unreadable, refused as u64 + 1);
+}
+
+#[test]
+fn wal_replay_keeps_samples_of_series_whose_chunks_are_damaged() {
+    let d = engine_with_damaged_chunks(true);
+    let series = damage_series();
+    let e = Engine::open(d.path(), cfg()).expect("reopen: damaged chunks must not stop replay");
+    let r = e.replay_report();
+    assert_eq!(r.samples, DAMAGE_SERIES as u64);
+    assert!(r.series_unreadable >= 1, "{r:?}");
+    assert!(r.found_damage());
+    // Undamaged series have all 101 samples; damaged ones still refuse live writes.
+    let mut refused = 0;
+    for l in &series {
+        let ms: Vec<Matcher> = l.iter().map(|x| m(&x.name, MatchOp::Equal, &x.value)).collect();
+        match e.select(&ms, i64::MIN, i64::MAX) {
+            Ok(s) => assert_eq!(s[0].samples.len(), 101),
+            Err(_) => {
+                if append1(&e, l, &[Sample::new(T0 + 500_000, 0.0)]).rejected_unreadable == 1 {
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert!(refused >= 1);
+}
+
+// ---- index scans -----------------------------------------------------------------
+
+#[test]
+fn index_scans_visit_only_days_with_data_however_far_apart() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let ancient = -(1i64 << 62);
+    append1(&e, &labels(&[("__name__", "old")]), &[Sample::new(ancient, 1.0)]);
+    append1(&e, &labels(&[("__name__", "new")]), &[Sample::new(T0, 1.0)]);
+    let never = Interrupt::none();
+    let ix = Index::new(&e.db, i32::MIN, i32::MAX, &never).expect("index");
+    assert_eq!(ix.day_list(), &[keys::day_of(ancient), keys::day_of(T0)]);
+    let started = Instant::now();
+    assert_eq!(e.label_values("__name__", &[], i64::MIN, i64::MAX).expect("values"), vec!["new", "old"]);
+    assert_eq!(e.label_names(&[], i64::MIN, i64::MAX).expect("names"), vec!["__name__"]);
+    assert_eq!(e.series(&[m("__name__", MatchOp::Regex, ".+")], i64::MIN, i64::MAX).expect("series").len(), 2);
+    assert_eq!(e.select(&[m("__name__", MatchOp::Equal, "old")], i64::MIN, i64::MAX).expect("select").len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(2), "scans took {:?}", started.elapsed());
+}
+
+#[test]
+fn long_reads_stop_when_the_deadline_passes_or_the_caller_cancels() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let l = labels(&[("__name__", "x")]);
+    append1(&e, &l, &series_at(10, 0.0));
+    let past = Interrupt::new(Some(Instant::now()), None);
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let cancelled = Interrupt::new(None, Some(flag));
+    let all = [m("__name__", MatchOp::Equal, "x")];
+    for (stop, timed_out) in [(&past, true), (&cancelled, false)] {
+        let errs = [
+            e.select_until(&all, i64::MIN, i64::MAX, stop).expect_err("select"),
+            e.series_until(&all, i64::MIN, i64::MAX, stop).expect_err("series"),
+            e.label_names_until(&[], i64::MIN, i64::MAX, stop).expect_err("names"),
+            e.label_values_until("__name__", &[], i64::MIN, i64::MAX, stop).expect_err("values"),
+        ];
+        for err in errs {
+            assert!(matches!(err, Error::Interrupted { timed_out: t, .. } if t == timed_out), "{err}");
+        }
+    }
+    let later = Interrupt::new(Some(Instant::now() + Duration::from_secs(60)), None);
+    assert_eq!(e.select_until(&all, i64::MIN, i64::MAX, &later).expect("in time").len(), 1);
+}
+
+/// A compaction that reads the damaged block makes RocksDB refuse all writes (its
+/// paranoid checks). Then the engine must poison, and the poison names that cause, not
+/// an fsync.
+#[test]
+fn compaction_over_a_damaged_block_poisons_with_rocksdbs_corruption_message() {
+    let d = engine_with_damaged_chunks(false);
+    let series = damage_series();
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    e.compact().expect("compact call");
+    let good = (0..DAMAGE_SERIES)
+        .rev()
+        .find(|&i| {
+            let ms = vec![m("__name__", MatchOp::Equal, "d"), m("i", MatchOp::Equal, &series[i][1].value)];
+            e.select(&ms, i64::MIN, i64::MAX).is_ok()
+        })
+        .expect("an undamaged series");
+    let err = e
+        .append(&[SeriesAppend { labels: &series[good], samples: &[Sample::new(T0 + 900_000, 1.0)] }])
+        .expect_err("RocksDB is read-only after the failed compaction");
+    assert!(err.chain().contains("Corruption"), "{}", err.chain());
+    let poisoned = e.flush().expect_err("poisoned");
+    let msg = poisoned.to_string();
+    assert!(matches!(poisoned, Error::Poisoned { .. }), "{msg}");
+    assert!(msg.contains("RocksDB write failed") && msg.contains("Corruption") && msg.contains(".sst"), "{msg}");
+    assert!(!msg.contains("fsync"), "{msg}");
 }

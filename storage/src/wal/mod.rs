@@ -8,7 +8,8 @@
 //! so retrying could report success for data that is gone.
 //!
 //! Segments are never appended to after a restart: replay reads them all, then a new
-//! segment is started. A segment is deleted once every sample in it is in a chunk that
+//! segment is started. Replay skips damaged records and keeps going (only a torn end of
+//! the log is cut); see `replay`. A segment is deleted once every sample in it is in a chunk that
 //! RocksDB holds durably (the engine decides; see `truncate_before`).
 
 mod fsync_stats;
@@ -36,9 +37,42 @@ pub struct TornTail {
     /// Byte offset of the first bad record; the segment was truncated here.
     pub offset: u64,
     pub reason: String,
-    /// Later segments that were deleted because they follow the damage.
-    pub dropped_segments: Vec<u64>,
+    /// Bytes cut off (the torn record and whatever garbage followed it).
+    pub bytes: u64,
 }
+
+/// A damaged stretch *before* the end of the log: skipped, and the valid records after
+/// it (in this segment and later ones) replayed. The bytes stay in the segment file (it
+/// is deleted only when the WAL is truncated past it, like every segment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub segment: u64,
+    /// Byte offset where the damage starts.
+    pub offset: u64,
+    /// Bytes skipped.
+    pub bytes: u64,
+    /// Whole records skipped (their frame length was intact, their checksum was not).
+    pub records: u64,
+    /// Samples in those records, where the damaged payload still decodes; a payload that
+    /// does not, and bytes that are not a frame at all, hold an unknown number.
+    pub samples: u64,
+    /// Whether every skipped byte belonged to a counted record (so `samples` may be
+    /// exact); false when some of the stretch could not be read as frames.
+    pub fully_counted: bool,
+    pub reason: String,
+}
+
+/// What replay found besides valid records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplayDamage {
+    /// A torn or corrupt end of the log, cut as a crash mid-write leaves it.
+    pub torn_tail: Option<TornTail>,
+    /// Damage with valid records after it, skipped.
+    pub damaged: Vec<Damage>,
+}
+
+/// Checksum work allowed per damaged stretch while looking for the next valid record.
+const RESYNC_BUDGET: usize = 256 << 20;
 
 struct Writer {
     file: Arc<File>,
@@ -54,7 +88,21 @@ struct SyncState {
     synced: u64,
     syncing: bool,
     last_sync: Instant,
-    poisoned: bool,
+    /// Why the log is unusable (the first failure), once it is.
+    poisoned: Option<String>,
+}
+
+impl SyncState {
+    fn check(&self) -> Result<()> {
+        match &self.poisoned {
+            Some(cause) => Err(Error::Poisoned { cause: cause.clone() }),
+            None => Ok(()),
+        }
+    }
+
+    fn poison(&mut self, cause: String) {
+        self.poisoned.get_or_insert(cause);
+    }
 }
 
 pub struct Wal {
@@ -90,36 +138,102 @@ fn sync_dir(dir: &Path) -> Result<()> {
 }
 
 /// Reads every record of every segment in order, calling `apply(segment, type, payload)`.
-/// A bad frame truncates its segment at that offset and deletes the later segments.
-pub fn replay(dir: &Path, mut apply: impl FnMut(u64, u8, &[u8]) -> Result<()>) -> Result<Option<TornTail>> {
+///
+/// Damage never costs more than the damaged bytes: a record whose checksum fails but
+/// whose length is intact is skipped; bytes that are not a frame at all are skipped up to
+/// the next valid record (found by `record::resync`). Either way replay continues, and
+/// the stretch is reported in `ReplayDamage::damaged`; no segment is deleted. Only when
+/// nothing valid follows the first bad byte anywhere in the log (a crash mid-write) is the
+/// segment truncated there, reported as `ReplayDamage::torn_tail`.
+pub fn replay(dir: &Path, mut apply: impl FnMut(u64, u8, &[u8]) -> Result<()>) -> Result<ReplayDamage> {
     let segs = list_segments(dir)?;
+    let mut out = ReplayDamage::default();
+    // Whether any later segment holds bytes: then no damage in this one is a tail.
+    let mut later_nonempty = vec![false; segs.len()];
+    for i in (0..segs.len().saturating_sub(1)).rev() {
+        let next = segment_path(dir, segs[i + 1]);
+        let len = fs::metadata(&next).map_err(Error::io("stat wal segment", &next))?.len();
+        later_nonempty[i] = later_nonempty[i + 1] || len > 0;
+    }
     for (i, &seg) in segs.iter().enumerate() {
         let path = segment_path(dir, seg);
         let buf = fs::read(&path).map_err(Error::io("read wal segment", &path))?;
         let mut off = 0usize;
+        // The damaged stretch being skipped, if any.
+        let mut cur: Option<Damage> = None;
         loop {
             match record::read_frame(&buf[off..]) {
                 record::Frame::End => break,
                 record::Frame::Record(typ, payload, used) => {
+                    if let Some(d) = cur.take() {
+                        out.damaged.push(d);
+                    }
                     apply(seg, typ, payload)?;
                     off += used;
                 }
-                record::Frame::Bad(reason) => {
-                    let f = OpenOptions::new().write(true).open(&path).map_err(Error::io("open wal segment", &path))?;
-                    f.set_len(off as u64).map_err(Error::io("truncate wal segment", &path))?;
-                    f.sync_all().map_err(Error::io("fsync wal segment", &path))?;
-                    let dropped: Vec<u64> = segs[i + 1..].to_vec();
-                    for &d in &dropped {
-                        let p = segment_path(dir, d);
-                        fs::remove_file(&p).map_err(Error::io("remove wal segment", &p))?;
+                record::Frame::Bad { reason, damaged } => {
+                    let d = cur.get_or_insert_with(|| Damage {
+                        segment: seg,
+                        offset: off as u64,
+                        bytes: 0,
+                        records: 0,
+                        samples: 0,
+                        fully_counted: true,
+                        reason: reason.clone(),
+                    });
+                    let skip = match damaged {
+                        // The length looks intact: skip exactly this record, unless what
+                        // follows is not a frame either (the length may be the damage).
+                        Some((used, typ, payload)) if frame_follows(&buf[off + used..]) => {
+                            d.records += 1;
+                            if typ == record::TYPE_BATCH {
+                                if let Ok((_, samples)) = record::decode_batch(payload) {
+                                    d.samples += samples.len() as u64;
+                                } else {
+                                    d.fully_counted = false;
+                                }
+                            } else {
+                                d.fully_counted = false;
+                            }
+                            Some(used)
+                        }
+                        _ => {
+                            d.fully_counted = false;
+                            record::resync(&buf[off..], RESYNC_BUDGET)
+                        }
+                    };
+                    match skip {
+                        Some(n) => {
+                            d.bytes += n as u64;
+                            off += n;
+                        }
+                        None => {
+                            // Nothing valid in the rest of this segment.
+                            d.bytes += (buf.len() - off) as u64;
+                            break;
+                        }
                     }
-                    sync_dir(dir)?;
-                    return Ok(Some(TornTail { segment: seg, offset: off as u64, reason, dropped_segments: dropped }));
                 }
             }
         }
+        let Some(d) = cur else { continue };
+        if later_nonempty[i] {
+            out.damaged.push(d);
+            continue;
+        }
+        // Nothing valid follows the damage anywhere in the log: a torn tail, as a crash
+        // mid-write leaves it. Cut it, so the next start does not report it again.
+        let f = OpenOptions::new().write(true).open(&path).map_err(Error::io("open wal segment", &path))?;
+        f.set_len(d.offset).map_err(Error::io("truncate wal segment", &path))?;
+        f.sync_all().map_err(Error::io("fsync wal segment", &path))?;
+        out.torn_tail = Some(TornTail { segment: seg, offset: d.offset, reason: d.reason, bytes: d.bytes });
     }
-    Ok(None)
+    Ok(out)
+}
+
+/// Whether `rest` is empty (a clean segment end) or starts with a valid frame.
+fn frame_follows(rest: &[u8]) -> bool {
+    matches!(record::read_frame(rest), record::Frame::End | record::Frame::Record(..))
 }
 
 impl Wal {
@@ -142,7 +256,7 @@ impl Wal {
             interval: Duration::from_millis(interval_ms),
             segment_limit,
             writer: Mutex::new(Writer { file: Arc::new(file), seg, seg_bytes: 0, written: 0, sizes }),
-            sync: Mutex::new(SyncState { synced: 0, syncing: false, last_sync: Instant::now(), poisoned: false }),
+            sync: Mutex::new(SyncState { synced: 0, syncing: false, last_sync: Instant::now(), poisoned: None }),
             synced_cv: Condvar::new(),
             fsyncs: FsyncHistogram::default(),
         })
@@ -156,14 +270,16 @@ impl Wal {
         Ok(f)
     }
 
-    pub fn is_poisoned(&self) -> bool {
-        self.sync.lock().poisoned
+    /// `Err(Error::Poisoned)` naming the first failure, once the log is unusable.
+    pub fn check_poisoned(&self) -> Result<()> {
+        self.sync.lock().check()
     }
 
-    /// Marks the log unusable: every later write or sync returns `Error::Poisoned`.
-    /// Used by the engine when the head and disk may disagree after a failure.
-    pub fn poison(&self) {
-        self.sync.lock().poisoned = true;
+    /// Marks the log unusable: every later write or sync returns `Error::Poisoned` with
+    /// `cause` (the first cause is kept). Used by the engine when the head and disk may
+    /// disagree after a failure.
+    pub fn poison(&self, cause: String) {
+        self.sync.lock().poison(cause);
         self.synced_cv.notify_all();
     }
 
@@ -185,9 +301,7 @@ impl Wal {
     /// Appends one framed record; returns the position to pass to `sync_to`.
     /// The bytes are handed to the OS before this returns.
     pub fn write(&self, typ: u8, payload: &[u8]) -> Result<u64> {
-        if self.is_poisoned() {
-            return Err(Error::Poisoned);
-        }
+        self.check_poisoned()?;
         if payload.len() + 1 > record::MAX_RECORD {
             // Replay treats a longer record as a torn tail and would cut the WAL there,
             // so such a record must never be acknowledged.
@@ -202,10 +316,12 @@ impl Wal {
         let seg = w.seg;
         let r = (&*w.file).write_all(&framed);
         if let Err(source) = r {
-            // A partial write leaves a torn record mid-segment; nothing after it could be
-            // replayed, so refuse further writes.
-            self.sync.lock().poisoned = true;
-            return Err(Error::Io { op: "write wal segment", path: segment_path(&self.dir, seg), source });
+            // A partial write leaves a torn record mid-segment; refuse further writes
+            // rather than append after it.
+            let err = Error::Io { op: "write wal segment", path: segment_path(&self.dir, seg), source };
+            self.sync.lock().poison(format!("a WAL write failed: {}", err.chain()));
+            self.synced_cv.notify_all();
+            return Err(err);
         }
         w.seg_bytes += framed.len() as u64;
         w.written += framed.len() as u64;
@@ -217,16 +333,12 @@ impl Wal {
     pub fn sync_to(&self, pos: u64) -> Result<()> {
         let mut st = self.sync.lock();
         match self.policy {
-            WalFsync::None => return if st.poisoned { Err(Error::Poisoned) } else { Ok(()) },
-            WalFsync::Interval if st.last_sync.elapsed() < self.interval => {
-                return if st.poisoned { Err(Error::Poisoned) } else { Ok(()) };
-            }
+            WalFsync::None => return st.check(),
+            WalFsync::Interval if st.last_sync.elapsed() < self.interval => return st.check(),
             _ => {}
         }
         loop {
-            if st.poisoned {
-                return Err(Error::Poisoned);
-            }
+            st.check()?;
             if st.synced >= pos {
                 return Ok(());
             }
@@ -254,10 +366,11 @@ impl Wal {
                     st.last_sync = Instant::now();
                 }
                 Err(source) => {
-                    st.poisoned = true;
+                    let err = Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, seg), source };
+                    st.poison(format!("a WAL fsync failed: {}", err.chain()));
                     self.synced_cv.notify_all();
-                    tracing::error!(segment = seg, error = %source, "WAL fsync failed; engine is poisoned");
-                    return Err(Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, seg), source });
+                    tracing::error!(segment = seg, error = %err.chain(), "WAL fsync failed; engine is poisoned");
+                    return Err(err);
                 }
             }
             self.synced_cv.notify_all();
@@ -277,8 +390,10 @@ impl Wal {
         let r = w.file.sync_data();
         self.fsyncs.observe(started.elapsed());
         if let Err(source) = r {
-            self.sync.lock().poisoned = true;
-            return Err(Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, w.seg), source });
+            let err = Error::Io { op: "fsync wal segment", path: segment_path(&self.dir, w.seg), source };
+            self.sync.lock().poison(format!("a WAL fsync failed: {}", err.chain()));
+            self.synced_cv.notify_all();
+            return Err(err);
         }
         let seg = w.seg + 1;
         let file = Self::new_segment(&self.dir, seg)?;

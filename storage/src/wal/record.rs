@@ -106,26 +106,59 @@ pub enum Frame<'a> {
     /// The buffer ends cleanly here.
     End,
     /// The bytes here are not a valid record (torn write or corruption).
-    Bad(String),
+    Bad {
+        reason: String,
+        /// When the header's length was plausible and the whole frame is present but its
+        /// checksum fails: the frame's total size and its (untrusted) type and payload,
+        /// so the reader can skip exactly this record and count what it held.
+        damaged: Option<(usize, u8, &'a [u8])>,
+    },
 }
 
 pub fn read_frame(buf: &[u8]) -> Frame<'_> {
     if buf.is_empty() {
         return Frame::End;
     }
+    let bad = |reason: String| Frame::Bad { reason, damaged: None };
     if buf.len() < FRAME_HEADER + 1 {
-        return Frame::Bad(format!("torn frame header ({} bytes)", buf.len()));
+        return bad(format!("torn frame header ({} bytes)", buf.len()));
     }
     let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
     let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
     if len == 0 || len > MAX_RECORD {
-        return Frame::Bad(format!("implausible record length {len}"));
+        return bad(format!("implausible record length {len}"));
     }
     let Some(body) = buf.get(FRAME_HEADER..FRAME_HEADER + len) else {
-        return Frame::Bad(format!("torn record: length {len}, only {} bytes left", buf.len() - FRAME_HEADER));
+        return bad(format!("torn record: length {len}, only {} bytes left", buf.len() - FRAME_HEADER));
     };
     if crc32fast::hash(body) != crc {
-        return Frame::Bad("record checksum mismatch".into());
+        return Frame::Bad { reason: "record checksum mismatch".into(), damaged: Some((FRAME_HEADER + len, body[0], &body[1..])) };
     }
     Frame::Record(body[0], &body[1..], FRAME_HEADER + len)
+}
+
+/// The offset (relative to `buf`) of the first valid frame of a known record type at or
+/// after `buf[1..]`, for resuming after damage whose length field cannot be trusted.
+/// Candidates are filtered by type byte and length before their checksum is computed;
+/// `budget` bounds the bytes checksummed (candidates longer than what is left of it are
+/// passed over); a garbage candidate passes with odds of 2^-32. `None`: no frame found.
+pub fn resync(buf: &[u8], mut budget: usize) -> Option<usize> {
+    for start in 1..buf.len() {
+        let rest = &buf[start..];
+        if rest.len() < FRAME_HEADER + 1 || rest[FRAME_HEADER] != TYPE_BATCH {
+            continue;
+        }
+        let len = u32::from_le_bytes(rest[..4].try_into().expect("4 bytes")) as usize;
+        if len == 0 || len > MAX_RECORD || FRAME_HEADER + len > rest.len() {
+            continue;
+        }
+        if len > budget {
+            continue;
+        }
+        budget -= len;
+        if let Frame::Record(..) = read_frame(rest) {
+            return Some(start);
+        }
+    }
+    None
 }
