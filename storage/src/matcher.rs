@@ -1,7 +1,8 @@
 //! Label matchers with Prometheus semantics.
 //!
-//! Regexes are fully anchored and `.` matches newlines (Prometheus compiles
-//! `^(?s:<re>)$`). A series without the label behaves as if it had the label with an
+//! Regexes are Go (RE2) syntax, fully anchored, and `.` matches newlines (Prometheus
+//! compiles `^(?s:<re>)$` with Go's `regexp`); `tessera_model::goregex` does the
+//! compiling, so `\d` is ASCII here exactly as in `label_replace`. A series without the label behaves as if it had the label with an
 //! empty value, so `{gpu=""}` and `{gpu!~".+"}` select series lacking `gpu`.
 //! Literal regexes, `a|b|c` alternations of literals and `prefix.*` are recognised at
 //! construction so the index can look values up directly instead of scanning them.
@@ -9,6 +10,7 @@
 use std::fmt;
 
 use regex::Regex;
+use tessera_model::goregex;
 
 use crate::error::{Error, Result};
 
@@ -153,7 +155,7 @@ impl Matcher {
 /// Recognises the fast-path shapes before falling back to a compiled regex.
 fn compile(name: &str, value: &str) -> Result<Pattern> {
     // Always compile, so a malformed regex is an error even when a fast path would do.
-    let re = Regex::new(&format!("^(?s:{value})$")).map_err(|source| Error::InvalidRegex {
+    let re = goregex::compile_anchored(value).map_err(|source| Error::InvalidRegex {
         name: name.to_string(),
         value: value.to_string(),
         source,
@@ -219,7 +221,7 @@ mod tests {
         let inputs = ["", "train-", "train-abc", "0", "1", "3", "plain", "plainx", "xx", "ac", "abbc", "b", "ab", "pre12z", "a"];
         for c in cases {
             let fast = m(MatchOp::Regex, c);
-            let re = Regex::new(&format!("^(?s:{c})$")).expect("regex");
+            let re = goregex::compile_anchored(c).expect("regex");
             for i in inputs {
                 assert_eq!(fast.matches(i), re.is_match(i), "pattern {c:?} input {i:?}");
             }
@@ -236,6 +238,19 @@ mod tests {
         assert!(!m(MatchOp::Regex, ".+").matches_empty());
         assert!(m(MatchOp::NotRegex, ".+").matches_empty());
         assert!(!m(MatchOp::NotRegex, ".*").matches_empty());
+    }
+
+    #[test]
+    fn perl_classes_are_ascii_as_in_go() {
+        // Prometheus matches `{gpu=~"\\d+"}` with Go's RE2: `\d` is [0-9] only.
+        let digits = m(MatchOp::Regex, r"\d+");
+        assert!(digits.matches("3"));
+        assert!(!digits.matches("٣"));
+        assert!(m(MatchOp::NotRegex, r"\d+").matches("٣"));
+        assert!(!m(MatchOp::Regex, r"\w+").matches("é"));
+        // Go's `\Q...\E` quoting, a parse error in Rust's own syntax.
+        assert!(m(MatchOp::Regex, r"\Qa.b\E").matches("a.b"));
+        assert!(!m(MatchOp::Regex, r"\Qa.b\E").matches("axb"));
     }
 
     #[test]

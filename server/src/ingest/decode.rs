@@ -4,10 +4,15 @@
 //! this file (limits, sharding, storage) is version-agnostic. Decoding is zero-copy up
 //! to validation: the body is one `Bytes`, prost slices label strings out of it, and
 //! the only copies made are the owned labels of series that passed validation.
+//!
+//! Float values are kept bit for bit (a staleness marker stays one), except a NaN that
+//! carries the query engine's internal marker payload, which becomes an ordinary NaN
+//! (`tessera_model::canonical_float`): so a float is always evaluated as a float.
 
 use bytes::Bytes;
 use prost::Message;
 use tessera_proto::{prometheus, v2};
+use tessera_model::canonical_float;
 use tessera_storage::{Label, Sample};
 
 use super::validate::{describe, validate_labels, METRIC_NAME};
@@ -146,7 +151,7 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits) -> Batch {
             Ok(labels) => {
                 unsupported_parts(&mut b, index, || describe(pairs()), ts.histograms.len(), ts.exemplars.len());
                 if n > 0 {
-                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: s.value }).collect();
+                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
                     b.series.push(ValidSeries { index, labels, samples });
                 }
             }
@@ -214,7 +219,7 @@ fn from_v2(req: v2::Request, limits: &Limits) -> Batch {
                     }
                 }
                 if n > 0 {
-                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: s.value }).collect();
+                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
                     b.series.push(ValidSeries { index, labels, samples });
                 }
             }
