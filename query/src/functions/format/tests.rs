@@ -85,3 +85,28 @@ fn go_g_switches_to_exponents_at_1e6_and_below_1e_4() {
     assert_eq!(format_go_g(f64::INFINITY), "+Inf");
     assert_eq!(format_go_g(f64::NEG_INFINITY), "-Inf");
 }
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Every finite float in the spellings Prometheus writes (`%g`, shortest decimal,
+        /// Rust's `{:e}`) reads back exactly.
+        #[test]
+        fn go_float_text_round_trips(bits in any::<u64>()) {
+            let v = f64::from_bits(bits);
+            prop_assume!(v.is_finite());
+            for text in [format_go_g(v), format_go_decimal(v), format!("{v:e}")] {
+                prop_assert_eq!(parse_go_float(&text).map(f64::to_bits), Some(v.to_bits()), "{}", text);
+            }
+        }
+
+        /// No input makes the parser panic.
+        #[test]
+        fn parse_go_float_never_panics(s in "[-+0-9xXpPeE._a-fA-FinINfty]{0,12}") {
+            let _ = parse_go_float(&s);
+        }
+    }
+}

@@ -76,3 +76,31 @@ fn natural_cmp_is_a_total_order_where_natsort_is_not() {
     let names = vec!["x".to_string()];
     assert_eq!(sort_by_label_cmp(&p, &q, &names, false), p.cmp(&q));
 }
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A series with label `x` from a small alphabet of digits and letters, or none.
+    fn series() -> impl Strategy<Value = Labels> {
+        (proptest::option::of("[0a1b]{0,4}"), 0u8..3).prop_map(|(x, id)| match x {
+            Some(x) if !x.is_empty() => Labels::from_pairs([("id", id.to_string()), ("x", x)]),
+            _ => Labels::from_pairs([("id", id.to_string())]),
+        })
+    }
+
+    proptest! {
+        /// `sort_by_label_cmp` is a total order (Rust's sort may panic on one that is not):
+        /// antisymmetric and transitive, in both directions.
+        #[test]
+        fn sort_by_label_cmp_is_a_total_order(a in series(), b in series(), c in series(), desc in any::<bool>()) {
+            let names = vec!["x".to_string()];
+            let cmp = |p: &Labels, q: &Labels| sort_by_label_cmp(p, q, &names, desc);
+            prop_assert_eq!(cmp(&a, &b), cmp(&b, &a).reverse());
+            if cmp(&a, &b) != Ordering::Greater && cmp(&b, &c) != Ordering::Greater {
+                prop_assert_ne!(cmp(&a, &c), Ordering::Greater);
+            }
+        }
+    }
+}
