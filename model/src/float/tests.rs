@@ -1,3 +1,5 @@
+//! The reserved float bit patterns and `canonical_float`.
+
 use super::*;
 
 #[test]
