@@ -12,6 +12,7 @@ use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::{format_go_decimal, format_go_g};
+use crate::functions::order;
 use crate::functions::sampling::{clamp_ratio, limit_ratio_keeps};
 use crate::functions::stats::{quantile, AvgAccumulator, KahanSum, StdvarAccumulator};
 use crate::model::Labels;
@@ -389,23 +390,9 @@ impl Evaluator<'_> {
             for g in gorder {
                 let h = &mut groups[g];
                 if op != "limitk" {
-                    let top = op == "topk";
-                    h.sort_by(|a, b| {
-                        use std::cmp::Ordering;
-                        match (a.1.is_nan(), b.1.is_nan()) {
-                            (true, true) => Ordering::Equal,
-                            (true, false) => Ordering::Greater,
-                            (false, true) => Ordering::Less,
-                            _ => {
-                                let c = a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal);
-                                if top {
-                                    c.reverse()
-                                } else {
-                                    c
-                                }
-                            }
-                        }
-                    });
+                    // topk is by value descending, bottomk ascending; NaN last either way.
+                    let cmp = if op == "topk" { order::sort_desc_cmp } else { order::sort_asc_cmp };
+                    h.sort_by(|a, b| cmp(a.1, b.1));
                 }
                 for &(i, v) in h.iter() {
                     out[i].pts.push((t, v));
