@@ -44,9 +44,6 @@ pub const CONTENT_TYPE_V2: &str = "application/x-protobuf;proto=io.prometheus.wr
 /// Content-Type a 1.0 sender uses (no `proto` parameter means 1.0).
 pub const CONTENT_TYPE_V1: &str = "application/x-protobuf";
 
-/// Bit pattern of Prometheus' staleness marker, a NaN that no sender may use otherwise.
-pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
-
 /// Builds the deduplicated `symbols` table of a 2.0 request.
 ///
 /// Index 0 is always the empty string, as the 2.0 spec requires, so that a ref of 0

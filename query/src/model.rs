@@ -68,10 +68,10 @@ impl Labels {
 impl fmt::Display for Labels {
     /// Prometheus' text form: `name{a="b", c="d"}`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.get("__name__").unwrap_or("");
+        let name = self.get(tessera_model::METRIC_NAME).unwrap_or("");
         write!(f, "{name}{{")?;
         let mut first = true;
-        for l in self.0.iter().filter(|l| l.name != "__name__") {
+        for l in self.0.iter().filter(|l| l.name != tessera_model::METRIC_NAME) {
             if !first {
                 write!(f, ", ")?;
             }

@@ -1,7 +1,8 @@
 //! Label matchers with Prometheus semantics.
 //!
-//! Regexes are fully anchored and `.` matches newlines (Prometheus compiles
-//! `^(?s:<re>)$`). A series without the label behaves as if it had the label with an
+//! Regexes are Go (RE2) syntax, fully anchored, and `.` matches newlines (Prometheus
+//! compiles `^(?s:<re>)$` with Go's `regexp`); `tessera_model::goregex` does the
+//! compiling, so `\d` is ASCII here exactly as in `label_replace`. A series without the label behaves as if it had the label with an
 //! empty value, so `{gpu=""}` and `{gpu!~".+"}` select series lacking `gpu`.
 //! Literal regexes, `a|b|c` alternations of literals and `prefix.*` are recognised at
 //! construction so the index can look values up directly instead of scanning them.
@@ -9,6 +10,7 @@
 use std::fmt;
 
 use regex::Regex;
+use tessera_model::goregex;
 
 use crate::error::{Error, Result};
 
@@ -153,7 +155,7 @@ impl Matcher {
 /// Recognises the fast-path shapes before falling back to a compiled regex.
 fn compile(name: &str, value: &str) -> Result<Pattern> {
     // Always compile, so a malformed regex is an error even when a fast path would do.
-    let re = Regex::new(&format!("^(?s:{value})$")).map_err(|source| Error::InvalidRegex {
+    let re = goregex::compile_anchored(value).map_err(|source| Error::InvalidRegex {
         name: name.to_string(),
         value: value.to_string(),
         source,
@@ -192,62 +194,4 @@ fn literal_prefix(value: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn m(op: MatchOp, v: &str) -> Matcher {
-        Matcher::new("l", op, v).expect("valid matcher")
-    }
-
-    #[test]
-    fn regex_is_fully_anchored() {
-        let r = m(MatchOp::Regex, "ab[0-9]");
-        assert!(r.matches("ab1"));
-        assert!(!r.matches("xab1"));
-        assert!(!r.matches("ab12"));
-    }
-
-    #[test]
-    fn dot_matches_newline_like_prometheus() {
-        assert!(m(MatchOp::Regex, "a.b").matches("a\nb"));
-        assert!(m(MatchOp::Regex, "a.*").matches("a\n\n"));
-    }
-
-    #[test]
-    fn fast_paths_agree_with_the_regex() {
-        let cases = ["train-.*", "0|1|2", "plain", ".*", "x+", "ab*c", "a?b", "pre[0-9]+.*", "", "a|"];
-        let inputs = ["", "train-", "train-abc", "0", "1", "3", "plain", "plainx", "xx", "ac", "abbc", "b", "ab", "pre12z", "a"];
-        for c in cases {
-            let fast = m(MatchOp::Regex, c);
-            let re = Regex::new(&format!("^(?s:{c})$")).expect("regex");
-            for i in inputs {
-                assert_eq!(fast.matches(i), re.is_match(i), "pattern {c:?} input {i:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn empty_matching_matchers_are_flagged() {
-        assert!(m(MatchOp::Equal, "").matches_empty());
-        assert!(!m(MatchOp::Equal, "x").matches_empty());
-        assert!(m(MatchOp::NotEqual, "x").matches_empty());
-        assert!(!m(MatchOp::NotEqual, "").matches_empty());
-        assert!(m(MatchOp::Regex, ".*").matches_empty());
-        assert!(!m(MatchOp::Regex, ".+").matches_empty());
-        assert!(m(MatchOp::NotRegex, ".+").matches_empty());
-        assert!(!m(MatchOp::NotRegex, ".*").matches_empty());
-    }
-
-    #[test]
-    fn bad_regex_is_an_error() {
-        let e = Matcher::new("l", MatchOp::Regex, "(unclosed").expect_err("must fail");
-        assert!(matches!(e, Error::InvalidRegex { .. }));
-    }
-
-    #[test]
-    fn literal_prefix_stops_before_quantified_char() {
-        assert_eq!(literal_prefix("train-[0-9]+"), "train-");
-        assert_eq!(literal_prefix("ab*"), "a");
-        assert_eq!(literal_prefix("a|b"), "");
-    }
-}
+mod tests;

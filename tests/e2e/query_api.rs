@@ -122,3 +122,56 @@ fn query_api_rejects_bad_requests_like_prometheus() {
     assert_eq!(status, 200);
     assert_eq!(v["data"]["version"], "3.0.0");
 }
+
+/// A float sample whose NaN payload happens to equal the engine's internal "native
+/// histogram" marker is stored and evaluated as a float: `abs` keeps it (a histogram
+/// would be dropped by a float function) and `min` returns it.
+#[test]
+fn float_with_the_internal_marker_nan_payload_is_evaluated_as_a_float() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&dir.path().join("data"));
+    let t = now_ms() / 1000 * 1000 - 60_000;
+    // 0x7ff0000000000003 is tessera_model::HISTOGRAM_MARKER_BITS.
+    let odd_nan = f64::from_bits(0x7ff0_0000_0000_0003);
+    let req = write_request(vec![ts(&[("__name__", "odd_nan"), ("job", "x")], &[(t, odd_nan)])]);
+    let resp = server.write_v1(&req, None);
+    assert!(resp.status().is_success(), "write failed: {:?}", resp.text());
+
+    for query in ["abs(odd_nan)", "min(odd_nan)"] {
+        let (status, v) = server.get_json(&format!("/api/v1/query?query={query}&time={}", secs(t)), None);
+        assert_eq!(status, 200, "{v}");
+        let result = v["data"]["result"].as_array().expect("result list");
+        assert_eq!(result.len(), 1, "{query}: {v}");
+        assert_eq!(result[0]["value"][1], "NaN", "{query}: {v}");
+    }
+}
+
+/// Selectors go through the storage matcher and `label_replace` through the engine; both
+/// read regexes as Go's RE2 does, so `\d` matches the ASCII digit 3 and not the
+/// Arabic-Indic digit three, as in Prometheus.
+#[test]
+fn selector_and_label_replace_share_go_regex_semantics() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&dir.path().join("data"));
+    let t = now_ms() / 1000 * 1000 - 60_000;
+    let req = write_request(vec![
+        ts(&[("__name__", "gpu_util"), ("gpu", "3")], &[(t, 1.0)]),
+        ts(&[("__name__", "gpu_util"), ("gpu", "٣")], &[(t, 2.0)]),
+    ]);
+    let resp = server.write_v1(&req, None);
+    assert!(resp.status().is_success(), "write failed: {:?}", resp.text());
+
+    let query = |q: &str| {
+        let q: String = form_urlencoded::byte_serialize(q.as_bytes()).collect();
+        let (status, v) = server.get_json(&format!("/api/v1/query?query={q}&time={}", secs(t)), None);
+        assert_eq!(status, 200, "{v}");
+        v["data"]["result"].as_array().expect("result list").clone()
+    };
+    let selected = query(r#"gpu_util{gpu=~"\\d+"}"#);
+    assert_eq!(selected.len(), 1, "{selected:?}");
+    assert_eq!(selected[0]["metric"]["gpu"], "3");
+    let replaced = query(r#"label_replace(gpu_util, "n", "$1", "gpu", "(\\d+)")"#);
+    let with_n: Vec<_> = replaced.iter().filter(|e| e["metric"].get("n").is_some()).collect();
+    assert_eq!(with_n.len(), 1, "{replaced:?}");
+    assert_eq!(with_n[0]["metric"]["gpu"], "3");
+}

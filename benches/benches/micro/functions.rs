@@ -3,8 +3,7 @@
 //! Throughput is in samples, so the numbers compare directly with decode speed.
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
-use tessera_query::functions::range::{eval_range, RangeFn};
-use tessera_query::functions::stats::KahanSum;
+use tessera_query::bench_kernels::{eval_range, KahanSum, RangeFn};
 use tessera_query::Sample;
 
 /// A counter scraped every 15 s with millisecond jitter and one reset, as a 5m window

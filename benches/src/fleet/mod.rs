@@ -39,7 +39,7 @@ pub use series::{LabelsBuilder, SeriesRef};
 use crate::rng::Rng;
 
 /// Prometheus' staleness marker: a NaN with this exact bit pattern.
-pub const STALE_NAN_BITS: u64 = 0x7ff0_0000_0000_0002;
+pub use tessera_model::STALE_NAN_BITS;
 
 /// Everything that shapes a dataset. Two equal configs give identical samples.
 #[derive(Debug, Clone)]

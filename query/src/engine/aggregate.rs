@@ -7,107 +7,90 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, format_go_g, is_histogram_marker, valid_label_name, NAME};
+use super::labels_util::{self, is_histogram_marker, NAME};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
-use crate::functions::format::format_go_decimal;
-use crate::functions::stats::kahan_inc;
+use crate::functions;
+use crate::functions::format::{format_go_decimal, format_go_g};
+use crate::functions::order;
+use crate::functions::sampling::{clamp_ratio, limit_ratio_keeps};
+use crate::functions::stats::{quantile, AvgAccumulator, KahanSum, StdvarAccumulator};
 use crate::model::Labels;
 
-/// The running state of one group at one step.
+/// The running state of one group at one step. The numeric work is done by the tested
+/// accumulators in `functions::stats`; this only dispatches on the operator.
 #[derive(Clone)]
 struct Acc {
+    /// Samples added (for `count` and `group`, native histograms included).
     count: f64,
-    value: f64,
-    kahan: f64,
-    mean: f64,
-    incremental_mean: bool,
-    values: Vec<f64>,
+    state: AccState,
     drop_name: bool,
     /// Native histogram samples seen (not aggregated, see `is_histogram_marker`).
     hist: usize,
 }
 
+#[derive(Clone)]
+enum AccState {
+    /// No float sample yet.
+    Empty,
+    Sum(KahanSum),
+    Avg(AvgAccumulator),
+    Min(f64),
+    Max(f64),
+    Stdvar(StdvarAccumulator),
+    Quantile(Vec<f64>),
+    /// `count` and `group` need nothing beyond `count`.
+    Counted,
+}
+
 impl Acc {
     fn new() -> Self {
-        Acc { count: 0.0, value: 0.0, kahan: 0.0, mean: 0.0, incremental_mean: false, values: Vec::new(), drop_name: false, hist: 0 }
+        Acc { count: 0.0, state: AccState::Empty, drop_name: false, hist: 0 }
     }
 
     fn add(&mut self, op: &str, f: f64) {
-        let first = self.count == 0.0;
         self.count += 1.0;
-        match op {
-            "sum" => {
-                if first {
-                    self.value = f;
-                } else {
-                    (self.value, self.kahan) = kahan_inc(f, self.value, self.kahan);
+        match &mut self.state {
+            AccState::Empty => {
+                // Prometheus seeds each group with its first value.
+                self.state = match op {
+                    "sum" => AccState::Sum(KahanSum::seeded(f)),
+                    "avg" => AccState::Avg(AvgAccumulator::new(f)),
+                    "min" => AccState::Min(f),
+                    "max" => AccState::Max(f),
+                    "stddev" | "stdvar" => AccState::Stdvar(StdvarAccumulator::new(f)),
+                    "quantile" => AccState::Quantile(vec![f]),
+                    _ => AccState::Counted,
                 }
             }
-            "avg" => {
-                if first {
-                    self.value = f;
-                    return;
-                }
-                if !self.incremental_mean {
-                    let (nv, nc) = kahan_inc(f, self.value, self.kahan);
-                    if !nv.is_infinite() {
-                        (self.value, self.kahan) = (nv, nc);
-                        return;
-                    }
-                    // The sum would overflow: continue with an incremental mean.
-                    self.incremental_mean = true;
-                    self.mean = self.value / (self.count - 1.0);
-                    self.kahan /= self.count - 1.0;
-                }
-                let q = (self.count - 1.0) / self.count;
-                (self.mean, self.kahan) = kahan_inc(f / self.count, q * self.mean, q * self.kahan);
-            }
-            "min" => {
-                if first || self.value > f || self.value.is_nan() {
-                    self.value = f;
+            AccState::Sum(k) => k.add(f),
+            AccState::Avg(a) => a.add(f),
+            AccState::Min(m) => {
+                if *m > f || m.is_nan() {
+                    *m = f;
                 }
             }
-            "max" => {
-                if first || self.value < f || self.value.is_nan() {
-                    self.value = f;
+            AccState::Max(m) => {
+                if *m < f || m.is_nan() {
+                    *m = f;
                 }
             }
-            "stddev" | "stdvar" => {
-                // Welford's online algorithm.
-                let delta = f - self.mean;
-                self.mean += delta / self.count;
-                self.value += delta * (f - self.mean);
-            }
-            "quantile" => self.values.push(f),
-            _ => {}
+            AccState::Stdvar(a) => a.add(f),
+            AccState::Quantile(v) => v.push(f),
+            AccState::Counted => {}
         }
     }
 
     fn result(&mut self, op: &str, param: f64) -> f64 {
-        match op {
-            "sum" => {
-                if self.value.is_infinite() {
-                    self.value
-                } else {
-                    self.value + self.kahan
-                }
-            }
-            "avg" => {
-                if self.incremental_mean {
-                    self.mean + self.kahan
-                } else if self.value.is_infinite() {
-                    self.value / self.count
-                } else {
-                    (self.value + self.kahan) / self.count
-                }
-            }
-            "min" | "max" => self.value,
-            "count" => self.count,
-            "group" => 1.0,
-            "stdvar" => self.value / self.count,
-            "stddev" => (self.value / self.count).sqrt(),
-            "quantile" => crate::functions::stats::quantile(param, &mut self.values),
+        match (&mut self.state, op) {
+            (_, "count") => self.count,
+            (_, "group") => 1.0,
+            (AccState::Sum(k), _) => k.value(),
+            (AccState::Avg(a), _) => a.value(),
+            (AccState::Min(m) | AccState::Max(m), _) => *m,
+            (AccState::Stdvar(a), "stdvar") => a.stdvar(),
+            (AccState::Stdvar(a), _) => a.stddev(),
+            (AccState::Quantile(v), _) => quantile(param, v),
             _ => f64::NAN,
         }
     }
@@ -160,7 +143,7 @@ impl Evaluator<'_> {
             }
             "count_values" => {
                 let label = sparam.unwrap_or_default();
-                if !valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
+                if !functions::labels::is_valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
                     return Err(QueryError::execution(format!(
                     "invalid label name {}",
                     self.ctx.go_quote(&label)
@@ -270,7 +253,7 @@ impl Evaluator<'_> {
                 if is_histogram_marker(v) {
                     continue;
                 }
-                let l = labels_util::set(&glabels[series_group[i]], label, &format_go_decimal(v));
+                let l = functions::labels::set_label(&glabels[series_group[i]], label, &format_go_decimal(v));
                 let idx = *index.entry(l.clone()).or_insert_with(|| {
                     out.push(StepSeries::new(l.clone(), false));
                     out.len() - 1
@@ -323,9 +306,8 @@ impl Evaluator<'_> {
                 continue;
             }
             if op == "limit_ratio" {
-                let mut ratio = p;
-                if !(-1.0..=1.0).contains(&ratio) {
-                    ratio = ratio.clamp(-1.0, 1.0);
+                let (ratio, capped) = clamp_ratio(p);
+                if capped {
                     self.ctx.warn(format!(
                         "PromQL warning: ratio value should be between -1 and 1, got {}, capping to {} {}",
                         format_go_g(p),
@@ -334,9 +316,7 @@ impl Evaluator<'_> {
                     ));
                 }
                 for &(i, v) in &present {
-                    let off = ratio_offset(&input[i].labels);
-                    let take = (ratio >= 0.0 && off < ratio) || (ratio < 0.0 && off >= 1.0 + ratio);
-                    if take {
+                    if limit_ratio_keeps(ratio, &input[i].labels) {
                         out[i].pts.push((t, v));
                         if n == 1 {
                             instant_order.push(i);
@@ -410,23 +390,9 @@ impl Evaluator<'_> {
             for g in gorder {
                 let h = &mut groups[g];
                 if op != "limitk" {
-                    let top = op == "topk";
-                    h.sort_by(|a, b| {
-                        use std::cmp::Ordering;
-                        match (a.1.is_nan(), b.1.is_nan()) {
-                            (true, true) => Ordering::Equal,
-                            (true, false) => Ordering::Greater,
-                            (false, true) => Ordering::Less,
-                            _ => {
-                                let c = a.1.partial_cmp(&b.1).unwrap_or(Ordering::Equal);
-                                if top {
-                                    c.reverse()
-                                } else {
-                                    c
-                                }
-                            }
-                        }
-                    });
+                    // topk is by value descending, bottomk ascending; NaN last either way.
+                    let cmp = if op == "topk" { order::sort_desc_cmp } else { order::sort_asc_cmp };
+                    h.sort_by(|a, b| cmp(a.1, b.1));
                 }
                 for &(i, v) in h.iter() {
                     out[i].pts.push((t, v));
@@ -446,18 +412,4 @@ impl Evaluator<'_> {
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
     }
-}
-
-/// Where a series falls in [0, 1) for `limit_ratio`: its label hash scaled, as
-/// Prometheus does, so the same series are kept at every step.
-fn ratio_offset(l: &Labels) -> f64 {
-    let mut buf = Vec::with_capacity(128);
-    for x in l.iter() {
-        buf.extend_from_slice(x.name.as_bytes());
-        buf.push(0xff);
-        buf.extend_from_slice(x.value.as_bytes());
-        buf.push(0xff);
-    }
-    let h = xxhash_rust::xxh64::xxh64(&buf, 0);
-    h as f64 / u64::MAX as f64
 }

@@ -10,6 +10,7 @@ use super::eval::Evaluator;
 use super::labels_util::{self, is_histogram_marker, signature};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
+use crate::functions;
 use crate::model::Labels;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -434,7 +435,7 @@ fn result_metric(many: &Labels, one: &Labels, on: bool, names: &[String], card: 
         l = if on { labels_util::keep(&l, names) } else { labels_util::drop(&l, names) };
     }
     for name in include {
-        l = labels_util::set(&l, name, one.get(name).unwrap_or(""));
+        l = functions::labels::set_label(&l, name, one.get(name).unwrap_or(""));
     }
     l
 }

@@ -8,20 +8,13 @@ use promql_parser::parser::{Call, Expr};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, format_go_g, is_histogram_marker, natural_cmp, NAME};
+use super::labels_util::{self, is_histogram_marker, NAME};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
+use crate::functions::format::{format_go_g, parse_go_float};
+use crate::functions::order;
 use crate::model::{Label, Labels};
-
-/// Functions over a range vector that produce one value per series and window.
-const RANGE_FNS: &[&str] = &[
-    "rate", "increase", "delta", "irate", "idelta", "deriv", "predict_linear", "changes", "resets",
-    "avg_over_time", "sum_over_time", "min_over_time", "max_over_time", "count_over_time",
-    "stddev_over_time", "stdvar_over_time", "last_over_time", "first_over_time", "present_over_time",
-    "mad_over_time", "quantile_over_time", "double_exponential_smoothing", "holt_winters",
-    "ts_of_min_over_time", "ts_of_max_over_time", "ts_of_last_over_time", "ts_of_first_over_time",
-];
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -122,17 +115,21 @@ impl Evaluator<'_> {
                 Ok(Val::Vector(if ss.pts.is_empty() { vec![] } else { vec![ss] }))
             }
             "label_replace" => {
-                let v = self.eval_vector(arg(0)?)?;
                 let dst = self.eval_string(arg(1)?)?;
                 let repl = self.eval_string(arg(2)?)?;
                 let src = self.eval_string(arg(3)?)?;
                 let re = self.eval_string(arg(4)?)?;
+                // As Prometheus' evalLabelReplace: the regex is compiled once per call and
+                // both it and `dst` are checked before the vector is evaluated.
+                let re = functions::labels::compile_replace_regex(&re)?;
+                functions::labels::check_replace_dst(&dst)?;
                 if self.ctx.has_invalid_utf8(&dst) {
                     return Err(QueryError::execution(format!("invalid destination label name in label_replace(): {dst}")));
                 }
+                let v = self.eval_vector(arg(0)?)?;
                 let mut out = Vec::with_capacity(v.len());
                 for mut s in v {
-                    let nl = functions::labels::label_replace(&s.labels, &dst, &repl, &src, &re)?;
+                    let nl = functions::labels::label_replace_with(&s.labels, &dst, &repl, &src, &re)?;
                     if dst == NAME {
                         s.drop_name = false;
                     }
@@ -180,43 +177,11 @@ impl Evaluator<'_> {
                 }
                 let val = |s: &StepSeries| s.pts.first().map(|p| p.1).unwrap_or(f64::NAN);
                 match name {
-                    "sort" | "sort_desc" => {
-                        let desc = name == "sort_desc";
-                        v.sort_by(|a, b| {
-                            use std::cmp::Ordering;
-                            let (x, y) = (val(a), val(b));
-                            match (x.is_nan(), y.is_nan()) {
-                                (true, true) => Ordering::Equal,
-                                (true, false) => Ordering::Greater,
-                                (false, true) => Ordering::Less,
-                                _ => {
-                                    let c = x.partial_cmp(&y).unwrap_or(Ordering::Equal);
-                                    if desc {
-                                        c.reverse()
-                                    } else {
-                                        c
-                                    }
-                                }
-                            }
-                        });
-                    }
+                    "sort" => v.sort_by(|a, b| order::sort_asc_cmp(val(a), val(b))),
+                    "sort_desc" => v.sort_by(|a, b| order::sort_desc_cmp(val(a), val(b))),
                     _ => {
                         let desc = name == "sort_by_label_desc";
-                        v.sort_by(|a, b| {
-                            for l in &by {
-                                let (x, y) = (a.labels.get(l).unwrap_or(""), b.labels.get(l).unwrap_or(""));
-                                if x != y {
-                                    let c = natural_cmp(x, y);
-                                    return if desc { c.reverse() } else { c };
-                                }
-                            }
-                            let c = a.labels.cmp(&b.labels);
-                            if desc {
-                                c.reverse()
-                            } else {
-                                c
-                            }
-                        });
+                        v.sort_by(|a, b| order::sort_by_label_cmp(&a.labels, &b.labels, &by, desc));
                     }
                 }
                 Ok(Val::Vector(v))
@@ -238,7 +203,7 @@ impl Evaluator<'_> {
                     let res = self.histogram_quantile(q, v.clone())?;
                     let qlabel = functions::format::format_openmetrics_float(q[0]);
                     for mut s in res {
-                        s.labels = labels_util::set(&s.labels, &label, &qlabel);
+                        s.labels = functions::labels::set_label(&s.labels, &label, &qlabel);
                         out.push(s);
                     }
                 }
@@ -303,9 +268,9 @@ impl Evaluator<'_> {
                     self.map_points(v, name, &[])
                 }
             }
-            _ if RANGE_FNS.contains(&name) => self.eval_range_fn(name, &args),
+            _ if functions::range::is_range_fn(name) => self.eval_range_fn(name, &args),
             _ => {
-                if functions::math::eval_scalar_fn(name, 0.0, &[]).is_none() {
+                if !functions::math::is_scalar_fn(name) {
                     return Err(QueryError::bad_data(format!("unknown function with name {name:?}")));
                 }
                 let v = self.eval_vector(arg(0)?)?;
@@ -551,24 +516,6 @@ impl Evaluator<'_> {
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
     }
-}
-
-/// Parses a float as Go's `strconv.ParseFloat` accepts it for `le` values.
-pub(crate) fn parse_go_float(s: &str) -> Option<f64> {
-    let t = s.trim();
-    if t.is_empty() || t != s {
-        return None;
-    }
-    match t.to_ascii_lowercase().as_str() {
-        "+inf" | "inf" | "infinity" | "+infinity" => return Some(f64::INFINITY),
-        "-inf" | "-infinity" => return Some(f64::NEG_INFINITY),
-        "nan" => return Some(f64::NAN),
-        _ => {}
-    }
-    if t.starts_with("0x") || t.starts_with("0X") {
-        return i64::from_str_radix(&t[2..], 16).ok().map(|v| v as f64);
-    }
-    t.replace('_', "").parse::<f64>().ok()
 }
 
 /// The labels `absent()` reports: the equality matchers of a plain selector argument

@@ -4,13 +4,13 @@
 
 use regex::Regex;
 
-use crate::functions::goregex;
+use tessera_model::goregex;
 use crate::model::{Label, Labels};
 use crate::QueryError;
 
 /// Prometheus 3.x validates label names with the UTF-8 scheme: any non-empty valid UTF-8
 /// string (and a Rust `&str` is always valid UTF-8).
-fn is_valid_label_name(name: &str) -> bool {
+pub fn is_valid_label_name(name: &str) -> bool {
     !name.is_empty()
 }
 
@@ -22,23 +22,26 @@ pub fn compile_replace_regex(regex: &str) -> Result<Regex, QueryError> {
         .map_err(|_| QueryError::execution(format!("invalid regular expression in label_replace(): {regex}")))
 }
 
-/// `label_replace(v, dst, replacement, src, regex)` for one series.
-///
-/// If `regex` matches the whole value of `src` (a missing label is the empty string),
-/// `dst` is set to `replacement` with `$1`, `${1}`, `$name`, `${name}` expanded as Go's
-/// `Regexp.Expand` does; an empty result removes `dst`. No match leaves the labels
-/// unchanged. An invalid regex or destination name is an error (`execution`, as Prometheus
-/// reports it).
-pub fn label_replace(l: &Labels, dst: &str, replacement: &str, src: &str, regex: &str) -> Result<Labels, QueryError> {
-    let re = compile_replace_regex(regex)?;
-    label_replace_with(l, dst, replacement, src, &re)
+/// Checks a `label_replace` destination name; Prometheus does so once per call, before
+/// it evaluates the vector.
+pub fn check_replace_dst(dst: &str) -> Result<(), QueryError> {
+    if is_valid_label_name(dst) {
+        Ok(())
+    } else {
+        Err(QueryError::execution(format!("invalid destination label name in label_replace(): {dst}")))
+    }
 }
 
-/// [`label_replace`] with a regex from [`compile_replace_regex`].
+/// `label_replace(v, dst, replacement, src, regex)` for one series, with `re` from
+/// [`compile_replace_regex`] (compiled once per call, not per series).
+///
+/// If `re` matches the whole value of `src` (a missing label is the empty string),
+/// `dst` is set to `replacement` with `$1`, `${1}`, `$name`, `${name}` expanded as Go's
+/// `Regexp.Expand` does; an empty result removes `dst`. No match leaves the labels
+/// unchanged. An invalid destination name is an error (`execution`, as Prometheus
+/// reports it).
 pub fn label_replace_with(l: &Labels, dst: &str, replacement: &str, src: &str, re: &Regex) -> Result<Labels, QueryError> {
-    if !is_valid_label_name(dst) {
-        return Err(QueryError::execution(format!("invalid destination label name in label_replace(): {dst}")));
-    }
+    check_replace_dst(dst)?;
     let src_val = l.get(src).unwrap_or("");
     let Some(caps) = re.captures(src_val) else {
         return Ok(l.clone());

@@ -3,7 +3,8 @@
 //! (`histogram`), one label set in, one label set out (`labels`), the numeric helpers
 //! aggregations share (`stats`), and the small pieces that must match Prometheus to the
 //! byte: output orderings (`order`), float ↔ label-value text (`format`) and
-//! `limit_ratio`'s hash-based sampling (`sampling`), and Go regex syntax (`goregex`).
+//! `limit_ratio`'s hash-based sampling (`sampling`). Go regex syntax lives in
+//! `tessera_model::goregex`, shared with the storage matcher.
 //!
 //! Nothing here knows about series selection, vectors, vector matching, the AST or the
 //! lookback window: the engine selects the samples, decides which function applies and
@@ -12,7 +13,6 @@
 //! benchmarked without a storage engine.
 
 pub mod format;
-pub mod goregex;
 pub mod histogram;
 pub mod labels;
 pub mod math;

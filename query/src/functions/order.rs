@@ -28,26 +28,45 @@ pub fn sort_desc_cmp(a: f64, b: f64) -> Ordering {
 }
 
 /// `sort_by_label(v, names...)` (or `_desc` with `descending`): compares the values of
-/// `names` in turn in natural order (a missing label is ""), and if all are equal, the
-/// full label sets (byte order of names, then values, as Prometheus' `labels.Compare`).
+/// `names` in turn in natural order, and if all are equal, the full label sets (byte
+/// order of names, then values, as Prometheus' `labels.Compare`).
+///
+/// A series lacking a label sorts after every series that has it, and before them with
+/// `descending`. Prometheus' comparator returns "after" for `natsort.Compare("", x)`
+/// (false) in `sort_by_label` and "before" in `sort_by_label_desc`, which is this order
+/// when the series lacking the label is the left operand; Go's comparator is not
+/// consistent the other way round (`Compare(x, "")` is false too), so for small vectors
+/// its output also depends on the input order, while Rust's sort needs a total order
+/// (it may panic otherwise). Values that natsort finds equal in both directions (`01`
+/// and `1`) fall through to the next label.
 pub fn sort_by_label_cmp(a: &Labels, b: &Labels, names: &[String], descending: bool) -> Ordering {
+    let directed = |c: Ordering| if descending { c.reverse() } else { c };
     for name in names {
         let va = a.get(name).unwrap_or("");
         let vb = b.get(name).unwrap_or("");
         if va == vb {
             continue;
         }
-        let less = natural_less(va, vb);
-        return match (less, descending) {
-            (true, false) | (false, true) => Ordering::Less,
-            _ => Ordering::Greater,
+        let c = match (va.is_empty(), vb.is_empty()) {
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ => natural_cmp(va, vb),
         };
+        if c != Ordering::Equal {
+            return directed(c);
+        }
     }
-    let full = a.cmp(b);
-    if descending {
-        full.reverse()
-    } else {
-        full
+    directed(a.cmp(b))
+}
+
+/// [`natural_less`] as a consistent three-way comparison of two non-empty strings: `Less`
+/// or `Greater` when natsort orders them one way only, `Equal` when it says "less" both
+/// ways (digit runs equal by value, `01` and `1`) or neither.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    match (natural_less(a, b), natural_less(b, a)) {
+        (true, false) => Ordering::Less,
+        (false, true) => Ordering::Greater,
+        _ => Ordering::Equal,
     }
 }
 

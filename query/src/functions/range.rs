@@ -161,18 +161,6 @@ impl RangeFn {
     }
 }
 
-/// Every name [`eval_range`] understands, so the engine can validate a call before it
-/// selects any data.
-pub const RANGE_FUNCTIONS: [&str; 27] = {
-    let mut names = [""; 27];
-    let mut i = 0;
-    while i < 27 {
-        names[i] = RangeFn::ALL[i].1;
-        i += 1;
-    }
-    names
-};
-
 /// True if `name` is a range-vector function [`eval_range`] implements.
 pub fn is_range_fn(name: &str) -> bool {
     RangeFn::from_name(name).is_some()

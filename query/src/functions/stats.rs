@@ -39,6 +39,12 @@ impl KahanSum {
         KahanSum { sum: 0.0, c: 0.0 }
     }
 
+    /// A sum that starts at `first` exactly, as Prometheus seeds a `sum` group with its
+    /// first value (so `sum(-0)` stays `-0`, which `0 + -0` would not).
+    pub fn seeded(first: f64) -> Self {
+        KahanSum { sum: first, c: 0.0 }
+    }
+
     #[inline]
     pub fn add(&mut self, v: f64) {
         let (s, c) = kahan_inc(v, self.sum, self.c);
@@ -137,29 +143,17 @@ impl AvgAccumulator {
             self.mean = self.sum / (self.count - 1.0);
             self.c /= self.count - 1.0;
         }
-        if self.mean.is_infinite() {
-            // Inf plus anything finite, or Inf of the same sign, leaves the mean as it is;
-            // the update below would compute Inf - Inf = NaN.
-            if f.is_infinite() && (self.mean > 0.0) == (f > 0.0) {
-                return;
-            }
-            if !f.is_infinite() && !f.is_nan() {
-                return;
-            }
-        }
-        let current = self.mean + self.c;
-        let (m, c) = kahan_inc(f / self.count - current / self.count, self.mean, self.c);
-        self.mean = m;
-        self.c = c;
-    }
-
-    pub fn count(&self) -> f64 {
-        self.count
+        // mean_n = mean_{n-1}·(n-1)/n + f/n, with the compensation scaled alike.
+        let q = (self.count - 1.0) / self.count;
+        (self.mean, self.c) = kahan_inc(f / self.count, q * self.mean, q * self.c);
     }
 
     pub fn value(&self) -> f64 {
         if self.incremental {
             self.mean + self.c
+        } else if self.sum.is_infinite() {
+            // Only a first value of ±Inf gets here; its compensation means nothing.
+            self.sum / self.count
         } else {
             (self.sum + self.c) / self.count
         }

@@ -35,8 +35,8 @@ impl TestStore for MemStore {
     }
 }
 
-/// Series kept in label order, each with samples in time order. Regexes are compiled
-/// once per distinct pattern.
+/// Series kept in label order, each with samples in time order. Regexes are Go (RE2)
+/// syntax, compiled as the storage matcher compiles them, once per distinct pattern.
 #[derive(Default)]
 pub struct MemStore {
     series: BTreeMap<Labels, Vec<Sample>>,
@@ -68,7 +68,7 @@ impl MemStore {
             MatchOp::Regex | MatchOp::NotRegex => {
                 let mut cache = self.regex_cache.lock().map_err(|_| QueryError::internal("regex cache poisoned"))?;
                 if !cache.contains_key(&m.value) {
-                    let re = Regex::new(&format!("^(?s:{})$", m.value))
+                    let re = tessera_model::goregex::compile_anchored(&m.value)
                         .map_err(|e| QueryError::bad_data(format!("invalid regular expression {:?}: {e}", m.value)))?;
                     cache.insert(m.value.clone(), re);
                 }

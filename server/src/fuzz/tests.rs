@@ -101,7 +101,7 @@ fn regenerate_fuzz_seeds() {
                 labels: gpu(i),
                 samples: vec![
                     prometheus::Sample { value: 42.0, timestamp: 1_700_000_000_000 },
-                    prometheus::Sample { value: f64::from_bits(tessera_proto::STALE_NAN_BITS), timestamp: 1_700_000_015_000 },
+                    prometheus::Sample { value: f64::from_bits(tessera_model::STALE_NAN_BITS), timestamp: 1_700_000_015_000 },
                 ],
                 ..Default::default()
             })

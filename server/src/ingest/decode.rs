@@ -12,6 +12,10 @@
 //! `limits.max_decoded_bytes_per_request`; going over is a 413. Of the per-series
 //! problems only the first (lowest index) keeps its text ([`Problems`]), so a request
 //! of many tiny bad series cannot grow the error either.
+//!
+//! Float values are kept bit for bit (a staleness marker stays one), except a NaN that
+//! carries the query engine's internal marker payload, which becomes an ordinary NaN
+//! (`tessera_model::canonical_float`): so a float is always evaluated as a float.
 
 use std::mem::size_of;
 use std::sync::Arc;
@@ -19,6 +23,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message as _;
 use tessera_proto::{prometheus, v2};
+use tessera_model::canonical_float;
 use tessera_storage::{Label, Sample};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -439,7 +444,7 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) 
             Ok(labels) => {
                 unsupported_parts(&mut b, index, || describe(pairs()), ts.histograms.len(), ts.exemplars.len());
                 if n > 0 {
-                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: s.value }).collect();
+                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
                     b.series.push(ValidSeries { index, labels, samples });
                 }
             }
@@ -524,7 +529,7 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
                     }
                 }
                 if n > 0 {
-                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: s.value }).collect();
+                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
                     b.series.push(ValidSeries { index, labels, samples });
                 }
             }

@@ -12,7 +12,7 @@ use crate::config::{Limits, NameValidation};
 use crate::shards::TENANT_LABEL;
 
 /// Label name of the metric name.
-pub const METRIC_NAME: &str = "__name__";
+pub use tessera_model::METRIC_NAME;
 
 /// Checks one series' labels (name/value byte pairs in wire order) against the
 /// limits. Returns the owned, sorted label set or a sentence naming the problem.

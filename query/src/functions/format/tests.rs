@@ -42,3 +42,71 @@ fn le_values_parse_like_go() {
     assert_eq!(parse_go_float(""), None);
     assert_eq!(parse_go_float("abc"), None);
 }
+
+#[test]
+fn le_values_parse_hex_and_underscores_as_go_does() {
+    // Go's ParseFloat takes hex floats only with a `p` exponent.
+    assert_eq!(parse_go_float("0x1p4"), Some(16.0));
+    assert_eq!(parse_go_float("0X1.8P1"), Some(3.0));
+    assert_eq!(parse_go_float("-0x1p-2"), Some(-0.25));
+    assert_eq!(parse_go_float("0x10"), None);
+    // Underscores only between digits (or after the base prefix).
+    assert_eq!(parse_go_float("1_0"), Some(10.0));
+    assert_eq!(parse_go_float("0x_1p4"), Some(16.0));
+    assert_eq!(parse_go_float("_1"), None);
+    assert_eq!(parse_go_float("1_"), None);
+    assert_eq!(parse_go_float("1__0"), None);
+    assert_eq!(parse_go_float("1_.5"), None);
+}
+
+#[test]
+fn le_values_reject_what_go_rejects() {
+    assert_eq!(parse_go_float("1e400"), None, "ErrRange in Go");
+    assert_eq!(parse_go_float("--1"), None);
+    assert_eq!(parse_go_float("+-1"), None);
+    assert_eq!(parse_go_float("+nan"), None);
+    assert_eq!(parse_go_float("infin"), None);
+    assert_eq!(parse_go_float("1."), Some(1.0));
+    assert_eq!(parse_go_float("+Infinity"), Some(f64::INFINITY));
+    assert_eq!(parse_go_float("-1.5E-3"), Some(-0.0015));
+}
+
+#[test]
+fn go_g_switches_to_exponents_at_1e6_and_below_1e_4() {
+    assert_eq!(format_go_g(123456.0), "123456");
+    assert_eq!(format_go_g(1e6), "1e+06");
+    assert_eq!(format_go_g(1234567.0), "1.234567e+06");
+    assert_eq!(format_go_g(1e21), "1e+21");
+    assert_eq!(format_go_g(0.0001), "0.0001");
+    assert_eq!(format_go_g(0.00001), "1e-05");
+    assert_eq!(format_go_g(-2.5), "-2.5");
+    assert_eq!(format_go_g(0.0), "0");
+    assert_eq!(format_go_g(f64::NAN), "NaN");
+    assert_eq!(format_go_g(f64::INFINITY), "+Inf");
+    assert_eq!(format_go_g(f64::NEG_INFINITY), "-Inf");
+}
+
+mod props {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Every finite float in the spellings Prometheus writes (`%g`, shortest decimal,
+        /// Rust's `{:e}`) reads back exactly.
+        #[test]
+        fn go_float_text_round_trips(bits in any::<u64>()) {
+            let v = f64::from_bits(bits);
+            prop_assume!(v.is_finite());
+            for text in [format_go_g(v), format_go_decimal(v), format!("{v:e}")] {
+                prop_assert_eq!(parse_go_float(&text).map(f64::to_bits), Some(v.to_bits()), "{}", text);
+            }
+        }
+
+        /// No input makes the parser panic.
+        #[test]
+        fn parse_go_float_never_panics(s in "[-+0-9xXpPeE._a-fA-FinINfty]{0,12}") {
+            let _ = parse_go_float(&s);
+        }
+    }
+}

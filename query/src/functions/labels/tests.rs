@@ -7,6 +7,12 @@ fn lbls(pairs: &[(&str, &str)]) -> Labels {
     Labels::from_pairs(pairs.iter().copied())
 }
 
+/// `label_replace` on one series, regex included.
+fn label_replace(l: &Labels, dst: &str, replacement: &str, src: &str, regex: &str) -> Result<Labels, QueryError> {
+    let re = compile_replace_regex(regex)?;
+    label_replace_with(l, dst, replacement, src, &re)
+}
+
 fn testmetric() -> Labels {
     lbls(&[("__name__", "testmetric"), ("src", "source-value-10"), ("dst", "original-destination-value")])
 }

@@ -368,14 +368,14 @@ fn unknown_function_is_bad_data_and_missing_args_are_errors() {
     assert_eq!(err.kind, ErrorKind::BadData);
     let err = eval_range("quantile_over_time", &s, -1, 10_000, &[]).expect_err("needs phi");
     assert_eq!(err.kind, ErrorKind::BadData);
-    for name in RANGE_FUNCTIONS {
+    for (_, name) in RangeFn::ALL {
         assert!(is_range_fn(name));
     }
 }
 
 #[test]
 fn every_function_gives_no_result_for_an_empty_window() {
-    for name in RANGE_FUNCTIONS {
+    for (_, name) in RangeFn::ALL {
         let got = eval_range(name, &[], 0, 60_000, &[0.5, 0.5]).expect("known");
         assert_eq!(got, None, "{name}");
     }

@@ -71,7 +71,6 @@ fn avg_accumulator_survives_overflowing_sums() {
         a.add(v);
     }
     assert_eq!(a.value(), 3.);
-    assert_eq!(a.count(), 5.);
     let mut a = AvgAccumulator::new(f64::INFINITY);
     a.add(1.);
     assert_eq!(a.value(), f64::INFINITY);

@@ -184,23 +184,12 @@ pub fn parse_limit(params: &Params) -> Result<usize, String> {
     }
 }
 
-/// A duration in Prometheus' spelling (`model.Duration.String`): largest units first, e.g.
-/// 15 days is `2w1d`, 90 s is `1m30s`, zero is `0s`.
+/// A duration in Prometheus' spelling (`model.Duration.String`): largest units first,
+/// but years and weeks only when exact ("easier to read 90d than 12w6d"), so 15 days is
+/// `15d`, 14 days `2w`, 90 s `1m30s`, zero `0s`. promql-parser's `display_duration`
+/// implements exactly that rule. A negative duration prints as `0s` (Prometheus prints
+/// nothing for one; none reaches here, retention is validated non-negative).
 pub fn format_duration_ms(ms: i64) -> String {
-    if ms == 0 {
-        return "0s".to_string();
-    }
-    let mut out = String::new();
-    let mut rest = ms.unsigned_abs();
-    if ms < 0 {
-        out.push('-');
-    }
-    for (unit, size) in UNITS {
-        let size = size as u64;
-        if rest >= size {
-            out.push_str(&format!("{}{unit}", rest / size));
-            rest %= size;
-        }
-    }
-    out
+    let ms = u64::try_from(ms).unwrap_or(0);
+    promql_parser::util::display_duration(&std::time::Duration::from_millis(ms))
 }

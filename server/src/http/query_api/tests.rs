@@ -263,7 +263,13 @@ fn durations_parse_as_prometheus_durations_or_float_seconds() {
 #[test]
 fn durations_are_printed_like_prometheus() {
     use super::params::format_duration_ms;
-    assert_eq!(format_duration_ms(15 * 86_400_000), "2w1d");
+    // The default retention: Prometheus writes `15d`, not `2w1d`.
+    assert_eq!(format_duration_ms(15 * 86_400_000), "15d");
+    assert_eq!(format_duration_ms(14 * 86_400_000), "2w");
+    assert_eq!(format_duration_ms(90 * 86_400_000), "90d");
+    assert_eq!(format_duration_ms(365 * 86_400_000), "1y");
+    assert_eq!(format_duration_ms(366 * 86_400_000), "366d");
+    assert_eq!(format_duration_ms(86_400_000 + 3_600_000), "1d1h");
     assert_eq!(format_duration_ms(90_000), "1m30s");
     assert_eq!(format_duration_ms(300_000), "5m");
     assert_eq!(format_duration_ms(1_500), "1s500ms");

@@ -221,6 +221,42 @@ fn v2_metadata_is_cut_and_deduplicated() {
     assert_eq!(b.metadata[0].1.help.len(), 100);
 }
 
+/// A float whose NaN payload equals the engine's internal histogram marker is stored
+/// as an ordinary NaN, so queries see a float; the staleness marker is kept as sent.
+#[test]
+fn internal_nan_marker_is_canonicalised_and_stale_marker_kept() {
+    let marker = f64::from_bits(tessera_model::HISTOGRAM_MARKER_BITS);
+    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    let req = prometheus::WriteRequest {
+        timeseries: vec![prometheus::TimeSeries {
+            labels: vec![prometheus::Label::new("__name__", "nan_payloads")],
+            samples: vec![
+                prometheus::Sample { value: marker, timestamp: 10 },
+                prometheus::Sample { value: stale, timestamp: 20 },
+                prometheus::Sample { value: 2.5, timestamp: 30 },
+            ],
+            ..Default::default()
+        }],
+        metadata: vec![],
+    };
+    let b = decode(Version::V1, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
+    let bits: Vec<u64> = b.series[0].samples.iter().map(|s| s.v.to_bits()).collect();
+    assert_eq!(bits, [tessera_model::GO_NAN_BITS, tessera_model::STALE_NAN_BITS, 2.5f64.to_bits()]);
+
+    let mut st = SymbolTable::new();
+    let refs = st.label_refs([("__name__", "nan_payloads")]);
+    let req = v2::Request {
+        symbols: st.into_symbols(),
+        timeseries: vec![v2::TimeSeries {
+            labels_refs: refs,
+            samples: vec![v2::Sample { value: marker, timestamp: 10, start_timestamp: 0 }],
+            ..Default::default()
+        }],
+    };
+    let b = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
+    assert_eq!(b.series[0].samples[0].v.to_bits(), tessera_model::GO_NAN_BITS);
+}
+
 mod never_panics {
     use proptest::prelude::*;
 

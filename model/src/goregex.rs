@@ -8,7 +8,9 @@
 //! - Go supports `\Q...\E` literal quoting, Rust does not (a parse error).
 //!
 //! [`translate`] rewrites a Go pattern into an equivalent Rust pattern; everything else is
-//! passed through unchanged.
+//! passed through unchanged. Every place that compiles a user's regex goes through
+//! [`compile_anchored`]: the storage matcher, the promqltest store and `label_replace`,
+//! so a selector and `label_replace` agree on what `\d` means.
 
 use regex::Regex;
 

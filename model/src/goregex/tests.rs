@@ -1,3 +1,5 @@
+//! Go (RE2) syntax on Rust's engine: ASCII classes, `\Q...\E`, brackets, anchoring.
+
 use super::*;
 
 fn m(pattern: &str, s: &str) -> bool {
