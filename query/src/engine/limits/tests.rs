@@ -266,10 +266,37 @@ proptest! {
 #[test]
 #[ignore]
 fn stack_probe() {
-    let Ok(spec) = std::env::var("TESSERA_STACK_PROBE") else { return };
+    let spec = std::env::var("TESSERA_STACK_PROBE").expect("set TESSERA_STACK_PROBE=<shape>,<k>,<stack KiB>[,1 = skip evaluation]");
     let v: Vec<usize> = spec.split(',').map(|x| x.parse().expect("number")).collect();
     let (name, shape) = shapes()[v[0]];
     let text = shape(v[1]);
     let depth = walk_on_stack_phases(text.clone(), usize::MAX / 2, v[2] * 1024, v.get(3) != Some(&1));
     eprintln!("PROBE {name} k={} bound={} real={depth} stack={}KiB ok", v[1], depth_bound(&text), v[2]);
+}
+
+/// The widest text the default limits admit (about 250 KB, three levels of 49-operator
+/// chains, 125,000 terms): how long parsing, printing and dropping it take. Printed for
+/// BENCHMARKS.md; the assertion only catches a return of the quadratic blow-up.
+#[test]
+fn widest_admitted_text_parses_and_prints_in_bounded_time() {
+    let leaf = format!("({})", vec!["a"; 50].join("+"));
+    let mid = format!("({})", vec![leaf.as_str(); 50].join("+"));
+    let text = vec![mid.as_str(); 50].join("+");
+    assert!(text.len() <= DEFAULT_MAX_QUERY_BYTES, "{}", text.len());
+    check_text(&text, &TextLimits::default()).expect("admitted");
+    let t0 = Instant::now();
+    let ast = promql_parser::parser::parse(&text).expect("parses");
+    let parsed = t0.elapsed();
+    let t1 = Instant::now();
+    let pretty = ast.prettify();
+    let printed = t1.elapsed();
+    let t2 = Instant::now();
+    drop(ast);
+    let dropped = t2.elapsed();
+    eprintln!(
+        "widest admitted text: {} bytes, parse {parsed:?}, prettify {printed:?} ({} bytes), drop {dropped:?}",
+        text.len(),
+        pretty.len()
+    );
+    assert!(parsed + printed < Duration::from_secs(30), "parse {parsed:?}, prettify {printed:?}");
 }
