@@ -96,3 +96,45 @@ fn hostile_promql_requests_get_4xx_and_the_server_survives_them() {
     answered += 1;
     eprintln!("hostile_query: {answered} hostile requests answered with 4xx, server alive after each");
 }
+
+/// A wide text the default limits admit (~130 KB, 64,000 terms): a second or so of
+/// parsing in a debug build.
+fn wide_admitted_query() -> String {
+    let leaf = format!("({})", vec!["a"; 40].join("+"));
+    let mid = format!("({})", vec![leaf.as_str(); 40].join("+"));
+    vec![mid.as_str(); 40].join("+")
+}
+
+#[test]
+fn slow_parsing_runs_off_the_async_workers_and_the_server_stays_reachable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir.path().join("data"));
+    let form = format!("query={}", enc(&wide_admitted_query()));
+    // As many expensive parses as there are query slots (2 x cores), at once. Before,
+    // they ran on the async workers (as many as cores) and nothing else was answered.
+    let slots = 2 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let parses: Vec<_> = (0..slots)
+        .map(|_| {
+            let (client, url, form) = (s.http().clone(), s.url("/api/v1/parse_query"), form.clone());
+            std::thread::spawn(move || {
+                let r = client.post(url).header("Content-Type", "application/x-www-form-urlencoded").body(form).send();
+                r.map(|r| r.status().as_u16()).map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut checks = 0;
+    while parses.iter().any(|h| !h.is_finished()) && checks < 10 {
+        let started = Instant::now();
+        let ready = s.http().get(s.url("/-/ready")).send().expect("ready answers");
+        assert_eq!(ready.status(), 200);
+        assert!(started.elapsed() < Duration::from_secs(1), "/-/ready took {:?} while parsing", started.elapsed());
+        checks += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for p in parses {
+        assert_eq!(p.join().expect("client thread"), Ok(200), "the wide query is admitted and parsed");
+    }
+    assert!(checks > 0, "the parses ended before the server could be probed; the test proves nothing");
+    eprintln!("hostile_query: /-/ready answered {checks} times within 1 s while {slots} wide queries parsed");
+}
