@@ -83,7 +83,8 @@ pub async fn selectors_off_runtime(pairs: &[(String, String)], limits: TextLimit
         .map_err(|e| ApiError::internal(format!("parsing match[] failed: {e}")))?
 }
 
-/// Parses one series selector such as `up{job=~"node.*"}`.
+/// Parses one series selector such as `up{job=~"node.*"}`. The text must have passed
+/// `check_text` first (as [`selectors`] does): the parser recurses per nesting level.
 pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
     let expr = promql_parser::parser::parse(s)
         .map_err(|e| ApiError::bad_data(format!("invalid parameter \"match[]\": {e}")))?;
