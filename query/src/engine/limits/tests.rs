@@ -1,3 +1,6 @@
+//! Tests of the PromQL text limits: the depth bound against real trees, the refusals
+//! of issue 12's inputs, and the stack measurements behind the defaults.
+
 use std::time::{Duration, Instant};
 
 use promql_parser::parser::Expr;
