@@ -15,7 +15,7 @@ pub mod model;
 pub mod promqltest;
 pub mod value;
 
-pub use engine::{Engine, EngineOptions, QueryOptions};
+pub use engine::{Engine, EngineOptions, QueryOptions, TextLimits};
 pub use error::{ErrorKind, QueryError};
 pub use model::{Label, Labels, MatchOp, Matcher, Queryable, Sample, Series};
 pub use value::{QueryOutput, Value, VectorElem};

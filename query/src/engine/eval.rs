@@ -93,6 +93,16 @@ impl Ctx {
         self.check_samples(n)
     }
 
+    /// Fails, before anything is allocated, when a step grid of `steps` points would not
+    /// fit next to the samples already held: every expression on a grid holds at least
+    /// one point per step (a literal, `time()` or `vector()` fills them all), so a grid
+    /// larger than the sample limit can never be evaluated. This is what stops a
+    /// subquery such as `x[1000d:1ms]` (86 billion steps) before it allocates.
+    pub fn check_grid(&self, steps: i64) -> Result<(), QueryError> {
+        let steps = usize::try_from(steps.max(0)).unwrap_or(usize::MAX);
+        self.check_samples(self.cur_samples().saturating_add(steps))
+    }
+
     /// Fails when `n` samples would be held at once.
     pub fn check_samples(&self, n: usize) -> Result<(), QueryError> {
         if n > self.max_samples {
@@ -263,7 +273,7 @@ impl<'a> Evaluator<'a> {
             // `@`) once, at the start, and repeats the result at every step.
             let mut once = Evaluator::new(self.q, self.ctx, self.start, self.start, self.step);
             let v = once.eval_node(e)?;
-            self.expand(v)
+            self.expand(v)?
         } else {
             self.eval_node(e)?
         };
@@ -273,9 +283,15 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Repeats a one-step value at every step of this grid.
-    fn expand(&self, v: Val) -> Val {
+    fn expand(&self, v: Val) -> Result<Val, QueryError> {
         let n = self.n_steps();
-        match v {
+        // Checked before allocating: n points per series of a one-step scalar or vector.
+        let expanded = match &v {
+            Val::Scalar(_) | Val::Vector(_) => n.saturating_mul(v.points()),
+            Val::Str(_) | Val::Range(_) => 0,
+        };
+        self.ctx.check_samples(self.ctx.cur_samples().saturating_add(expanded))?;
+        Ok(match v {
             Val::Scalar(s) => Val::Scalar(vec![s.first().copied().unwrap_or(f64::NAN); n]),
             Val::Vector(series) => Val::Vector(
                 series
@@ -291,12 +307,15 @@ impl<'a> Evaluator<'a> {
                     .collect(),
             ),
             other => other,
-        }
+        })
     }
 
     fn eval_node(&mut self, e: &Expr) -> Result<Val, QueryError> {
         match e {
-            Expr::NumberLiteral(n) => Ok(Val::Scalar(vec![n.val; self.n_steps()])),
+            Expr::NumberLiteral(n) => {
+                self.ctx.check_samples(self.ctx.cur_samples().saturating_add(self.n_steps()))?;
+                Ok(Val::Scalar(vec![n.val; self.n_steps()]))
+            }
             Expr::StringLiteral(s) => Ok(Val::Str(s.val.clone())),
             Expr::Paren(p) => self.eval(&p.expr),
             Expr::Unary(u) => match self.eval(&u.expr)? {
@@ -372,6 +391,9 @@ impl<'a> Evaluator<'a> {
         let e = base_end - offset;
         let mut series = Vec::new();
         if s <= e {
+            // The subquery's grid is bounded by the sample limit before anything on it
+            // is evaluated (its literals and functions allocate one point per step).
+            self.ctx.check_grid((e - s) / step + 1)?;
             let mut sub = Evaluator::new(self.q, self.ctx, s, e, step);
             match sub.eval(&sq.expr)? {
                 Val::Vector(v) => {

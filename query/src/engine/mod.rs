@@ -12,6 +12,7 @@ mod bounds;
 mod call;
 mod eval;
 mod labels_util;
+pub mod limits;
 mod selector;
 mod types;
 
@@ -26,6 +27,7 @@ use crate::value::{QueryOutput, Value, VectorElem};
 use eval::{Ctx, Evaluator};
 use types::Val;
 
+pub use limits::TextLimits;
 pub use labels_util::{is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 
 /// Engine-wide limits and defaults.
@@ -39,11 +41,19 @@ pub struct EngineOptions {
     pub max_samples: usize,
     /// Most points per series a range query may return. Default 11_000.
     pub max_points_per_series: usize,
+    /// Length and nesting bounds of the query text, checked before parsing
+    /// (see [`limits`]). Default 256 KiB and 256 levels.
+    pub text: TextLimits,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { lookback_delta_ms: 300_000, max_samples: 50_000_000, max_points_per_series: 11_000 }
+        EngineOptions {
+            lookback_delta_ms: 300_000,
+            max_samples: 50_000_000,
+            max_points_per_series: 11_000,
+            text: TextLimits::default(),
+        }
     }
 }
 
@@ -84,7 +94,7 @@ impl Engine {
         opts: &QueryOptions,
     ) -> Result<QueryOutput, QueryError> {
         bounds::check_time("time", time_ms)?;
-        let ast = parse(expr)?;
+        let ast = parse_with_limits(expr, &self.opts.text)?;
         let ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
         let mut ev = Evaluator::new(q, &ctx, time_ms, time_ms, 1);
         let val = ev.eval(&ast)?;
@@ -137,7 +147,7 @@ impl Engine {
                 self.opts.max_points_per_series
             )));
         }
-        let ast = parse(expr)?;
+        let ast = parse_with_limits(expr, &self.opts.text)?;
         match ast.value_type() {
             promql_parser::parser::value::ValueType::Scalar | promql_parser::parser::value::ValueType::Vector => {}
             other => {
@@ -183,7 +193,6 @@ fn value_type_name(t: promql_parser::parser::value::ValueType) -> &'static str {
     }
 }
 
-/// Parses a query; parser errors are `bad_data`, worded as Prometheus words them.
 /// Final names, empty series dropped, sorted by labels: a matrix as the API returns it.
 fn into_matrix(series: Vec<types::StepSeries>) -> Result<Vec<Series>, QueryError> {
     let mut out: Vec<Series> = types::finalize_names(series)?
@@ -195,7 +204,15 @@ fn into_matrix(series: Vec<types::StepSeries>) -> Result<Vec<Series>, QueryError
     Ok(out)
 }
 
+/// Parses a query under the default [`TextLimits`]; parser errors are `bad_data`.
 pub fn parse(expr: &str) -> Result<promql_parser::parser::Expr, QueryError> {
+    parse_with_limits(expr, &TextLimits::default())
+}
+
+/// Parses a query after checking its text against `limits`, so that neither the parser
+/// nor anything that walks (or drops) the tree can run out of stack.
+pub fn parse_with_limits(expr: &str, limits: &TextLimits) -> Result<promql_parser::parser::Expr, QueryError> {
+    limits::check_text(expr, limits)?;
     let ast = promql_parser::parser::parse(expr)
         .map_err(|e| QueryError::new(ErrorKind::BadData, format!("parse error: {e}")))?;
     bounds::check_expr(&ast)?;

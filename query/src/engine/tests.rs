@@ -111,3 +111,48 @@ fn offset_of_a_few_thousand_years_still_evaluates() {
     let out = e.instant_query(&store(), "up_total offset 5000y", 0, &QueryOptions::default()).unwrap();
     assert_eq!(out.value, Value::Vector(vec![]));
 }
+
+/// Issue 12: `vector(1)[1000d:1ms]` would be a grid of 86.4 billion steps (1.4 TB); the
+/// grid is checked against the sample limit before anything is allocated.
+#[test]
+fn huge_subquery_grid_is_refused_before_allocating() {
+    let e = Engine::default();
+    let start = std::time::Instant::now();
+    for q in [
+        "count_over_time(vector(1)[1000d:1ms])",
+        "count_over_time(vector(time())[1000d:1ms])",
+        "max_over_time((vector(1) + 2)[1000d:1ms])",
+        "sum_over_time(up_total[1000d:1ms])",
+        "max_over_time(max_over_time(vector(1)[10d:1s])[1000d:1ms])",
+    ] {
+        let err = e.instant_query(&store(), q, 600_000, &QueryOptions::default()).expect_err(q);
+        assert_eq!(err.kind, ErrorKind::Execution, "{q}");
+        assert!(err.message.contains("too many samples"), "{q}: {}", err.message);
+        let err = e.range_query(&store(), q, 0, 600_000, 60_000, &QueryOptions::default()).expect_err(q);
+        assert!(err.message.contains("too many samples"), "{q}: {}", err.message);
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(2), "refused without doing the work");
+}
+
+#[test]
+fn subquery_grid_larger_than_the_sample_limit_is_refused_and_a_smaller_one_evaluated() {
+    // An instant subquery [10s:1s] at t = 600s has 10 steps (590s excluded, 600s included).
+    let q = "count_over_time(vector(1)[10s:1s])";
+    let roomy = Engine::new(EngineOptions { max_samples: 100, ..Default::default() });
+    let out = roomy.instant_query(&store(), q, 600_000, &QueryOptions::default()).expect("fits");
+    let Value::Vector(v) = out.value else { panic!("not a vector") };
+    assert_eq!(v[0].v, 10.0);
+    let small = Engine::new(EngineOptions { max_samples: 9, ..Default::default() });
+    let err = small.instant_query(&store(), q, 600_000, &QueryOptions::default()).expect_err("10 steps > 9");
+    assert!(err.message.contains("too many samples"), "{}", err.message);
+}
+
+#[test]
+fn step_invariant_expansion_counts_against_the_sample_limit() {
+    // `sum(up_total @ 600)` is evaluated once and repeated at every step of the range.
+    let e = Engine::new(EngineOptions { max_samples: 5, ..Default::default() });
+    let err = e
+        .range_query(&store(), "sum(up_total @ 600)", 0, 600_000, 60_000, &QueryOptions::default())
+        .expect_err("11 points > 5");
+    assert!(err.message.contains("too many samples"), "{}", err.message);
+}

@@ -71,8 +71,45 @@ proptest! {
         let pairs = params::form_pairs(Some(&query), body);
         let _ = params::time_range(&pairs);
         let _ = params::limit(&pairs);
-        let _ = params::selectors(&pairs);
+        let _ = params::selectors(&pairs, &tessera_query::TextLimits::default());
     }
+
+    /// The PromQL entry points: the text check, parsing, printing (`format_query`),
+    /// and evaluation, instant and range, over a small store with a small sample
+    /// limit and a deadline. Runs on a thread with the query threads' stack size.
+    #[test]
+    fn promql_texts_never_panic(data in inputs(corpus("promql"))) {
+        let text = String::from_utf8_lossy(&data).into_owned();
+        std::thread::Builder::new()
+            .stack_size(tessera_query::engine::limits::EVAL_STACK_BYTES)
+            .spawn(move || promql(&text))
+            .expect("spawn")
+            .join()
+            .map_err(|_| TestCaseError::fail("PromQL target panicked"))?;
+    }
+}
+
+fn promql(text: &str) {
+    use std::time::{Duration, Instant};
+    use tessera_query::{Engine, EngineOptions, Labels, QueryOptions};
+    let limits = tessera_query::TextLimits::default();
+    if tessera_query::engine::limits::check_text(text, &limits).is_ok() {
+        if let Ok(expr) = promql_parser::parser::parse(text) {
+            let _ = expr.to_string();
+            let _ = expr.prettify();
+        }
+    }
+    let mut store = tessera_query::promqltest::MemStore::new();
+    for i in 0..3 {
+        let labels = Labels::from_pairs([("__name__", "up"), ("job", "node"), ("instance", &i.to_string())]);
+        for t in 0..20 {
+            store.add(labels.clone(), t * 15_000, (i * t) as f64);
+        }
+    }
+    let engine = Engine::new(EngineOptions { max_samples: 200_000, ..EngineOptions::default() });
+    let opts = QueryOptions { deadline: Some(Instant::now() + Duration::from_secs(2)), cancel: None };
+    let _ = engine.instant_query(&store, text, 300_000, &opts);
+    let _ = engine.range_query(&store, text, 0, 300_000, 15_000, &opts);
 }
 
 /// Writes the generated seeds: typical requests of each protocol, so that mutations

@@ -46,7 +46,7 @@ fn apply_limit<T>(v: &mut Vec<T>, limit: Option<usize>) -> bool {
 pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): RawQuery, body: Bytes) -> Result<Response, JsonError> {
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
-    let selectors = params::selectors(&pairs)?;
+    let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
     // Prometheus requires match[] here: listing every series is never what a client means.
     if selectors.is_empty() {
         return Err(ApiError::bad_data("no match[] parameter provided").into());
@@ -72,7 +72,7 @@ pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q):
 pub async fn label_names(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): RawQuery, body: Bytes) -> Result<Response, JsonError> {
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
-    let selectors = params::selectors(&pairs)?;
+    let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
     let shards = st.shards()?;
@@ -103,7 +103,7 @@ pub async fn label_values(
     if !valid_label_name(&name, st.config.limits.name_validation) {
         return Err(ApiError::bad_data(format!("invalid label name: {name:?}")).into());
     }
-    let selectors = params::selectors(&pairs)?;
+    let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
     let shards = st.shards()?;

@@ -5,6 +5,7 @@
 use axum::http::HeaderMap;
 use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::Expr;
+use tessera_query::TextLimits;
 use tessera_storage::{MatchOp, Matcher};
 
 use crate::error::ApiError;
@@ -57,16 +58,33 @@ pub fn limit(pairs: &[(String, String)]) -> Result<Option<usize>, ApiError> {
 }
 
 /// Parses every `match[]` into selector matcher lists (an `or` inside one selector
-/// gives several lists). An empty result means "no match[] given".
-pub fn selectors(pairs: &[(String, String)]) -> Result<Vec<Vec<Matcher>>, ApiError> {
+/// gives several lists). An empty result means "no match[] given". Each selector's
+/// text is first checked against `limits` (length and nesting depth), so that the
+/// PromQL parser never sees a text deep enough to overflow its stack.
+pub fn selectors(pairs: &[(String, String)], limits: &TextLimits) -> Result<Vec<Vec<Matcher>>, ApiError> {
     let mut out = Vec::new();
     for s in all(pairs, "match[]") {
+        tessera_query::engine::limits::check_text(s, limits)
+            .map_err(|e| ApiError::bad_data(format!("invalid parameter \"match[]\": {}", e.message)))?;
         out.extend(parse_selector(s)?);
     }
     Ok(out)
 }
 
-/// Parses one series selector such as `up{job=~"node.*"}`.
+/// [`selectors`] on the blocking pool: parsing PromQL and compiling regexes is CPU work
+/// that must not hold an async worker.
+pub async fn selectors_off_runtime(pairs: &[(String, String)], limits: TextLimits) -> Result<Vec<Vec<Matcher>>, ApiError> {
+    let matches: Vec<(String, String)> = pairs.iter().filter(|(k, _)| k == "match[]").cloned().collect();
+    if matches.is_empty() {
+        return Ok(Vec::new());
+    }
+    tokio::task::spawn_blocking(move || selectors(&matches, &limits))
+        .await
+        .map_err(|e| ApiError::internal(format!("parsing match[] failed: {e}")))?
+}
+
+/// Parses one series selector such as `up{job=~"node.*"}`. The text must have passed
+/// `check_text` first (as [`selectors`] does): the parser recurses per nesting level.
 pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
     let expr = promql_parser::parser::parse(s)
         .map_err(|e| ApiError::bad_data(format!("invalid parameter \"match[]\": {e}")))?;

@@ -106,7 +106,25 @@ pub struct QueryLimits {
     pub max_points_per_series: u64,
     /// How far back (seconds) an instant selector looks for a sample. Default 300.
     pub lookback_delta_secs: u64,
+    /// Longest PromQL expression accepted (`query=` and each `match[]`), in bytes; a
+    /// longer one is refused with 400 naming this key, before it is parsed. A POST form
+    /// body may be up to 4 times this plus 64 KiB (room for percent-encoding and the
+    /// other parameters); a larger one is refused with 413. Default 262144 (256 KiB);
+    /// 0 is refused.
+    pub max_query_bytes: usize,
+    /// Deepest PromQL expression accepted, in syntax-tree levels, as bounded on the text
+    /// before parsing (each operator, bracket group and subquery counts one level; see
+    /// `tessera_query::engine::limits`). A deeper one is refused with 400 naming this key.
+    /// Everything that walks a query recurses over it, so this is what keeps a query from
+    /// overflowing a thread's stack. Default 256; at most 512 (parsing that deep was
+    /// measured to fit a 2 MiB stack, evaluating it half of a query thread's 64 MiB);
+    /// 0 is refused.
+    pub max_query_depth: usize,
 }
+
+/// The largest `query.max_query_depth` accepted (see
+/// `tessera_query::engine::limits::MAX_QUERY_DEPTH_CEILING` for how it was measured).
+pub const MAX_QUERY_DEPTH_CEILING: usize = tessera_query::engine::limits::MAX_QUERY_DEPTH_CEILING;
 
 impl Default for QueryLimits {
     fn default() -> Self {
@@ -116,6 +134,8 @@ impl Default for QueryLimits {
             max_samples: 50_000_000,
             max_points_per_series: 11_000,
             lookback_delta_secs: 300,
+            max_query_bytes: tessera_query::engine::limits::DEFAULT_MAX_QUERY_BYTES,
+            max_query_depth: tessera_query::engine::limits::DEFAULT_MAX_QUERY_DEPTH,
         }
     }
 }
@@ -132,7 +152,26 @@ impl QueryLimits {
         if self.lookback_delta_secs == 0 {
             return Err("query.lookback_delta_secs must be positive".into());
         }
+        if self.max_query_bytes == 0 {
+            return Err("query.max_query_bytes must be positive".into());
+        }
+        if self.max_query_depth == 0 || self.max_query_depth > MAX_QUERY_DEPTH_CEILING {
+            return Err(format!(
+                "query.max_query_depth must be between 1 and {MAX_QUERY_DEPTH_CEILING} (deeper queries could overflow a thread's stack)"
+            ));
+        }
         Ok(())
+    }
+
+    /// The bounds on PromQL text the engine and the API check before parsing.
+    pub fn text_limits(&self) -> tessera_query::TextLimits {
+        tessera_query::TextLimits { max_depth: self.max_query_depth, max_bytes: self.max_query_bytes }
+    }
+
+    /// The largest POST form body of a query endpoint, in bytes: room for a query of
+    /// `max_query_bytes` fully percent-encoded plus 64 KiB of other parameters.
+    pub fn max_form_bytes(&self) -> usize {
+        self.max_query_bytes.saturating_mul(4).saturating_add(64 * 1024)
     }
 
     pub fn timeout(&self) -> Duration {
@@ -159,6 +198,8 @@ impl QueryLimits {
             ("query.max_samples".into(), self.max_samples.to_string()),
             ("query.max_points_per_series".into(), self.max_points_per_series.to_string()),
             ("query.lookback_delta_secs".into(), self.lookback_delta_secs.to_string()),
+            ("query.max_query_bytes".into(), self.max_query_bytes.to_string()),
+            ("query.max_query_depth".into(), self.max_query_depth.to_string()),
         ]
     }
 }

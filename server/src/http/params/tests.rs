@@ -56,3 +56,28 @@ fn index_api_reads_params_like_the_query_api() {
     // Prometheus' own spelling of "unbounded" (what Grafana sends) parses.
     assert!(parse_time("-292273086-05-16T16:47:06Z", "start").is_ok());
 }
+
+#[test]
+fn too_deep_match_is_refused_before_parsing_naming_the_limit() {
+    // Issue 12: ~34,000 nested parentheses in match[] overflowed an async worker's stack.
+    let deep = format!("{}up{}", "(".repeat(34_000), ")".repeat(34_000));
+    let pairs = vec![("match[]".to_string(), deep)];
+    let err = selectors(&pairs, &TextLimits::default()).expect_err("too deep");
+    assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST);
+    assert!(err.message.contains("match[]") && err.message.contains("query.max_query_depth"), "{}", err.message);
+    let ok = vec![("match[]".to_string(), "up{job=\"a\"}".to_string())];
+    assert_eq!(selectors(&ok, &TextLimits::default()).expect("shallow").len(), 1);
+}
+
+#[tokio::test]
+async fn match_parsing_off_the_runtime_gives_the_same_answers() {
+    let pairs = vec![
+        ("start".to_string(), "1".to_string()),
+        ("match[]".to_string(), "up".to_string()),
+        ("match[]".to_string(), "{job=\"a\"}".to_string()),
+    ];
+    assert_eq!(selectors_off_runtime(&pairs, TextLimits::default()).await.expect("parses").len(), 2);
+    let too_long = vec![("match[]".to_string(), format!("up{}", " ".repeat(100)))];
+    let err = selectors_off_runtime(&too_long, TextLimits { max_depth: 8, max_bytes: 50 }).await.expect_err("long");
+    assert!(err.message.contains("query.max_query_bytes"), "{}", err.message);
+}

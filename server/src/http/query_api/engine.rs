@@ -13,6 +13,7 @@ pub fn engine_for(limits: &QueryLimits) -> Engine {
         // i.e. up to 11,001 points. The engine counts points, so it gets one more; without
         // this a range Prometheus accepts would fail inside the engine.
         max_points_per_series: usize::try_from(limits.max_points_per_series).unwrap_or(usize::MAX).saturating_add(1),
+        text: limits.text_limits(),
     })
 }
 

@@ -1,17 +1,23 @@
-//! Running PromQL evaluations off the async I/O threads, bounded and cancellable.
+//! Running PromQL work (parsing, printing, evaluating) off the async I/O threads, bounded
+//! and cancellable.
 //!
-//! Evaluation is CPU-bound and reads storage synchronously, so it runs on tokio's blocking
-//! pool, never on a runtime worker: a week-long range query must not delay remote-write
-//! requests served by the same runtime. A semaphore bounds how many evaluations run at once
-//! (queries beyond that wait, up to their own deadline, like Prometheus' query queue). Each
-//! evaluation gets a deadline and a cancel flag; the flag is raised when the HTTP handler's
-//! future is dropped (the client went away, or the server is shutting down), so the engine can
+//! Evaluation is CPU-bound and reads storage synchronously, so it never runs on a runtime
+//! worker: a week-long range query must not delay remote-write requests served by the same
+//! runtime. Each job gets a thread of its own with a large stack
+//! ([`EVAL_STACK_BYTES`]): parsing and evaluating recurse once per level of the query,
+//! which the depth limit bounds, and evaluation frames are larger than tokio's 2 MiB
+//! blocking threads leave room for at that depth (a stack overflow aborts the process).
+//! A semaphore bounds how many jobs run at once (jobs beyond that wait, up to their own
+//! deadline, like Prometheus' query queue), and so how many such threads exist. Each job
+//! gets a deadline and a cancel flag; the flag is raised when the HTTP handler's future
+//! is dropped (the client went away, or the server is shutting down), so the engine can
 //! stop early instead of finishing work nobody will read.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tessera_query::engine::limits::EVAL_STACK_BYTES;
 use tessera_query::QueryError;
 use tokio::sync::Semaphore;
 
@@ -37,7 +43,7 @@ impl QueryControl {
 }
 
 /// Raises the cancel flag when dropped. It lives in the handler's future, so dropping that
-/// future (client disconnect) cancels the evaluation running on the blocking pool.
+/// future (client disconnect) cancels the evaluation running on its query thread.
 struct CancelOnDrop(Arc<AtomicBool>);
 
 impl Drop for CancelOnDrop {
@@ -64,7 +70,7 @@ impl Executor {
         Executor { permits: Arc::new(Semaphore::new(max_concurrent.max(1))) }
     }
 
-    /// Runs `job` on the blocking pool once a slot is free, giving it a control with
+    /// Runs `job` on a query thread once a slot is free, giving it a control with
     /// `deadline` and a cancel flag tied to this future's lifetime.
     pub async fn run<T, F>(&self, deadline: Instant, job: F) -> Result<T, QueryError>
     where
@@ -83,16 +89,31 @@ impl Executor {
         };
 
         let ctl = QueryControl { deadline, cancel: cancel.clone() };
-        let handle = tokio::task::spawn_blocking(move || {
-            // The permit moves into the blocking task so that the slot is released when the
-            // evaluation really ends, not when an impatient client disconnects.
-            let _permit = permit;
-            job(&ctl)
-        });
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("tessera-query".into())
+            .stack_size(EVAL_STACK_BYTES)
+            .spawn(move || {
+                // The permit moves into the thread so that the slot is released when the
+                // work really ends, not when an impatient client disconnects.
+                let _permit = permit;
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&ctl)));
+                // The receiver is gone when the request was dropped; nobody needs the answer.
+                let _ = tx.send(result);
+            })
+            .map_err(|e| QueryError::internal(format!("cannot start a query thread: {e}")))?;
 
-        match tokio::time::timeout_at(tokio_deadline + DEADLINE_GRACE, handle).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(join_err)) => Err(QueryError::internal(format!("query evaluation panicked: {join_err}"))),
+        match tokio::time::timeout_at(tokio_deadline + DEADLINE_GRACE, rx).await {
+            Ok(Ok(Ok(result))) => result,
+            Ok(Ok(Err(panic))) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(QueryError::internal(format!("query evaluation panicked: {what}")))
+            }
+            Ok(Err(_closed)) => Err(QueryError::internal("query thread ended without an answer")),
             Err(_elapsed) => {
                 // Tell the evaluation to stop; its slot frees when it notices.
                 cancel.store(true, Ordering::Relaxed);

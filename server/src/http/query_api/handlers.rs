@@ -1,20 +1,27 @@
 //! Handlers of the PromQL endpoints: query, query_range, query_exemplars, format_query,
 //! parse_query. Parameter checks follow Prometheus 3.x' order and wording, so a malformed
 //! request gets the same `bad_data` answer from us as from Prometheus.
+//!
+//! Query text is hostile until proven otherwise: form bodies are bounded (413), and the
+//! text's length and nesting depth are checked before the parser sees it (400 naming
+//! `query.max_query_bytes` / `query.max_query_depth`). Parsing, printing and evaluating
+//! all run on query threads (`exec.rs`) under the query semaphore and deadline
+//! (`on_pool`), never on an async worker.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
 use promql_parser::parser::value::ValueType;
 use promql_parser::parser::Expr;
-use tessera_query::{QueryOutput, Value};
+use tessera_query::{QueryOutput, TextLimits, Value};
 
 use super::params::{self, Params, MAX_TIME_MS, MIN_TIME_MS};
-use super::response::{cap_annotations, error_response, invalid_param, ApiError, ApiSuccess, JsonError};
+use super::response::{cap_annotations, error_response, invalid_param, ApiError, ApiSuccess, ErrorKind, JsonError};
 use super::{ast_json, json, EvalOptions, QueryApi};
 
 /// A read request: its form values and its tenant.
@@ -23,10 +30,10 @@ pub struct ApiRequest {
     pub tenant: String,
 }
 
-impl<S: Send + Sync> FromRequest<S> for ApiRequest {
+impl FromRequest<Arc<QueryApi>> for ApiRequest {
     type Rejection = JsonError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, JsonError> {
+    async fn from_request(req: Request, api: &Arc<QueryApi>) -> Result<Self, JsonError> {
         // Tenant IDs are validated the same way for every endpoint.
         let tenant = crate::http::params::tenant(req.headers()).map_err(JsonError)?;
         let content_type = req
@@ -35,21 +42,74 @@ impl<S: Send + Sync> FromRequest<S> for ApiRequest {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let query = req.uri().query().map(str::to_owned);
-        // axum's default body limit (2 MiB) bounds what a form body may cost us.
-        let body = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| JsonError(ApiError::bad_data(format!("error parsing form values: {e}"))))?;
+        let (parts, body) = req.into_parts();
+        let body = read_form_body(&parts.headers, body, api.limits.max_form_bytes()).await.map_err(JsonError)?;
         Ok(ApiRequest { params: Params::from_request(query.as_deref(), content_type.as_deref(), &body), tenant })
     }
+}
+
+/// How much of an oversized form body is still read (and discarded) before answering
+/// 413, as a multiple of the limit: a client that is still sending when the server
+/// answers and closes sees a reset instead of the 413 (and Prometheus-style clients
+/// retry forever). Beyond this the connection is closed without reading further.
+const DRAIN_FACTOR: usize = 4;
+
+/// Reads a form body of at most `max` bytes. A larger one is refused with 413 in the
+/// JSON envelope; up to `DRAIN_FACTOR` times the limit is read and discarded first, so
+/// that the client, done sending, reads the answer.
+async fn read_form_body(headers: &HeaderMap, mut body: Body, max: usize) -> Result<Bytes, ApiError> {
+    let too_large = |n: u64| {
+        ApiError::new(
+            ErrorKind::TooLarge,
+            format!("form body of {n} bytes or more is larger than the limit of {max} bytes (4 x query.max_query_bytes + 64 KiB)"),
+        )
+    };
+    let drain_max = max.saturating_mul(DRAIN_FACTOR) as u64;
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared.filter(|&len| len > drain_max) {
+        return Err(too_large(len));
+    }
+    let mut kept: Vec<u8> = Vec::new();
+    let mut seen: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_data(format!("error parsing form values: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len() as u64;
+        if seen > drain_max {
+            return Err(too_large(seen));
+        }
+        if seen <= max as u64 {
+            kept.extend_from_slice(&data);
+        }
+    }
+    if seen > max as u64 {
+        return Err(too_large(seen));
+    }
+    Ok(Bytes::from(kept))
 }
 
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Parses the `query` parameter, with Prometheus' error wrapping.
-fn parse_expr(params: &Params) -> Result<Expr, ApiError> {
-    promql_parser::parser::parse(params.value("query")).map_err(|e| invalid_param("query", e))
+/// Parses the `query` parameter, with Prometheus' error wrapping, after checking its
+/// length and nesting depth against the configured limits (the parser, and dropping the
+/// tree it builds, recurse once per level). Blocking and super-linear in the worst case:
+/// only called off the async workers (see [`on_pool`]).
+fn parse_expr(text: &str, limits: &TextLimits) -> Result<Expr, ApiError> {
+    tessera_query::engine::limits::check_text(text, limits).map_err(|e| invalid_param("query", e.message))?;
+    promql_parser::parser::parse(text).map_err(|e| invalid_param("query", e))
+}
+
+/// Runs `job` (parsing, formatting, evaluating) on a query thread, under the query
+/// semaphore and `deadline`, never on an async worker: parsing a long query takes
+/// seconds of CPU, and would stall every other request served by that worker.
+async fn on_pool<T, F>(api: &QueryApi, deadline: Instant, job: F) -> Result<T, ApiError>
+where
+    T: Send + 'static,
+    F: FnOnce(&super::QueryControl) -> Result<T, ApiError> + Send + 'static,
+{
+    api.executor.run(deadline, move |ctl| Ok(job(ctl))).await?
 }
 
 /// The deadline of a query: now plus the configured timeout, shortened by `timeout=`.
@@ -97,7 +157,7 @@ fn truncate(output: &mut QueryOutput, limit: usize) {
     }
 }
 
-/// Truncates to `limit` and encodes the answer. Called on the blocking pool with the
+/// Truncates to `limit` and encodes the answer. Called on the query thread with the
 /// evaluation: encoding a large matrix is CPU work of the same order as evaluating it.
 fn encode(mut output: QueryOutput, limit: usize) -> ApiSuccess {
     truncate(&mut output, limit);
@@ -134,18 +194,21 @@ async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, 
     let time = params::parse_time_param(p, "time", now_ms()).map_err(|e| invalid_param("time", e))?;
     let deadline = deadline(&api, p)?;
     let lookback = lookback_delta(p)?;
-    parse_expr(p)?;
 
     let expr = p.value("query").to_string();
-    let queryable = api.data.queryable(&req.tenant)?;
+    let text_limits = api.limits.text_limits();
+    let data = api.data.clone();
     let evaluator = api.evaluator.clone();
-    let answer = api
-        .executor
-        .run(deadline, move |ctl| {
-            let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
-            evaluator.instant(queryable.as_ref(), &expr, time, &opts).map(|out| encode(out, limit))
-        })
-        .await?;
+    let tenant = req.tenant;
+    let answer = on_pool(&api, deadline, move |ctl| {
+        // Parsed here first for Prometheus' error wording; the tree is dropped on this
+        // thread too, before the engine parses the text again.
+        parse_expr(&expr, &text_limits)?;
+        let queryable = data.queryable(&tenant)?;
+        let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
+        Ok(evaluator.instant(queryable.as_ref(), &expr, time, &opts).map(|out| encode(out, limit))?)
+    })
+    .await?;
     Ok(answer.into_response())
 }
 
@@ -199,44 +262,52 @@ async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, Ap
     }
     let deadline = deadline(&api, p)?;
     let lookback = lookback_delta(p)?;
-    let expr_ast = parse_expr(p)?;
-    let t = expr_ast.value_type();
-    if t != ValueType::Vector && t != ValueType::Scalar {
-        return Err(invalid_param(
-            "query",
-            format!(
-                "invalid expression type {:?} for range query, must be Scalar or instant Vector",
-                documented_type(t)
-            ),
-        ));
-    }
 
     let expr = p.value("query").to_string();
-    let queryable = api.data.queryable(&req.tenant)?;
+    let text_limits = api.limits.text_limits();
+    let data = api.data.clone();
     let evaluator = api.evaluator.clone();
-    let answer = api
-        .executor
-        .run(deadline, move |ctl| {
-            let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
-            evaluator.range(queryable.as_ref(), &expr, start, end, step_ms, &opts).map(|out| encode(out, limit))
-        })
-        .await?;
+    let tenant = req.tenant;
+    let answer = on_pool(&api, deadline, move |ctl| {
+        let t = parse_expr(&expr, &text_limits)?.value_type();
+        if t != ValueType::Vector && t != ValueType::Scalar {
+            return Err(invalid_param(
+                "query",
+                format!(
+                    "invalid expression type {:?} for range query, must be Scalar or instant Vector",
+                    documented_type(t)
+                ),
+            ));
+        }
+        let queryable = data.queryable(&tenant)?;
+        let opts = EvalOptions { control: ctl.clone(), lookback_delta_ms: lookback };
+        Ok(evaluator.range(queryable.as_ref(), &expr, start, end, step_ms, &opts).map(|out| encode(out, limit))?)
+    })
+    .await?;
     Ok(answer.into_response())
 }
 
 /// `GET|POST /api/v1/query_exemplars`: Tessera stores no exemplars yet, so a valid query gets
 /// a valid, empty answer (and a selector-free one gets 204, as from Prometheus).
-pub async fn query_exemplars(req: ApiRequest) -> Response {
+pub async fn query_exemplars(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     let p = &req.params;
-    let result = (|| {
+    let result = async {
         let start = params::parse_time_param(p, "start", MIN_TIME_MS).map_err(|e| invalid_param("start", e))?;
         let end = params::parse_time_param(p, "end", MAX_TIME_MS).map_err(|e| invalid_param("end", e))?;
         if end < start {
             return Err(ApiError::bad_data("end timestamp must not be before start timestamp"));
         }
-        let expr = promql_parser::parser::parse(p.value("query")).map_err(ApiError::bad_data)?;
-        Ok(ast_json::has_selector(&expr))
-    })();
+        let deadline = parse_only_deadline(&api, p);
+        let expr = p.value("query").to_string();
+        let text_limits = api.limits.text_limits();
+        on_pool(&api, deadline, move |_| {
+            tessera_query::engine::limits::check_text(&expr, &text_limits).map_err(|e| ApiError::bad_data(e.message))?;
+            let ast = promql_parser::parser::parse(&expr).map_err(ApiError::bad_data)?;
+            Ok(ast_json::has_selector(&ast))
+        })
+        .await
+    }
+    .await;
     match result {
         Ok(true) => ApiSuccess::data("[]".to_string()).into_response(),
         Ok(false) => StatusCode::NO_CONTENT.into_response(),
@@ -244,27 +315,45 @@ pub async fn query_exemplars(req: ApiRequest) -> Response {
     }
 }
 
-/// `GET|POST /api/v1/format_query`: the expression, prettified by promql-parser's port of
-/// Prometheus' printer.
-pub async fn format_query(req: ApiRequest) -> Response {
-    match parse_expr(&req.params) {
-        Ok(expr) => {
-            let mut data = String::new();
-            json::write_str(&mut data, &expr.prettify());
-            ApiSuccess::data(data).into_response()
-        }
+/// The deadline of an endpoint that only parses: Prometheus ignores `timeout=` there, so
+/// a malformed one is not an error; a valid one still shortens the wait for a slot.
+fn parse_only_deadline(api: &QueryApi, params: &Params) -> Instant {
+    deadline(api, params).unwrap_or_else(|_| Instant::now() + api.limits.timeout())
+}
+
+/// Parses the request's query on a query thread and renders the answer's `data` with
+/// `render`, also there (printing is recursive and, for the pretty printer, super-linear).
+async fn render_query(api: Arc<QueryApi>, req: ApiRequest, render: fn(&Expr) -> String) -> Response {
+    let result = async {
+        let deadline = parse_only_deadline(&api, &req.params);
+        let expr = req.params.value("query").to_string();
+        let text_limits = api.limits.text_limits();
+        on_pool(&api, deadline, move |_| Ok(render(&parse_expr(&expr, &text_limits)?))).await
+    }
+    .await;
+    match result {
+        Ok(data) => ApiSuccess::data(data).into_response(),
         Err(e) => error_response(e),
     }
 }
 
+/// `GET|POST /api/v1/format_query`: the expression, prettified by promql-parser's port of
+/// Prometheus' printer.
+pub async fn format_query(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
+    render_query(api, req, |expr| {
+        let mut data = String::new();
+        json::write_str(&mut data, &expr.prettify());
+        data
+    })
+    .await
+}
+
 /// `GET|POST /api/v1/parse_query`: the syntax tree (see `ast_json.rs` for the subset).
-pub async fn parse_query(req: ApiRequest) -> Response {
-    match parse_expr(&req.params) {
-        Ok(expr) => {
-            let mut data = String::new();
-            ast_json::translate(&expr).write(&mut data);
-            ApiSuccess::data(data).into_response()
-        }
-        Err(e) => error_response(e),
-    }
+pub async fn parse_query(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
+    render_query(api, req, |expr| {
+        let mut data = String::new();
+        ast_json::translate(expr).write(&mut data);
+        data
+    })
+    .await
 }

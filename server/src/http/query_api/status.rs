@@ -77,8 +77,8 @@ pub async fn flags(State(api): State<Arc<QueryApi>>) -> Response {
 }
 
 /// `GET /api/v1/status/tsdb`: cardinality of the requesting tenant's series. Reading the
-/// index and counting are bounded by the query timeout, and the counting runs on the
-/// blocking pool under the query concurrency bound: for a tenant with millions of series it
+/// index and counting are bounded by the query timeout, and the counting runs on a
+/// query thread under the query concurrency bound: for a tenant with millions of series it
 /// is as heavy as a query.
 pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     let limit = match tsdb_stats::parse_limit(req.params.get("limit")) {

@@ -831,3 +831,126 @@ async fn range_of_exactly_11000_steps_reaches_the_real_engine() {
     let (status, body) = get(real_engine_api(QueryLimits::default()), "/api/v1/query_range?query=1&start=0&end=11000&step=1").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Hostile query text and forms (issue 12)
+
+fn enc(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+/// Every PromQL endpoint, with `query=` set to `q`.
+fn promql_uris(q: &str) -> Vec<String> {
+    let q = enc(q);
+    vec![
+        format!("/api/v1/query?query={q}&time=1000"),
+        format!("/api/v1/query_range?query={q}&start=0&end=100&step=10"),
+        format!("/api/v1/query_exemplars?query={q}"),
+        format!("/api/v1/format_query?query={q}"),
+        format!("/api/v1/parse_query?query={q}"),
+    ]
+}
+
+#[tokio::test]
+async fn too_deep_queries_get_400_naming_the_limit_from_every_promql_endpoint() {
+    for q in [
+        format!("{}vector(1)", "-".repeat(2000)),
+        format!("{}up{}", "(".repeat(7800), ")".repeat(7800)),
+        format!("{}vector(1){}", "abs(".repeat(1500), ")".repeat(1500)),
+        format!("a{}", "+a".repeat(1750)),
+    ] {
+        for uri in promql_uris(&q) {
+            let (status, body) = get(real_engine_api(QueryLimits::default()), &uri).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{}: {body}", &uri[..30]);
+            let v = json(&body);
+            assert_eq!(v["errorType"], "bad_data");
+            assert!(v["error"].as_str().is_some_and(|e| e.contains("query.max_query_depth")), "{body}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn queries_at_the_depth_ceiling_are_parsed_printed_and_evaluated_without_overflow() {
+    // The deepest query the config can admit: parsing, AST JSON, pretty printing,
+    // evaluation and dropping all run on query threads and must fit their stacks.
+    let limits = QueryLimits { max_query_depth: MAX_QUERY_DEPTH_CEILING, ..QueryLimits::default() };
+    assert!(limits.validate().is_ok());
+    let mut k = 0;
+    let shape = |k: usize| format!("{}vector(1){}", "-(".repeat(k), ")".repeat(k));
+    while tessera_query::engine::limits::depth_bound(&shape(k + 1)) <= MAX_QUERY_DEPTH_CEILING {
+        k += 1;
+    }
+    for uri in promql_uris(&shape(k)) {
+        let (status, body) = get(real_engine_api(limits.clone()), &uri).await;
+        assert!(status == StatusCode::OK || status == StatusCode::NO_CONTENT, "{}: {status} {body}", &uri[..30]);
+    }
+    let (status, _) = get(real_engine_api(limits), &promql_uris(&shape(k + 1))[0]).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "one level more is refused");
+}
+
+#[tokio::test]
+async fn query_text_over_the_byte_limit_gets_400_naming_the_limit() {
+    let limits = QueryLimits { max_query_bytes: 1000, ..QueryLimits::default() };
+    let q = format!("up{}", " ".repeat(1000));
+    for uri in promql_uris(&q) {
+        let (status, body) = get(real_engine_api(limits.clone()), &uri).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+        assert!(json(&body)["error"].as_str().is_some_and(|e| e.contains("query.max_query_bytes")), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn oversized_query_form_gets_413_in_the_json_envelope() {
+    // Issue 12: a 3 MiB query form answered 400. With and without a Content-Length.
+    let form = format!("query={}", "a".repeat(3 << 20));
+    for declare_length in [true, false] {
+        for path in ["/api/v1/query", "/api/v1/query_range", "/api/v1/format_query", "/api/v1/parse_query", "/api/v1/query_exemplars"] {
+            let mut req = Request::post(path).header("content-type", "application/x-www-form-urlencoded");
+            if declare_length {
+                req = req.header("content-length", form.len());
+            }
+            let (status, body) = send(api(), req.body(Body::from(form.clone())).expect("request builds")).await;
+            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{path}: {body}");
+            let v = json(&body);
+            assert_eq!(v["status"], "error");
+            assert_eq!(v["errorType"], "bad_data");
+            assert!(v["error"].as_str().is_some_and(|e| e.contains("query.max_query_bytes")), "{body}");
+        }
+    }
+    // A form just under the limit is read (and its query then refused as too long).
+    let limits = QueryLimits::default();
+    let form = format!("query={}", "a".repeat(limits.max_form_bytes() - 6));
+    let req = Request::post("/api/v1/query").header("content-type", "application/x-www-form-urlencoded");
+    let (status, body) = send(api(), req.body(Body::from(form)).expect("request builds")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(body.contains("query.max_query_bytes"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn formatting_and_parsing_wait_for_a_query_slot_within_the_deadline() {
+    // They run under the query semaphore: with the only slot taken, they time out in the
+    // queue instead of running on an async worker.
+    let eval = Arc::new(TestEvaluator::default());
+    let limits = QueryLimits { max_concurrent: 1, ..QueryLimits::default() };
+    let router = api_with(limits, eval.clone());
+    let hog = tokio::spawn(get(router.clone(), "/api/v1/query?query=wait_for_cancel&time=1&timeout=3s"));
+    while eval.running.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for path in ["format_query", "parse_query", "query_exemplars"] {
+        let (status, body) = get(router.clone(), &format!("/api/v1/{path}?query=up&timeout=100ms")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{path}: {body}");
+        assert_eq!(json(&body)["error"], "query timed out in query queue", "{path}");
+    }
+    hog.abort();
+}
+
+#[test]
+fn query_text_limits_are_validated() {
+    assert!(QueryLimits { max_query_depth: 0, ..QueryLimits::default() }.validate().is_err());
+    assert!(QueryLimits { max_query_depth: MAX_QUERY_DEPTH_CEILING + 1, ..QueryLimits::default() }.validate().is_err());
+    assert!(QueryLimits { max_query_bytes: 0, ..QueryLimits::default() }.validate().is_err());
+    let limits: QueryLimits = toml::from_str("max_query_depth = 100\nmax_query_bytes = 4096").expect("valid");
+    assert_eq!(limits.text_limits(), tessera_query::TextLimits { max_depth: 100, max_bytes: 4096 });
+    assert_eq!(limits.max_form_bytes(), 4 * 4096 + 64 * 1024);
+}
