@@ -59,7 +59,12 @@ pub fn encode(protocol: Protocol, samples: &[Sample]) -> Vec<u8> {
                 .map(|s| v1::TimeSeries {
                     // `Bytes` clones are reference counts: the label strings are shared
                     // with the simulator's series table.
-                    labels: s.series.labels.iter().map(|(n, v)| v1::Label { name: n.clone(), value: v.clone() }).collect(),
+                    labels: s
+                        .series
+                        .labels
+                        .iter()
+                        .map(|(n, v)| v1::Label { name: n.clone(), value: v.clone() })
+                        .collect(),
                     samples: vec![v1::Sample { value: s.value, timestamp: s.ts }],
                     exemplars: Vec::new(),
                     histograms: Vec::new(),
@@ -118,12 +123,7 @@ pub fn make_batch(protocol: Protocol, shard: usize, samples: &[Sample]) -> Batch
     // snap's raw (block) encoder never fails on input below 4 GiB; batches are a few
     // hundred KiB, so an error here would be a bug in snap, not bad input.
     let body = snap::raw::Encoder::new().compress_vec(&raw).expect("snappy block encode of a small buffer");
-    Batch {
-        shard,
-        samples: samples.len() as u64,
-        body: Bytes::from(body),
-        raw_len,
-    }
+    Batch { shard, samples: samples.len() as u64, body: Bytes::from(body), raw_len }
 }
 
 /// Cuts a stream of samples into per-shard batches of `batch_samples`.

@@ -31,7 +31,11 @@ use encode::Protocol;
 use fleet::FleetConfig;
 
 #[derive(Parser)]
-#[command(name = "tessera-bench", version, about = "GPU-fleet load generator and query-load driver for Prometheus-compatible TSDBs")]
+#[command(
+    name = "tessera-bench",
+    version,
+    about = "GPU-fleet load generator and query-load driver for Prometheus-compatible TSDBs"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -260,9 +264,7 @@ struct TableArgs {
 /// The benchmark only ever sends to this machine: refuse anything but loopback, so a
 /// typo cannot load-test someone else's server.
 fn check_loopback(url: &str) -> anyhow::Result<()> {
-    let rest = url
-        .strip_prefix("http://")
-        .with_context(|| format!("{url}: only http:// URLs are supported"))?;
+    let rest = url.strip_prefix("http://").with_context(|| format!("{url}: only http:// URLs are supported"))?;
     let host = rest.split('/').next().unwrap_or_default();
     let host = match host.rsplit_once(':') {
         Some((h, _)) => h,
@@ -394,7 +396,10 @@ fn main() -> anyhow::Result<()> {
                 bail!("need --step > 0 and --end >= --start");
             }
             let report = rt.block_on(query_load::run(cfg, queries))?;
-            println!("{:<28} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9}", "query", "ok/err", "p50 ms", "p90 ms", "max ms", "series", "points");
+            println!(
+                "{:<28} {:>8} {:>9} {:>9} {:>9} {:>7} {:>9}",
+                "query", "ok/err", "p50 ms", "p90 ms", "max ms", "series", "points"
+            );
             for q in &report.queries {
                 println!(
                     "{:<28} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>7} {:>9}",
@@ -412,7 +417,12 @@ fn main() -> anyhow::Result<()> {
             }
             println!(
                 "all: {} ok, {} errors; p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms in {:.1} s",
-                report.overall.count, report.errors, report.overall.p50_ms, report.overall.p90_ms, report.overall.p99_ms, report.elapsed_s
+                report.overall.count,
+                report.errors,
+                report.overall.p50_ms,
+                report.overall.p90_ms,
+                report.overall.p99_ms,
+                report.elapsed_s
             );
             write_json(&a.json, &report)?;
         }

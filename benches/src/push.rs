@@ -73,11 +73,8 @@ pub struct PushReport {
 /// Sends every batch arriving on `shards` (one receiver per shard) and reports.
 pub async fn run(cfg: PushConfig, shards: Vec<mpsc::Receiver<Batch>>) -> anyhow::Result<PushReport> {
     let n = shards.len();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(n.max(1))
-        .tcp_nodelay(true)
-        .timeout(cfg.timeout)
-        .build()?;
+    let client =
+        reqwest::Client::builder().pool_max_idle_per_host(n.max(1)).tcp_nodelay(true).timeout(cfg.timeout).build()?;
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(n);
     for rx in shards {
@@ -124,11 +121,20 @@ pub async fn run(cfg: PushConfig, shards: Vec<mpsc::Receiver<Batch>>) -> anyhow:
 }
 
 enum Outcome {
-    Ok { written: u64 },
+    Ok {
+        written: u64,
+    },
     /// Worth retrying (5xx, 429, network); `after` is the server's Retry-After.
-    Retry { label: String, after: Option<Duration>, detail: String },
+    Retry {
+        label: String,
+        after: Option<Duration>,
+        detail: String,
+    },
     /// Permanent (4xx other than 429): Prometheus drops such a batch, and so do we.
-    Fail { label: String, detail: String },
+    Fail {
+        label: String,
+        detail: String,
+    },
 }
 
 async fn send_once(client: &reqwest::Client, cfg: &PushConfig, batch: &Batch) -> Outcome {

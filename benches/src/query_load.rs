@@ -120,10 +120,16 @@ async fn run_one(client: &reqwest::Client, cfg: &QueryConfig, q: &QueryDef) -> R
     let resp = req.send().await.map_err(|e| format!("request failed: {e}"))?;
     let status = resp.status();
     let body = resp.bytes().await.map_err(|e| format!("reading body: {e}"))?;
-    let v: serde_json::Value = serde_json::from_slice(&body)
-        .map_err(|e| format!("{}: not JSON ({e}): {}", status.as_u16(), String::from_utf8_lossy(&body[..body.len().min(200)])))?;
+    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| {
+        format!("{}: not JSON ({e}): {}", status.as_u16(), String::from_utf8_lossy(&body[..body.len().min(200)]))
+    })?;
     if v["status"] != "success" {
-        return Err(format!("{} {}: {}", status.as_u16(), v["errorType"].as_str().unwrap_or("?"), v["error"].as_str().unwrap_or("?")));
+        return Err(format!(
+            "{} {}: {}",
+            status.as_u16(),
+            v["errorType"].as_str().unwrap_or("?"),
+            v["error"].as_str().unwrap_or("?")
+        ));
     }
     let result = &v["data"]["result"];
     let (series, points) = match v["data"]["resultType"].as_str() {
@@ -230,8 +236,10 @@ mod tests {
 
     #[test]
     fn query_file_parses_names_and_skips_comments() {
-        let q = parse_query_file("# a comment\n\nutil: avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)\nrule: job:rate5m{a=\"b: c\"}\n")
-            .expect("valid file");
+        let q = parse_query_file(
+            "# a comment\n\nutil: avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)\nrule: job:rate5m{a=\"b: c\"}\n",
+        )
+        .expect("valid file");
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].name, "util");
         assert_eq!(q[0].expr, "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)");

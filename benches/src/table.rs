@@ -56,7 +56,8 @@ fn load(dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<Run>>> {
             continue;
         }
         let mut runs = Vec::new();
-        let mut run_dirs: Vec<_> = std::fs::read_dir(sys.path())?.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
+        let mut run_dirs: Vec<_> =
+            std::fs::read_dir(sys.path())?.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.is_dir()).collect();
         run_dirs.sort();
         for rd in run_dirs {
             runs.push(Run {
@@ -100,8 +101,16 @@ fn row(runs: &[Run]) -> Row {
                 .collect(),
         ),
         bytes_per_sample: median(runs.iter().filter_map(|r| Some(r.proc_.disk_bytes? / ok(r)?)).collect()),
-        q_p50: median(runs.iter().filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p50_ms)).collect()),
-        q_p90: median(runs.iter().filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p90_ms)).collect()),
+        q_p50: median(
+            runs.iter()
+                .filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p50_ms))
+                .collect(),
+        ),
+        q_p90: median(
+            runs.iter()
+                .filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p90_ms))
+                .collect(),
+        ),
         failed_samples: runs.iter().filter_map(|r| r.push.as_ref().map(|p| p.push.samples_failed)).sum(),
         query_errors: runs.iter().filter_map(|r| r.query.as_ref().map(|q| q.errors)).sum(),
     }
@@ -242,7 +251,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let run = dir.path().join("tessera").join("run1");
         std::fs::create_dir_all(&run).expect("mkdir");
-        std::fs::write(run.join("proc.json"), r#"{"cpu_s": 2.0, "peak_rss_kib": 2048, "disk_bytes": null}"#).expect("write");
+        std::fs::write(run.join("proc.json"), r#"{"cpu_s": 2.0, "peak_rss_kib": 2048, "disk_bytes": null}"#)
+            .expect("write");
         let text = render(dir.path()).expect("renders");
         assert!(text.contains("| tessera | 1 | n/a | n/a | 2 | n/a | n/a |"), "{text}");
     }

@@ -7,8 +7,8 @@
 //! It depends on nothing of Tessera's, so `storage` and `query` can both use it and
 //! still never import each other.
 
-pub mod goregex;
 mod float;
+pub mod goregex;
 
 pub use float::{canonical_float, is_stale_nan, GO_NAN_BITS, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 

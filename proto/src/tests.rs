@@ -74,7 +74,11 @@ fn v2_request_round_trips_with_symbol_table() {
         timeseries: vec![v2::TimeSeries {
             labels_refs: refs,
             samples: vec![v2::Sample { value: 97.0, timestamp: 1_700_000_000_000, start_timestamp: 0 }],
-            metadata: Some(v2::Metadata { r#type: v2::metadata::MetricType::Gauge as i32, help_ref: help, unit_ref: 0 }),
+            metadata: Some(v2::Metadata {
+                r#type: v2::metadata::MetricType::Gauge as i32,
+                help_ref: help,
+                unit_ref: 0,
+            }),
             ..Default::default()
         }],
     };

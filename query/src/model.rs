@@ -18,10 +18,7 @@ impl Labels {
     /// Builds a label set from pairs in any order; empty values are dropped (an empty
     /// value means "label absent" in Prometheus). Later duplicates win.
     pub fn from_pairs<N: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (N, V)>) -> Self {
-        let mut v: Vec<Label> = pairs
-            .into_iter()
-            .map(|(n, v)| Label { name: n.into(), value: v.into() })
-            .collect();
+        let mut v: Vec<Label> = pairs.into_iter().map(|(n, v)| Label { name: n.into(), value: v.into() }).collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         // Keep the last of equal names, then drop empties.
         v.reverse();
@@ -38,10 +35,7 @@ impl Labels {
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|l| l.name.as_str().cmp(name))
-            .ok()
-            .map(|i| self.0[i].value.as_str())
+        self.0.binary_search_by(|l| l.name.as_str().cmp(name)).ok().map(|i| self.0[i].value.as_str())
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, Label> {

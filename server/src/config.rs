@@ -91,7 +91,12 @@ pub struct HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig { max_connections: 4096, header_read_timeout_secs: 10, idle_timeout_secs: 60, max_concurrent_streams: 100 }
+        HttpConfig {
+            max_connections: 4096,
+            header_read_timeout_secs: 10,
+            idle_timeout_secs: 60,
+            max_concurrent_streams: 100,
+        }
     }
 }
 
@@ -214,8 +219,8 @@ impl Default for Limits {
 impl Config {
     /// Reads a TOML config file; unknown keys are an error (a typo must not be ignored).
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::from_toml(&text).map_err(|e| match e {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.to_owned(), message },
             other => other,

@@ -133,7 +133,11 @@ impl Metrics {
                 "Float samples received but not written, by reason.",
                 &["reason"],
             ),
-            requests: CounterVec::new("tessera_http_requests_total", "HTTP requests by handler and status code.", &["handler", "code"]),
+            requests: CounterVec::new(
+                "tessera_http_requests_total",
+                "HTTP requests by handler and status code.",
+                &["handler", "code"],
+            ),
             request_duration: HistogramVec::new(
                 "tessera_http_request_duration_seconds",
                 "HTTP request latency by handler.",
@@ -152,29 +156,88 @@ impl Metrics {
     /// The whole exposition; `shards` is `None` while the WAL replay is running.
     pub fn render(&self, shards: Option<&Shards>, shards_total: usize) -> String {
         let mut out = String::with_capacity(8192);
-        simple(&mut out, "tessera_samples_received_total", "Float samples received in remote-write requests.", "counter", self.samples_received.load(Ordering::Relaxed));
-        simple(&mut out, "tessera_samples_written_total", "Float samples accepted by storage (new or identical re-sends).", "counter", self.samples_written.load(Ordering::Relaxed));
+        simple(
+            &mut out,
+            "tessera_samples_received_total",
+            "Float samples received in remote-write requests.",
+            "counter",
+            self.samples_received.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_samples_written_total",
+            "Float samples accepted by storage (new or identical re-sends).",
+            "counter",
+            self.samples_written.load(Ordering::Relaxed),
+        );
         self.samples_rejected.render(&mut out);
         self.requests.render(&mut out);
         self.request_duration.render(&mut out);
         self.storage_append_duration.render(&mut out);
         let c = &self.connections;
-        simple(&mut out, "tessera_http_connections", "HTTP connections open now.", "gauge", c.open.load(Ordering::Relaxed));
-        simple(&mut out, "tessera_http_connections_accepted_total", "HTTP connections accepted.", "counter", c.accepted.load(Ordering::Relaxed));
-        simple(&mut out, "tessera_http_connections_evicted_total", "Idle HTTP connections closed to make room for a new one (http.max_connections or no descriptors).", "counter", c.evicted.load(Ordering::Relaxed));
-        simple(&mut out, "tessera_http_connections_refused_total", "New HTTP connections closed at once because every open one was busy.", "counter", c.refused.load(Ordering::Relaxed));
-        simple(&mut out, "tessera_http_connections_idle_closed_total", "HTTP connections closed by http.idle_timeout_secs.", "counter", c.idle_closed.load(Ordering::Relaxed));
+        simple(
+            &mut out,
+            "tessera_http_connections",
+            "HTTP connections open now.",
+            "gauge",
+            c.open.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_http_connections_accepted_total",
+            "HTTP connections accepted.",
+            "counter",
+            c.accepted.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_http_connections_evicted_total",
+            "Idle HTTP connections closed to make room for a new one (http.max_connections or no descriptors).",
+            "counter",
+            c.evicted.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_http_connections_refused_total",
+            "New HTTP connections closed at once because every open one was busy.",
+            "counter",
+            c.refused.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_http_connections_idle_closed_total",
+            "HTTP connections closed by http.idle_timeout_secs.",
+            "counter",
+            c.idle_closed.load(Ordering::Relaxed),
+        );
         simple(&mut out, "tessera_shards", "Configured number of local shards.", "gauge", shards_total as u64);
-        simple(&mut out, "tessera_shards_replayed", "Shards whose WAL replay has finished.", "gauge", self.shards_replayed.load(Ordering::Relaxed));
+        simple(
+            &mut out,
+            "tessera_shards_replayed",
+            "Shards whose WAL replay has finished.",
+            "gauge",
+            self.shards_replayed.load(Ordering::Relaxed),
+        );
         if let Some(shards) = shards {
             let stats = shards.stats();
             let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 6] = [
-                ("tessera_active_series", "Series with samples in the in-memory head, per shard.", "gauge", |s| s.active_series),
+                ("tessera_active_series", "Series with samples in the in-memory head, per shard.", "gauge", |s| {
+                    s.active_series
+                }),
                 ("tessera_series", "Series known to the shard, per shard.", "gauge", |s| s.total_series),
-                ("tessera_storage_disk_bytes", "RocksDB live SST plus memtable bytes, per shard.", "gauge", |s| s.disk_bytes),
+                ("tessera_storage_disk_bytes", "RocksDB live SST plus memtable bytes, per shard.", "gauge", |s| {
+                    s.disk_bytes
+                }),
                 ("tessera_wal_bytes", "Bytes in WAL segment files, per shard.", "gauge", |s| s.wal_bytes),
-                ("tessera_chunks_written_total", "Chunks written to RocksDB since start, per shard.", "counter", |s| s.chunks_written),
-                ("tessera_storage_samples_appended_total", "Samples stored by the engine since start, per shard.", "counter", |s| s.samples_appended),
+                ("tessera_chunks_written_total", "Chunks written to RocksDB since start, per shard.", "counter", |s| {
+                    s.chunks_written
+                }),
+                (
+                    "tessera_storage_samples_appended_total",
+                    "Samples stored by the engine since start, per shard.",
+                    "counter",
+                    |s| s.samples_appended,
+                ),
             ];
             for (name, help, kind, f) in per_shard {
                 header(&mut out, name, help, kind);

@@ -54,7 +54,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let app = http::router(Arc::clone(&state), Some(query_api(&state)));
     let mut http_cfg = state.config.http.clone();
     http_cfg.max_connections = connection_cap(http_cfg.max_connections);
-    let serve = http::connections::serve(listener, app, http_cfg, Arc::clone(&state.metrics.connections), shutdown.clone());
+    let serve =
+        http::connections::serve(listener, app, http_cfg, Arc::clone(&state.metrics.connections), shutdown.clone());
     let timeout_secs = state.config.shutdown_timeout_secs;
     let mut serve_task = tokio::spawn(serve);
     // Normally a signal (or a failed shard open) cancels `shutdown`; if the HTTP server
@@ -127,11 +128,8 @@ fn query_api(state: &AppState) -> http::query_api::QueryApi {
         ("storage.retention_ms".to_string(), cfg.storage.retention_ms.to_string()),
     ];
     flags.extend(cfg.query.flag_pairs());
-    let info = ServerInfo {
-        flags,
-        storage_retention: format_duration_ms(cfg.storage.retention_ms),
-        ..ServerInfo::default()
-    };
+    let info =
+        ServerInfo { flags, storage_retention: format_duration_ms(cfg.storage.retention_ms), ..ServerInfo::default() };
     QueryApi::new(
         Arc::new(engine_for(&cfg.query)),
         Arc::new(http::tenant_data::ShardsData::new(Arc::clone(state))),
@@ -141,7 +139,11 @@ fn query_api(state: &AppState) -> http::query_api::QueryApi {
 }
 
 /// Opens all shards on a blocking thread, logging replay progress, then publishes them.
-async fn open_shards(state: AppState, shutdown: CancellationToken, fatal: Arc<parking_lot::Mutex<Option<anyhow::Error>>>) {
+async fn open_shards(
+    state: AppState,
+    shutdown: CancellationToken,
+    fatal: Arc<parking_lot::Mutex<Option<anyhow::Error>>>,
+) {
     let st = Arc::clone(&state);
     let started = std::time::Instant::now();
     let res = tokio::task::spawn_blocking(move || {
@@ -261,7 +263,8 @@ fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
             // Write, fsync, rename, fsync the directory: the shard count must survive a
             // crash right after the first start, or a restart could pick another one.
             let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-            std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("cannot write {}", tmp.display()))?;
+            std::io::Write::write_all(&mut f, text.as_bytes())
+                .with_context(|| format!("cannot write {}", tmp.display()))?;
             f.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
             std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
             if let Some(dir) = path.parent() {

@@ -94,7 +94,8 @@ impl TestStore for StorageStore {
     }
 
     fn add(&mut self, labels: Labels, t: i64, v: f64) {
-        let labels: Vec<Label> = labels.iter().map(|l| Label { name: l.name.clone(), value: l.value.clone() }).collect();
+        let labels: Vec<Label> =
+            labels.iter().map(|l| Label { name: l.name.clone(), value: l.value.clone() }).collect();
         self.pending.entry(labels).or_default().insert(t, v);
     }
 
@@ -110,7 +111,8 @@ impl TestStore for StorageStore {
                 labels,
             })
             .collect();
-        let out = self.rt.block_on(self.shards.push(TENANT, series)).map_err(|e| format!("push failed: {}", e.message))?;
+        let out =
+            self.rt.block_on(self.shards.push(TENANT, series)).map_err(|e| format!("push failed: {}", e.message))?;
         if let Some(r) = out.first_rejection {
             return Err(format!("storage refused a loaded sample of {:?} at t={}: {:?}", r.labels, r.t, r.reason));
         }
@@ -157,5 +159,10 @@ fn upstream_scripts_give_the_same_results_through_the_storage_engine() {
     }
     eprintln!("through storage: {passed} evals passed, {failed} failed (all listed in EXPECTED_FAILURES)");
     assert!(passed > 500, "only {passed} evals ran");
-    assert!(unexpected.is_empty(), "{} evals fail through storage but not in memory:\n{}", unexpected.len(), unexpected.join("\n"));
+    assert!(
+        unexpected.is_empty(),
+        "{} evals fail through storage but not in memory:\n{}",
+        unexpected.len(),
+        unexpected.join("\n")
+    );
 }

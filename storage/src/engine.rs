@@ -136,8 +136,12 @@ impl Engine {
                 samples_dropped = rep.samples_dropped, lower_bounds = rep.drops_uncounted,
                 series_unreadable = rep.series_unreadable, "storage: WAL replay lost data to damage");
         }
-        tracing::info!(records = engine.replay.records, samples = engine.replay.samples,
-            elapsed_ms = started.elapsed().as_millis() as u64, "storage: WAL replayed");
+        tracing::info!(
+            records = engine.replay.records,
+            samples = engine.replay.samples,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "storage: WAL replayed"
+        );
         {
             let head = engine.head.lock();
             engine.counters.active_series.store(head.active, Ordering::Relaxed);
@@ -166,7 +170,12 @@ impl Engine {
             }
             if last_seg != Some(seg) {
                 // One line per segment (64 MiB by default) shows a long replay progressing.
-                tracing::info!(segment = seg, last = current - 1, samples_so_far = rep.samples, "storage: replaying WAL segment");
+                tracing::info!(
+                    segment = seg,
+                    last = current - 1,
+                    samples_so_far = rep.samples,
+                    "storage: replaying WAL segment"
+                );
                 last_seg = Some(seg);
             }
             if typ != record::TYPE_BATCH {
@@ -181,7 +190,10 @@ impl Engine {
                 match head.get(e.id) {
                     Some(s) if *s.labels == *enc => {}
                     Some(_) => {
-                        return Err(Error::corrupt("wal record", format!("series id {} replayed with other labels", e.id)))
+                        return Err(Error::corrupt(
+                            "wal record",
+                            format!("series id {} replayed with other labels", e.id),
+                        ))
                     }
                     None => {
                         put_series(&self.db, &mut ctx.batch, e.id, hash, &enc)?;
@@ -278,7 +290,8 @@ impl Engine {
                 // A series from before this restart is read from disk on first touch. If
                 // that read fails (a damaged chunk or SST block), only this series'
                 // samples are refused: nothing was changed for it, so nothing is undone.
-                let series = head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
+                let series =
+                    head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
                 if let Err(e) = ctx.warm(id, series) {
                     let cause: Arc<str> = read::unreadable(&series.labels, &e).to_string().into();
                     if !series.warm_failure_logged {
@@ -426,7 +439,13 @@ impl Engine {
 
     /// `select` that stops with `Error::Interrupted` when `stop` fires (checked between
     /// index reads and per series).
-    pub fn select_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSamples>> {
+    pub fn select_until(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<SeriesSamples>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         if mint > maxt {
             return Ok(Vec::new());
@@ -482,7 +501,13 @@ impl Engine {
     }
 
     /// `series` that stops with `Error::Interrupted` when `stop` fires.
-    pub fn series_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Vec<Label>>> {
+    pub fn series_until(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<Vec<Label>>> {
         let mut out = self.matched_labels(matchers, mint, maxt, stop)?;
         out.sort();
         Ok(out)
@@ -494,7 +519,13 @@ impl Engine {
     }
 
     /// `label_names` that stops with `Error::Interrupted` when `stop` fires.
-    pub fn label_names_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<String>> {
+    pub fn label_names_until(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<String>> {
         if matchers.is_empty() {
             let mint = mint.max(self.watermark.load(Ordering::Relaxed));
             return match self.index(mint, maxt, stop)? {
@@ -638,9 +669,8 @@ fn put_series(db: &DB, batch: &mut WriteBatch, id: u32, hash: u64, enc: &[u8]) -
 /// Applies one sample to series `id` and indexes its day. The caller has warmed the
 /// series (or, in replay, tried to).
 fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Result<Outcome> {
-    let s = head
-        .get_mut(id)
-        .ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
+    let s =
+        head.get_mut(id).ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
     let out = ctx.apply(id, s, t, v)?;
     if out == Outcome::Appended {
         let day = keys::day_of(t);
@@ -677,7 +707,10 @@ fn load_meta(db: &DB) -> Result<i64> {
                 v.as_slice().try_into().map_err(|_| Error::corrupt("meta", "schema version is not 4 bytes"))?,
             );
             if got != keys::SCHEMA_VERSION {
-                return Err(Error::corrupt("meta", format!("schema version {got}, this build reads {}", keys::SCHEMA_VERSION)));
+                return Err(Error::corrupt(
+                    "meta",
+                    format!("schema version {got}, this build reads {}", keys::SCHEMA_VERSION),
+                ));
             }
         }
         None => db

@@ -75,9 +75,7 @@ impl Error {
     /// The class of this error, for status-code mapping.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidRegex { .. } | Error::InvalidInput(_) | Error::InvalidConfig(_) => {
-                ErrorKind::BadData
-            }
+            Error::InvalidRegex { .. } | Error::InvalidInput(_) | Error::InvalidConfig(_) => ErrorKind::BadData,
             Error::Poisoned { .. } | Error::SeriesIdsExhausted => ErrorKind::Unavailable,
             Error::Interrupted { timed_out: true, .. } => ErrorKind::Timeout,
             Error::Interrupted { timed_out: false, .. } => ErrorKind::Canceled,

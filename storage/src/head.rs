@@ -105,7 +105,15 @@ pub struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub fn new(db: &'a DB, cfg: &'a EngineConfig, seg: u64) -> Ctx<'a> {
-        Ctx { db, cfg, batch: WriteBatch::default(), postings: BTreeMap::new(), seg, chunks_written: 0, active_delta: 0 }
+        Ctx {
+            db,
+            cfg,
+            batch: WriteBatch::default(),
+            postings: BTreeMap::new(),
+            seg,
+            chunks_written: 0,
+            active_delta: 0,
+        }
     }
 
     fn chunks_cf(&self) -> Result<&'a rocksdb::ColumnFamily> {

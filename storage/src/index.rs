@@ -31,7 +31,8 @@ pub struct Index<'a> {
 impl<'a> Index<'a> {
     /// An index over the days in `lo..=hi` (inclusive) that have postings.
     pub fn new(db: &'a DB, lo: i32, hi: i32, stop: &'a Interrupt) -> Result<Index<'a>> {
-        let cf = db.cf_handle(CF_POSTINGS).ok_or_else(|| Error::corrupt("rocksdb", "missing postings column family"))?;
+        let cf =
+            db.cf_handle(CF_POSTINGS).ok_or_else(|| Error::corrupt("rocksdb", "missing postings column family"))?;
         Ok(Index { db, cf, days: existing_days(db, cf, lo, hi, stop)?, stop })
     }
 
@@ -149,7 +150,7 @@ impl<'a> Index<'a> {
         // Cheap, selective matchers (`=` on a non-empty value) first, so an empty
         // intersection stops before any scan.
         let mut order: Vec<&Matcher> = matchers.iter().collect();
-        order.sort_by_key(|m| !(m.op() == crate::MatchOp::Equal && !m.value().is_empty()));
+        order.sort_by_key(|m| m.op() != crate::MatchOp::Equal || m.value().is_empty());
         let mut acc: Option<RoaringBitmap> = None;
         for m in order {
             let b = self.matcher(m, &mut all)?;

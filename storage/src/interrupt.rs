@@ -45,7 +45,7 @@ impl Interrupt {
 
     /// `check`, but only every 1024th call of a tight loop (`i` is the loop counter).
     pub(crate) fn check_every(&self, i: usize, what: &'static str) -> Result<()> {
-        if i % 1024 == 0 {
+        if i.is_multiple_of(1024) {
             self.check(what)
         } else {
             Ok(())

@@ -166,8 +166,7 @@ pub fn postings_key(day: i32, name: &str, value: &str) -> Result<Vec<u8>> {
 }
 
 pub fn postings_name_prefix(day: i32, name: &str) -> Result<Vec<u8>> {
-    let len = u16::try_from(name.len())
-        .map_err(|_| {
+    let len = u16::try_from(name.len()).map_err(|_| {
         let head: String = name.chars().take(32).collect();
         Error::InvalidInput(format!("label name longer than 65535 bytes: {head}…"))
     })?;
@@ -229,7 +228,8 @@ mod tests {
 
     #[test]
     fn chunk_keys_sort_by_series_then_time() {
-        let mut keys = vec![chunk_key(2, -5), chunk_key(1, 10), chunk_key(1, -10), chunk_key(1, i64::MIN), chunk_key(2, i64::MAX)];
+        let mut keys =
+            [chunk_key(2, -5), chunk_key(1, 10), chunk_key(1, -10), chunk_key(1, i64::MIN), chunk_key(2, i64::MAX)];
         keys.sort();
         let parsed: Vec<_> = keys.iter().map(|k| parse_chunk_key(k).expect("key")).collect();
         assert_eq!(parsed, vec![(1, i64::MIN), (1, -10), (1, 10), (2, -5), (2, i64::MAX)]);

@@ -35,8 +35,8 @@ mod wal;
 
 pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
-pub use interrupt::Interrupt;
-pub use wal::{Damage, FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};
 pub use error::{Error, ErrorKind, Result};
+pub use interrupt::Interrupt;
 pub use matcher::{MatchOp, Matcher};
 pub use types::{AppendReport, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats};
+pub use wal::{Damage, FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};

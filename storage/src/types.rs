@@ -103,9 +103,9 @@ impl fmt::Display for RejectReason {
                 "sample is too old: this series only accepts timestamps >= {min_allowed_t} ms \
                  (newest sample minus the out-of-order window)"
             ),
-            RejectReason::Duplicate => f.write_str(
-                "duplicate sample: this series already has a different value at this timestamp",
-            ),
+            RejectReason::Duplicate => {
+                f.write_str("duplicate sample: this series already has a different value at this timestamp")
+            }
             RejectReason::OutOfOrderChunkFull => f.write_str(
                 "out-of-order sample refused: the chunk covering this time is full; \
                  send samples in time order",

@@ -70,10 +70,7 @@ impl<'a> Cursor<'a> {
 
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self.pos.checked_add(n).ok_or_else(|| Error::corrupt(self.what, "length overflow"))?;
-        let b = self
-            .buf
-            .get(self.pos..end)
-            .ok_or_else(|| Error::corrupt(self.what, "truncated"))?;
+        let b = self.buf.get(self.pos..end).ok_or_else(|| Error::corrupt(self.what, "truncated"))?;
         self.pos = end;
         Ok(b)
     }

@@ -17,7 +17,12 @@ const T0: i64 = 1_700_000_000_000;
 
 fn config() -> EngineConfig {
     // Small chunks so the child also cuts and persists chunks while being killed.
-    EngineConfig { chunk_target_samples: 16, block_cache_bytes: 8 << 20, memtable_bytes: 1 << 20, ..EngineConfig::default() }
+    EngineConfig {
+        chunk_target_samples: 16,
+        block_cache_bytes: 8 << 20,
+        memtable_bytes: 1 << 20,
+        ..EngineConfig::default()
+    }
 }
 
 fn series_labels(j: usize) -> Vec<Label> {
@@ -71,7 +76,7 @@ fn kill_child_after(dir: &Path, start: u64, acks: usize) -> Vec<u64> {
         }
     }
     child.kill().expect("SIGKILL child"); // std sends SIGKILL on Unix
-    // Lines already printed before the kill were acknowledged too.
+                                          // Lines already printed before the kill were acknowledged too.
     for line in lines.map_while(Result::ok) {
         if let Some(k) = line.strip_prefix("ACK ") {
             if let Ok(k) = k.trim().parse() {

@@ -27,16 +27,21 @@ fn undecodable_bodies_and_unsupported_types_get_400_or_415() {
     assert!(msg.contains("protobuf"), "{msg}");
 
     let body = snappy(&write_request(vec![ts(&[("__name__", "x")], &[(now_ms(), 1.0)])]).encode_to_vec());
-    let (code, msg) = status_and_text(s.post_write(body.clone(), &[("Content-Type", "application/json"), ("Content-Encoding", "snappy")]));
+    let (code, msg) = status_and_text(
+        s.post_write(body.clone(), &[("Content-Type", "application/json"), ("Content-Encoding", "snappy")]),
+    );
     assert_eq!(code, 415, "{msg}");
     assert!(msg.contains("Content-Type"), "{msg}");
 
-    let (code, msg) = status_and_text(
-        s.post_write(body.clone(), &[("Content-Type", "application/x-protobuf;proto=foo.Bar"), ("Content-Encoding", "snappy")]),
-    );
+    let (code, msg) = status_and_text(s.post_write(
+        body.clone(),
+        &[("Content-Type", "application/x-protobuf;proto=foo.Bar"), ("Content-Encoding", "snappy")],
+    ));
     assert_eq!(code, 415, "{msg}");
 
-    let (code, msg) = status_and_text(s.post_write(body.clone(), &[("Content-Type", "application/x-protobuf"), ("Content-Encoding", "gzip")]));
+    let (code, msg) = status_and_text(
+        s.post_write(body.clone(), &[("Content-Type", "application/x-protobuf"), ("Content-Encoding", "gzip")]),
+    );
     assert_eq!(code, 415, "{msg}");
     assert!(msg.contains("Content-Encoding"), "{msg}");
 
@@ -159,7 +164,10 @@ fn over_the_ingestion_rate_gets_429_with_retry_after() {
     let samples: Vec<(i64, f64)> = (0..8).map(|i| (t + i, 1.0)).collect();
     let req = write_request(vec![ts(&[("__name__", "limited")], &samples)]);
     assert_eq!(s.write_v1(&req, Some("small")).status(), 204);
-    let req2 = write_request(vec![ts(&[("__name__", "limited")], &samples.iter().map(|&(t, v)| (t + 100, v)).collect::<Vec<_>>())]);
+    let req2 = write_request(vec![ts(
+        &[("__name__", "limited")],
+        &samples.iter().map(|&(t, v)| (t + 100, v)).collect::<Vec<_>>(),
+    )]);
     let r = s.write_v1(&req2, Some("small"));
     assert_eq!(r.status(), 429);
     let retry: u64 = r.headers()["Retry-After"].to_str().expect("ascii").parse().expect("seconds");
@@ -233,13 +241,23 @@ fn v2_histograms_exemplars_and_bad_symbol_refs_get_400_with_written_counts() {
             v2::TimeSeries { labels_refs: vec![1, 1000], samples: sample(3.0), ..Default::default() },
         ],
     };
-    let r = s.post_write(snappy(&req.encode_to_vec()), &[("Content-Type", tessera_proto::CONTENT_TYPE_V2), ("Content-Encoding", "snappy")]);
+    let r = s.post_write(
+        snappy(&req.encode_to_vec()),
+        &[("Content-Type", tessera_proto::CONTENT_TYPE_V2), ("Content-Encoding", "snappy")],
+    );
     assert_eq!(r.status(), 400);
     assert_eq!(r.headers()["X-Prometheus-Remote-Write-Samples-Written"], "2");
     assert_eq!(r.headers()["X-Prometheus-Remote-Write-Histograms-Written"], "0");
     assert_eq!(r.headers()["X-Prometheus-Remote-Write-Exemplars-Written"], "0");
     let msg = r.text().expect("body");
-    assert!(msg.contains("v2_exemplar{}") && msg.contains("exemplars"), "first offending series is the one with an exemplar: {msg}");
+    assert!(
+        msg.contains("v2_exemplar{}") && msg.contains("exemplars"),
+        "first offending series is the one with an exemplar: {msg}"
+    );
     assert!(msg.contains("3 of 4 series had problems"), "{msg}");
-    assert_eq!(s.read(vec![eq("__name__", "v2_exemplar")], t, t, None).timeseries.len(), 1, "its float sample is written");
+    assert_eq!(
+        s.read(vec![eq("__name__", "v2_exemplar")], t, t, None).timeseries.len(),
+        1,
+        "its float sample is written"
+    );
 }

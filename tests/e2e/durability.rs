@@ -23,12 +23,18 @@ fn kill_9_during_a_write_stream_loses_no_acknowledged_sample() {
         .map(|w| {
             let (stop, acked, url) = (Arc::clone(&stop), Arc::clone(&acked), url.clone());
             std::thread::spawn(move || {
-                let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
+                let client =
+                    reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
                 let mut i = 0i64;
                 while !stop.load(Ordering::Relaxed) {
                     let t = base + i;
                     let series = (0..20)
-                        .map(|k| ts(&[("__name__", "crash_test"), ("series", &k.to_string()), ("writer", &w.to_string())], &[(t, i as f64)]))
+                        .map(|k| {
+                            ts(
+                                &[("__name__", "crash_test"), ("series", &k.to_string()), ("writer", &w.to_string())],
+                                &[(t, i as f64)],
+                            )
+                        })
                         .collect();
                     let body = crate::harness::snappy(&prost::Message::encode_to_vec(&write_request(series)));
                     let r = client
@@ -66,7 +72,9 @@ fn kill_9_during_a_write_stream_loses_no_acknowledged_sample() {
         for k in 0..20 {
             let (series, writer) = (k.to_string(), w.to_string());
             let found = res.timeseries.iter().any(|tsr| {
-                let has = |n: &str, v: &str| tsr.labels.iter().any(|l| &l.name[..] == n.as_bytes() && &l.value[..] == v.as_bytes());
+                let has = |n: &str, v: &str| {
+                    tsr.labels.iter().any(|l| &l.name[..] == n.as_bytes() && &l.value[..] == v.as_bytes())
+                };
                 has("series", &series) && has("writer", &writer) && tsr.samples.iter().any(|p| p.timestamp == *t)
             });
             assert!(found, "acknowledged sample writer={w} series={k} t={t} lost after kill -9");
@@ -90,7 +98,9 @@ fn sigterm_during_a_write_stream_exits_0_and_keeps_every_acknowledged_sample() {
             let client = reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
             for i in 0..100_000i64 {
                 let t = base + i;
-                let series = (0..10).map(|k| ts(&[("__name__", "term_test"), ("series", &k.to_string())], &[(t, i as f64)])).collect();
+                let series = (0..10)
+                    .map(|k| ts(&[("__name__", "term_test"), ("series", &k.to_string())], &[(t, i as f64)]))
+                    .collect();
                 let body = crate::harness::snappy(&prost::Message::encode_to_vec(&write_request(series)));
                 let r = client.post(&url).header("Content-Type", "application/x-protobuf").body(body).send();
                 match r {

@@ -51,7 +51,8 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         let series = chunk
             .iter()
             .map(|&i| {
-                let samples: Vec<(i64, f64)> = (0..100).map(|k| (base + k * 15_000, (k * 1000 + i as i64) as f64)).collect();
+                let samples: Vec<(i64, f64)> =
+                    (0..100).map(|k| (base + k * 15_000, (k * 1000 + i as i64) as f64)).collect();
                 ts(&[("__name__", "dmg"), ("i", &name(i))], &samples)
             })
             .collect();
@@ -79,7 +80,10 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         let msg = r.text().expect("body");
         assert_eq!(status, 400, "restart {restart}: {msg}");
         assert!(msg.contains("stored chunks cannot be read"), "{msg}");
-        assert!(msg.contains("dmg") && (msg.contains("Corruption") || msg.contains("checksum")), "names series and cause: {msg}");
+        assert!(
+            msg.contains("dmg") && (msg.contains("Corruption") || msg.contains("checksum")),
+            "names series and cause: {msg}"
+        );
         assert!(!msg.contains("fsync") && !msg.contains("poison"), "{msg}");
         // Another tenant on the same shards writes and reads as before.
         let other = write_request(vec![ts(&[("__name__", "fine"), ("k", "v")], &[(t, 7.0)])]);
@@ -93,7 +97,11 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         let (mut landed, mut refused_but_readable) = (0, 0);
         for i in 0..300 {
             let (code, body) = s.get_json(
-                &format!("/api/v1/query?query=count_over_time(dmg{{i=\"{}\"}}[2h])&time={}", name(i), (t + 1) as f64 / 1000.0),
+                &format!(
+                    "/api/v1/query?query=count_over_time(dmg{{i=\"{}\"}}[2h])&time={}",
+                    name(i),
+                    (t + 1) as f64 / 1000.0
+                ),
                 Some("a"),
             );
             if code == 200 {
@@ -141,7 +149,9 @@ fn flipped_byte_mid_wal_costs_one_record_and_the_log_says_how_many_samples() {
     const N: usize = 400;
     const STEPS: i64 = 700;
     for step in 0..STEPS {
-        let series = (0..N).map(|i| ts(&[("__name__", "wal"), ("i", &i.to_string())], &[(base + step * 1000, step as f64)])).collect();
+        let series = (0..N)
+            .map(|i| ts(&[("__name__", "wal"), ("i", &i.to_string())], &[(base + step * 1000, step as f64)]))
+            .collect();
         assert_eq!(s.write_v1(&write_request(series), None).status(), 204);
     }
     s.kill9();
@@ -150,7 +160,8 @@ fn flipped_byte_mid_wal_costs_one_record_and_the_log_says_how_many_samples() {
     let segs = wal_dirs
         .iter()
         .map(|d| {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(d).expect("wal dir").map(|e| e.expect("entry").path()).collect();
+            let mut v: Vec<PathBuf> =
+                std::fs::read_dir(d).expect("wal dir").map(|e| e.expect("entry").path()).collect();
             v.retain(|p| std::fs::metadata(p).expect("stat").len() > 0);
             v.sort();
             v

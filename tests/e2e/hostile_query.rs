@@ -61,20 +61,104 @@ fn hostile_promql_requests_get_4xx_and_the_server_survives_them() {
     let deep_parens = nested(34_000, "(", "up", ")");
     // (what, path, form body, expected status, words the error must contain)
     let cases: Vec<(&str, &str, String, u16, &str)> = vec![
-        ("2000 unary minus", "/api/v1/query", format!("query={}", enc(&format!("{}vector(1)", "-".repeat(2000)))), 400, "query.max_query_depth"),
-        ("1750 unary minus", "/api/v1/query_range", format!("query={}&start=0&end=60&step=15", enc(&format!("{}vector(1)", "-".repeat(1750)))), 400, "query.max_query_depth"),
-        ("1750 + terms", "/api/v1/query", format!("query={}", enc(&format!("a{}", "+a".repeat(1750)))), 400, "query.max_query_depth"),
-        ("1500 nested calls", "/api/v1/query", format!("query={}", enc(&nested(1500, "abs(", "vector(1)", ")"))), 400, "query.max_query_depth"),
-        ("1250 nested subqueries", "/api/v1/query", format!("query={}", enc(&nested_subqueries(1250))), 400, "query.max_query_depth"),
-        ("7800 parentheses", "/api/v1/query", format!("query={}", enc(&nested(7800, "(", "1", ")"))), 400, "query.max_query_depth"),
-        ("parse_query at 2750", "/api/v1/parse_query", format!("query={}", enc(&nested(2750, "-(", "up", ")"))), 400, "query.max_query_depth"),
-        ("format_query at 2750", "/api/v1/format_query", format!("query={}", enc(&nested(2750, "(", "up", ")"))), 400, "query.max_query_depth"),
-        ("query_exemplars at 34000", "/api/v1/query_exemplars", format!("query={}", enc(&deep_parens)), 400, "query.max_query_depth"),
-        ("series match[] at 34000", "/api/v1/series", format!("match[]={}", enc(&deep_parens)), 400, "query.max_query_depth"),
-        ("labels match[] at 34000", "/api/v1/labels", format!("match[]={}", enc(&deep_parens)), 400, "query.max_query_depth"),
-        ("48 KB a+a+...", "/api/v1/format_query", format!("query={}", enc(&format!("a{}", "+a".repeat(24_000)))), 400, "query.max_query_depth"),
-        ("1.4 TB subquery", "/api/v1/query", format!("query={}", enc("count_over_time(vector(1)[1000d:1ms])")), 422, "too many samples"),
-        ("time() subquery", "/api/v1/query_range", format!("query={}&start=0&end=600&step=60", enc("sum_over_time(vector(time())[1000d:1ms])")), 422, "too many samples"),
+        (
+            "2000 unary minus",
+            "/api/v1/query",
+            format!("query={}", enc(&format!("{}vector(1)", "-".repeat(2000)))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "1750 unary minus",
+            "/api/v1/query_range",
+            format!("query={}&start=0&end=60&step=15", enc(&format!("{}vector(1)", "-".repeat(1750)))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "1750 + terms",
+            "/api/v1/query",
+            format!("query={}", enc(&format!("a{}", "+a".repeat(1750)))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "1500 nested calls",
+            "/api/v1/query",
+            format!("query={}", enc(&nested(1500, "abs(", "vector(1)", ")"))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "1250 nested subqueries",
+            "/api/v1/query",
+            format!("query={}", enc(&nested_subqueries(1250))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "7800 parentheses",
+            "/api/v1/query",
+            format!("query={}", enc(&nested(7800, "(", "1", ")"))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "parse_query at 2750",
+            "/api/v1/parse_query",
+            format!("query={}", enc(&nested(2750, "-(", "up", ")"))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "format_query at 2750",
+            "/api/v1/format_query",
+            format!("query={}", enc(&nested(2750, "(", "up", ")"))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "query_exemplars at 34000",
+            "/api/v1/query_exemplars",
+            format!("query={}", enc(&deep_parens)),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "series match[] at 34000",
+            "/api/v1/series",
+            format!("match[]={}", enc(&deep_parens)),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "labels match[] at 34000",
+            "/api/v1/labels",
+            format!("match[]={}", enc(&deep_parens)),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "48 KB a+a+...",
+            "/api/v1/format_query",
+            format!("query={}", enc(&format!("a{}", "+a".repeat(24_000)))),
+            400,
+            "query.max_query_depth",
+        ),
+        (
+            "1.4 TB subquery",
+            "/api/v1/query",
+            format!("query={}", enc("count_over_time(vector(1)[1000d:1ms])")),
+            422,
+            "too many samples",
+        ),
+        (
+            "time() subquery",
+            "/api/v1/query_range",
+            format!("query={}&start=0&end=600&step=60", enc("sum_over_time(vector(time())[1000d:1ms])")),
+            422,
+            "too many samples",
+        ),
         ("300 KB query", "/api/v1/query", format!("query=up{}", "+".repeat(300 * 1024)), 400, "query.max_query_bytes"),
         ("3 MiB query form", "/api/v1/query", format!("query={}", "a".repeat(3 << 20)), 413, "query.max_query_bytes"),
     ];
@@ -90,7 +174,8 @@ fn hostile_promql_requests_get_4xx_and_the_server_survives_them() {
         answered += 1;
     }
     // The 1.7 KB GET of the issue, as sent with curl.
-    let (code, body) = s.get_json(&format!("/api/v1/query?query={}", enc(&format!("{}vector(1)", "-".repeat(2000)))), None);
+    let (code, body) =
+        s.get_json(&format!("/api/v1/query?query={}", enc(&format!("{}vector(1)", "-".repeat(2000)))), None);
     assert_eq!(code, 400, "{body}");
     assert_alive(&s, "the GET of 2000 unary minus");
     answered += 1;

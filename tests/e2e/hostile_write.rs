@@ -34,7 +34,8 @@ fn raw_exchange(s: &Server, head: String, body: Vec<u8>) -> (bool, String) {
     let mut conn = TcpStream::connect(s.addr).expect("connect");
     conn.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
     let mut writer = conn.try_clone().expect("clone");
-    let sender = std::thread::spawn(move || writer.write_all(head.as_bytes()).and_then(|_| writer.write_all(&body)).is_ok());
+    let sender =
+        std::thread::spawn(move || writer.write_all(head.as_bytes()).and_then(|_| writer.write_all(&body)).is_ok());
     let mut resp = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
@@ -46,7 +47,11 @@ fn raw_exchange(s: &Server, head: String, body: Vec<u8>) -> (bool, String) {
         if let Some(end) = text.find("\r\n\r\n") {
             let len = text[..end]
                 .lines()
-                .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
                 .unwrap_or(0);
             if resp.len() >= end + 4 + len {
                 break;
@@ -140,14 +145,19 @@ fn samples_outside_the_time_window_are_refused_and_the_rest_written() {
     let ok = s.read(vec![eq("__name__", "window_ok")], t - 1000, t + 1000, None);
     assert_eq!(ok.timeseries.len(), 1);
     let old = s.read(vec![eq("__name__", "window_old")], t - sixteen_days - 1000, t + 1000, None);
-    assert_eq!(old.timeseries[0].samples, vec![prometheus::Sample { value: 2.0, timestamp: t }], "only the recent sample");
+    assert_eq!(
+        old.timeseries[0].samples,
+        vec![prometheus::Sample { value: 2.0, timestamp: t }],
+        "only the recent sample"
+    );
     let ancient = -(1i64 << 62);
     assert!(s.read(vec![eq("__name__", "window_ancient")], ancient - 1000, ancient + 1000, None).timeseries.is_empty());
 
     // The bound is configurable.
     drop(s);
     let s = Server::start_with_config(&dir.path().join("data2"), "[limits]\nmax_sample_age_secs = 60\n");
-    let (code, msg) = status_and_text(s.write_v1(&write_request(vec![ts(&[("__name__", "w")], &[(t - 120_000, 1.0)])]), None));
+    let (code, msg) =
+        status_and_text(s.write_v1(&write_request(vec![ts(&[("__name__", "w")], &[(t - 120_000, 1.0)])]), None));
     assert_eq!(code, 400, "{msg}");
     assert!(msg.contains("at most 60 s before the server clock"), "{msg}");
     assert_healthy(&s);
@@ -204,7 +214,12 @@ fn remote_read_is_bounded_in_queries_and_time() {
         &dir.path().join("data"),
         "[limits]\nmax_read_queries_per_request = 4\nmax_concurrent_reads = 1\n[query]\ntimeout_secs = 2\n",
     );
-    let query = || prometheus::Query { start_timestamp_ms: 0, end_timestamp_ms: 1, matchers: vec![eq("__name__", "x")], hints: None };
+    let query = || prometheus::Query {
+        start_timestamp_ms: 0,
+        end_timestamp_ms: 1,
+        matchers: vec![eq("__name__", "x")],
+        hints: None,
+    };
     let post_read = |queries: Vec<prometheus::Query>| {
         let req = prometheus::ReadRequest { queries, accepted_response_types: vec![] };
         s.http().post(s.url("/api/v1/read")).headers_from(&V1).body(snappy(&req.encode_to_vec())).send().expect("read")
@@ -243,11 +258,24 @@ fn contract_violations_get_clear_400s() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir.path().join("data"));
     let body = snappy(&write_request(vec![ts(&[("__name__", "x")], &[(now_ms(), 1.0)])]).encode_to_vec());
-    let r = s.http().post(s.url("/api/v1/write")).headers_from(&V1).header("X-Scope-OrgID", "a").header("X-Scope-OrgID", "b").body(body).send();
+    let r = s
+        .http()
+        .post(s.url("/api/v1/write"))
+        .headers_from(&V1)
+        .header("X-Scope-OrgID", "a")
+        .header("X-Scope-OrgID", "b")
+        .body(body)
+        .send();
     let (code, msg) = status_and_text(r.expect("write"));
     assert_eq!(code, 400, "{msg}");
     assert!(msg.contains("X-Scope-OrgID is given 2 times"), "{msg}");
-    let r = s.http().get(s.url("/api/v1/labels")).header("X-Scope-OrgID", "a").header("X-Scope-OrgID", "b").send().expect("labels");
+    let r = s
+        .http()
+        .get(s.url("/api/v1/labels"))
+        .header("X-Scope-OrgID", "a")
+        .header("X-Scope-OrgID", "b")
+        .send()
+        .expect("labels");
     assert_eq!(r.status(), 400);
     let v: serde_json::Value = r.json().expect("JSON envelope");
     assert_eq!(v["errorType"], "bad_data");

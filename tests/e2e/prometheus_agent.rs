@@ -15,16 +15,12 @@ fn prometheus_binary() -> PathBuf {
     let candidates = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).map(|d| d.join("prometheus")).collect::<Vec<_>>())
         .unwrap_or_default();
-    candidates
-        .into_iter()
-        .chain([PathBuf::from("/usr/bin/prometheus")])
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "the `prometheus` binary is required by this test and was not found; \
+    candidates.into_iter().chain([PathBuf::from("/usr/bin/prometheus")]).find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!(
+            "the `prometheus` binary is required by this test and was not found; \
                  install it with `apt-get install -y prometheus` (CI does)"
-            )
-        })
+        )
+    })
 }
 
 /// Serves a fixed exposition on `127.0.0.1:0/metrics` from a thread; returns the port.
@@ -122,7 +118,8 @@ fn real_prometheus_agent_remote_writes_scraped_samples_that_read_back() {
             .iter()
             .find(|t| t.labels.iter().any(|l| &l.name[..] == b"UUID" && &l.value[..] == uuid.as_bytes()))
             .expect("series present");
-        let has = |n: &str, v: &str| t.labels.iter().any(|l| &l.name[..] == n.as_bytes() && &l.value[..] == v.as_bytes());
+        let has =
+            |n: &str, v: &str| t.labels.iter().any(|l| &l.name[..] == n.as_bytes() && &l.value[..] == v.as_bytes());
         assert!(has("job", "e2e"), "Prometheus adds the job label");
         assert!(has("instance", &format!("127.0.0.1:{exporter}")), "Prometheus adds the instance label");
         t.samples.last().expect("a sample").value

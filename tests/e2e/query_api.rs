@@ -45,20 +45,16 @@ fn query_api_answers_instant_and_range_queries_over_written_samples() {
     assert_eq!(a["value"], serde_json::json!([last / 1000, "1"]));
 
     // Counter: 30 per 15 s is 2 per second (up to float rounding of the extrapolation).
-    let (status, v) = server.get_json(
-        &format!("/api/v1/query?query=rate(requests_total%5B5m%5D)&time={}", secs(last - 30_000)),
-        None,
-    );
+    let (status, v) = server
+        .get_json(&format!("/api/v1/query?query=rate(requests_total%5B5m%5D)&time={}", secs(last - 30_000)), None);
     assert_eq!(status, 200, "{v}");
     let rate: f64 = v["data"]["result"][0]["value"][1].as_str().and_then(|s| s.parse().ok()).expect("rate value");
     assert!((rate - 2.0).abs() < 1e-9, "{v}");
     assert!(v["data"]["result"][0]["metric"].get("__name__").is_none(), "rate drops the name: {v}");
 
     let start = last - 120_000;
-    let (status, v) = server.get_json(
-        &format!("/api/v1/query_range?query=sum(up)&start={}&end={}&step=60", secs(start), secs(last)),
-        None,
-    );
+    let (status, v) = server
+        .get_json(&format!("/api/v1/query_range?query=sum(up)&start={}&end={}&step=60", secs(start), secs(last)), None);
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["data"]["resultType"], "matrix");
     let values = v["data"]["result"][0]["values"].as_array().expect("values");

@@ -31,13 +31,22 @@ fn remote_write_v1_samples_are_read_back_by_remote_read_and_series_api() {
         .iter()
         .find(|t| t.labels.iter().any(|l| &l.name[..] == b"gpu" && &l.value[..] == b"7"))
         .expect("gpu 7 read back");
-    assert_eq!(g7.samples, vec![prometheus::Sample { value: 7.0, timestamp: t0 }, prometheus::Sample { value: 7.5, timestamp: t0 + 15_000 }]);
+    assert_eq!(
+        g7.samples,
+        vec![
+            prometheus::Sample { value: 7.0, timestamp: t0 },
+            prometheus::Sample { value: 7.5, timestamp: t0 + 15_000 }
+        ]
+    );
     assert!(g7.labels.iter().all(|l| &l.name[..] != b"__tenant__"), "tenant label must not leak");
 
     let (code, body) = s.get_json("/api/v1/series?match[]=DCGM_FI_DEV_GPU_UTIL{gpu=%223%22}", None);
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["status"], "success");
-    assert_eq!(body["data"], serde_json::json!([{"Hostname": "node-1", "__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "3"}]));
+    assert_eq!(
+        body["data"],
+        serde_json::json!([{"Hostname": "node-1", "__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "3"}])
+    );
 
     let (_, labels) = s.get_json("/api/v1/labels", None);
     assert_eq!(labels["data"], serde_json::json!(["Hostname", "__name__", "gpu"]));
@@ -66,7 +75,11 @@ fn remote_write_v2_answers_204_with_written_count_headers() {
                     v2::Sample { value: 40.0 + i as f64, timestamp: t0, start_timestamp: 0 },
                     v2::Sample { value: 41.0, timestamp: t0 + 1000, start_timestamp: 0 },
                 ],
-                metadata: Some(v2::Metadata { r#type: 2, help_ref: st.get_ref("GPU temperature (C)."), unit_ref: st.get_ref("celsius") }),
+                metadata: Some(v2::Metadata {
+                    r#type: 2,
+                    help_ref: st.get_ref("GPU temperature (C)."),
+                    unit_ref: st.get_ref("celsius"),
+                }),
                 ..Default::default()
             }
         })
@@ -91,7 +104,10 @@ fn remote_write_v2_answers_204_with_written_count_headers() {
     assert_eq!(res.timeseries.iter().map(|t| t.samples.len()).sum::<usize>(), 20);
 
     let (_, md) = s.get_json("/api/v1/metadata?metric=gpu_temp", None);
-    assert_eq!(md["data"]["gpu_temp"], serde_json::json!([{"type": "gauge", "help": "GPU temperature (C).", "unit": "celsius"}]));
+    assert_eq!(
+        md["data"]["gpu_temp"],
+        serde_json::json!([{"type": "gauge", "help": "GPU temperature (C).", "unit": "celsius"}])
+    );
 }
 
 /// X-Scope-OrgID separates tenants on every read path (remote read, label values,
@@ -143,7 +159,10 @@ fn metrics_endpoint_counts_samples_requests_and_active_series() {
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir.path().join("data"));
     let t0 = now_ms();
-    let req = write_request(vec![ts(&[("__name__", "m1")], &[(t0, 1.0), (t0 + 1, 2.0)]), ts(&[("__name__", "m2")], &[(t0, 1.0)])]);
+    let req = write_request(vec![
+        ts(&[("__name__", "m1")], &[(t0, 1.0), (t0 + 1, 2.0)]),
+        ts(&[("__name__", "m2")], &[(t0, 1.0)]),
+    ]);
     assert_eq!(s.write_v1(&req, None).status(), 204);
     let text = s.http().get(s.url("/metrics")).send().expect("GET /metrics").text().expect("text");
     assert!(text.contains("tessera_samples_received_total 3"), "{text}");

@@ -48,7 +48,11 @@ pub fn report_bytes_per_sample() {
                 bytes += XorAppender::encode(enc, &data::series(kind, 120, seed)).expect("encode").len();
             }
             all += bytes;
-            println!("report: chunk_bytes_per_sample encoding={ename} kind={} value={:.3}", kind.name(), bytes as f64 / 120_000.0);
+            println!(
+                "report: chunk_bytes_per_sample encoding={ename} kind={} value={:.3}",
+                kind.name(),
+                bytes as f64 / 120_000.0
+            );
         }
         println!("report: chunk_bytes_per_sample encoding={ename} kind=mix value={:.3}", all as f64 / 480_000.0);
     }

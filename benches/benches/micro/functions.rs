@@ -41,7 +41,9 @@ pub fn benches(c: &mut Criterion) {
     let (w, start, end) = counter_window(20);
     let mut g = c.benchmark_group("fn_rate_by_name");
     g.throughput(Throughput::Elements(20));
-    g.bench_function("20", |b| b.iter(|| eval_range(black_box("rate"), black_box(&w), start, end, &[]).expect("known")));
+    g.bench_function("20", |b| {
+        b.iter(|| eval_range(black_box("rate"), black_box(&w), start, end, &[]).expect("known"))
+    });
     g.finish();
     // The Kahan sum alone, the inner loop of `sum`/`avg` aggregations.
     let values: Vec<f64> = (0..1000).map(|i| i as f64 * 0.1).collect();

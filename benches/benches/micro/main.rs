@@ -40,9 +40,20 @@ fn main() {
 /// not the value of an option such as `--measurement-time 3`).
 fn has_filter(args: &[String]) -> bool {
     const TAKES_VALUE: &[&str] = &[
-        "--warm-up-time", "--measurement-time", "--sample-size", "--save-baseline", "--baseline",
-        "--load-baseline", "--nresamples", "--noise-threshold", "--confidence-level",
-        "--significance-level", "--profile-time", "--plotting-backend", "--color", "--output-format",
+        "--warm-up-time",
+        "--measurement-time",
+        "--sample-size",
+        "--save-baseline",
+        "--baseline",
+        "--load-baseline",
+        "--nresamples",
+        "--noise-threshold",
+        "--confidence-level",
+        "--significance-level",
+        "--profile-time",
+        "--plotting-backend",
+        "--color",
+        "--output-format",
     ];
     let mut it = args.iter();
     while let Some(a) = it.next() {

@@ -23,8 +23,11 @@ fn fleet() -> MemStore {
             ("Hostname", host.as_str()),
             ("gpu", g.as_str()),
         ]);
-        let util =
-            Labels::from_pairs([("__name__", "DCGM_FI_DEV_GPU_UTIL"), ("Hostname", host.as_str()), ("gpu", g.as_str())]);
+        let util = Labels::from_pairs([
+            ("__name__", "DCGM_FI_DEV_GPU_UTIL"),
+            ("Hostname", host.as_str()),
+            ("gpu", g.as_str()),
+        ]);
         let mut e = 0.0;
         for i in 0..SAMPLES {
             let t = T0 + i as i64 * SCRAPE_MS;

@@ -92,12 +92,7 @@ impl Dcgm {
     pub fn is_counter(self) -> bool {
         matches!(
             self,
-            Dcgm::TotalEnergy
-                | Dcgm::PcieReplay
-                | Dcgm::NvlinkTx
-                | Dcgm::NvlinkRx
-                | Dcgm::PcieTx
-                | Dcgm::PcieRx
+            Dcgm::TotalEnergy | Dcgm::PcieReplay | Dcgm::NvlinkTx | Dcgm::NvlinkRx | Dcgm::PcieTx | Dcgm::PcieRx
         )
     }
 }
@@ -209,7 +204,5 @@ impl JobKind {
 }
 
 /// Words for job names, so pod names look like a real cluster's.
-pub const JOB_WORDS: [&str; 12] = [
-    "llama", "mistral", "vit", "whisper", "bert", "clip", "diffusion", "moe", "rlhf", "sft",
-    "dpo", "retrieval",
-];
+pub const JOB_WORDS: [&str; 12] =
+    ["llama", "mistral", "vit", "whisper", "bert", "clip", "diffusion", "moe", "rlhf", "sft", "dpo", "retrieval"];

@@ -132,7 +132,11 @@ impl GpuState {
 
         // Clocks: boost while busy, throttled a step when hot; idle clock otherwise.
         let sm_clock = if busy {
-            if self.temp_c > 78.0 { model.sm_boost_mhz - 225.0 } else { model.sm_boost_mhz }
+            if self.temp_c > 78.0 {
+                model.sm_boost_mhz - 225.0
+            } else {
+                model.sm_boost_mhz
+            }
         } else {
             model.sm_idle_mhz
         };
@@ -158,7 +162,9 @@ impl GpuState {
                 Dcgm::SmActive => round_to(gr * 0.96, 6),
                 Dcgm::SmOccupancy => round_to(gr * 0.48, 6),
                 Dcgm::TensorActive => round_to(gr * load.tensor_frac, 6),
-                Dcgm::DramActive => round_to((gr * 0.45 + if busy { 0.02 * rng.normal() } else { 0.0 }).clamp(0.0, 1.0), 6),
+                Dcgm::DramActive => {
+                    round_to((gr * 0.45 + if busy { 0.02 * rng.normal() } else { 0.0 }).clamp(0.0, 1.0), 6)
+                }
                 Dcgm::NvlinkTx => self.nvlink_tx,
                 Dcgm::NvlinkRx => self.nvlink_rx,
                 Dcgm::PcieTx => self.pcie_tx,

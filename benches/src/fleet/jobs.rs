@@ -65,20 +65,34 @@ impl Job {
         // At least two minutes: a job shorter than a few scrapes is noise, not a job.
         let life_ms = rng.exp(mean_job_ms * scale).max(120_000.0) as i64;
         let crashes = kind != JobKind::Inference && rng.chance(0.06);
-        let end_ms = if crashes {
-            now_ms + ((life_ms as f64) * rng.range_f64(0.1, 1.0)) as i64
-        } else {
-            now_ms + life_ms
-        };
+        let end_ms =
+            if crashes { now_ms + ((life_ms as f64) * rng.range_f64(0.1, 1.0)) as i64 } else { now_ms + life_ms };
         let (base, tensor_frac, footprint, step) = match kind {
-            JobKind::Pretrain => (rng.range_f64(0.93, 0.98), rng.range_f64(0.55, 0.8), rng.range_f64(70_000.0, 79_000.0), rng.range_f64(0.8, 3.0)),
-            JobKind::Finetune => (rng.range_f64(0.6, 0.9), rng.range_f64(0.35, 0.65), rng.range_f64(30_000.0, 75_000.0), rng.range_f64(0.3, 1.5)),
-            JobKind::Notebook => (rng.range_f64(0.3, 0.8), rng.range_f64(0.1, 0.4), rng.range_f64(4_000.0, 40_000.0), 0.0),
+            JobKind::Pretrain => (
+                rng.range_f64(0.93, 0.98),
+                rng.range_f64(0.55, 0.8),
+                rng.range_f64(70_000.0, 79_000.0),
+                rng.range_f64(0.8, 3.0),
+            ),
+            JobKind::Finetune => (
+                rng.range_f64(0.6, 0.9),
+                rng.range_f64(0.35, 0.65),
+                rng.range_f64(30_000.0, 75_000.0),
+                rng.range_f64(0.3, 1.5),
+            ),
+            JobKind::Notebook => {
+                (rng.range_f64(0.3, 0.8), rng.range_f64(0.1, 0.4), rng.range_f64(4_000.0, 40_000.0), 0.0)
+            }
             JobKind::Inference => (0.0, rng.range_f64(0.3, 0.6), rng.range_f64(20_000.0, 60_000.0), 0.0),
             JobKind::Eval => (rng.range_f64(0.5, 0.8), rng.range_f64(0.3, 0.6), rng.range_f64(10_000.0, 50_000.0), 0.0),
         };
         let word = rng.pick(&super::catalog::JOB_WORDS);
-        let name = format!("{}-{}-{:05x}", kind.prefix(), word, (serial.wrapping_mul(0x9E37_79B9) ^ rng.next_u64()) & 0xf_ffff);
+        let name = format!(
+            "{}-{}-{:05x}",
+            kind.prefix(),
+            word,
+            (serial.wrapping_mul(0x9E37_79B9) ^ rng.next_u64()) & 0xf_ffff
+        );
         Job {
             kind,
             name: Bytes::from(name),

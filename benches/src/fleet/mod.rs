@@ -409,7 +409,8 @@ impl Fleet {
             (Bytes::from_static(b"namespace"), ns),
             (Bytes::from_static(b"container"), container),
         ];
-        let series: Vec<SeriesRef> = Dcgm::ALL.iter().map(|f| LabelsBuilder::new(f.name()).extend(&base).build()).collect();
+        let series: Vec<SeriesRef> =
+            Dcgm::ALL.iter().map(|f| LabelsBuilder::new(f.name()).extend(&base).build()).collect();
         self.stats.series_created += series.len() as u64;
         self.nodes[node_idx].gpus[g].series = series;
     }
@@ -482,7 +483,8 @@ impl Fleet {
             .jobs
             .iter()
             .filter(|(_, j)| {
-                j.end_ms <= t0 || j.pods.iter().any(|p| self.pods.get(p).is_some_and(|p| self.nodes[p.node].is_down(t0)))
+                j.end_ms <= t0
+                    || j.pods.iter().any(|p| self.pods.get(p).is_some_and(|p| self.nodes[p.node].is_down(t0)))
             })
             .map(|(&id, _)| id)
             .collect();
@@ -591,7 +593,8 @@ impl Fleet {
                 let node = &self.nodes[n];
                 node.usable() && node.gpus.iter().filter(|x| x.pod.is_none()).count() >= g
             })?;
-            let gpus: Vec<usize> = self.nodes[node].gpus.iter().filter(|x| x.pod.is_none()).map(|x| x.index).take(g).collect();
+            let gpus: Vec<usize> =
+                self.nodes[node].gpus.iter().filter(|x| x.pod.is_none()).map(|x| x.index).take(g).collect();
             placement.push((node, gpus));
         }
 
@@ -605,11 +608,8 @@ impl Fleet {
         for (i, (node, gpus)) in placement.into_iter().enumerate() {
             let pod_id = self.next_pod;
             self.next_pod += 1;
-            let suffix = if multi {
-                format!("worker-{i}")
-            } else {
-                format!("{:05x}", self.sched.next_u64() & 0xf_ffff)
-            };
+            let suffix =
+                if multi { format!("worker-{i}") } else { format!("{:05x}", self.sched.next_u64() & 0xf_ffff) };
             let name = format!("{}-{}", String::from_utf8_lossy(&job.name), suffix);
             let cluster = self.nodes[node].cluster;
             let instance = format!("10.{}.{}.{}:9090", 100 + cluster, (pod_id / 250) % 250, pod_id % 250 + 1);
@@ -643,7 +643,9 @@ impl Fleet {
                 };
                 for le in STEP_BUCKETS {
                     let le = if le.is_infinite() { "+Inf".to_string() } else { format!("{le}") };
-                    hist.push(pod_labels(LabelsBuilder::new("training_step_duration_seconds_bucket")).set("le", le).build());
+                    hist.push(
+                        pod_labels(LabelsBuilder::new("training_step_duration_seconds_bucket")).set("le", le).build(),
+                    );
                 }
                 hist.push(pod_labels(LabelsBuilder::new("training_step_duration_seconds_sum")).build());
                 hist.push(pod_labels(LabelsBuilder::new("training_step_duration_seconds_count")).build());

@@ -28,10 +28,7 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 impl Series {
     /// The value of label `name`, if present.
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.labels
-            .iter()
-            .find(|(n, _)| n.as_ref() == name.as_bytes())
-            .map(|(_, v)| v.as_ref())
+        self.labels.iter().find(|(n, _)| n.as_ref() == name.as_bytes()).map(|(_, v)| v.as_ref())
     }
 
     pub fn metric_name(&self) -> &[u8] {

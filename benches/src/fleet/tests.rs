@@ -99,9 +99,8 @@ fn counters_never_decrease_without_reboots() {
     let mut checked = 0;
     for s in samples.iter().filter(|s| !s.is_stale_marker()) {
         let name = std::str::from_utf8(s.series.metric_name()).expect("utf-8");
-        let is_counter = counters.contains(name)
-            || name.ends_with("_total")
-            || name.starts_with("training_step_duration_seconds");
+        let is_counter =
+            counters.contains(name) || name.ends_with("_total") || name.starts_with("training_step_duration_seconds");
         if !is_counter {
             continue;
         }
@@ -170,7 +169,13 @@ fn shorter_jobs_mean_more_pod_churn() {
 #[test]
 fn dcgm_integer_gauges_are_integers() {
     let (samples, _) = run(small(12));
-    let ints = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS"];
+    let ints = [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ];
     for s in samples.iter().filter(|s| !s.is_stale_marker()) {
         let name = std::str::from_utf8(s.series.metric_name()).expect("utf-8");
         if ints.contains(&name) {

@@ -11,7 +11,9 @@ fn internal_marker_becomes_an_ordinary_nan() {
 
 #[test]
 fn staleness_marker_and_other_floats_are_kept_bit_for_bit() {
-    for bits in [STALE_NAN_BITS, GO_NAN_BITS, 0x7ff0_0000_0000_0004, 0.0f64.to_bits(), (-0.0f64).to_bits(), 1.5f64.to_bits()] {
+    for bits in
+        [STALE_NAN_BITS, GO_NAN_BITS, 0x7ff0_0000_0000_0004, 0.0f64.to_bits(), (-0.0f64).to_bits(), 1.5f64.to_bits()]
+    {
         assert_eq!(canonical_float(f64::from_bits(bits)).to_bits(), bits, "{bits:#x}");
     }
     assert!(is_stale_nan(canonical_float(f64::from_bits(STALE_NAN_BITS))));

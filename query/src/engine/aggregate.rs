@@ -144,10 +144,7 @@ impl Evaluator<'_> {
             "count_values" => {
                 let label = sparam.unwrap_or_default();
                 if !functions::labels::is_valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
-                    return Err(QueryError::execution(format!(
-                    "invalid label name {}",
-                    self.ctx.go_quote(&label)
-                )));
+                    return Err(QueryError::execution(format!("invalid label name {}", self.ctx.go_quote(&label))));
                 }
                 self.count_values(&label, &input, &series_group, &glabels).map(Val::Vector)
             }
@@ -166,8 +163,7 @@ impl Evaluator<'_> {
                     }
                 }
                 let name_in_group = !without && names.iter().any(|n| n == NAME);
-                let mut out: Vec<StepSeries> =
-                    glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
+                let mut out: Vec<StepSeries> = glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
                 let mut cur = StepCursor::new(input.len());
                 let mut present = Vec::new();
                 let mut accs: Vec<Option<Acc>> = vec![None; glabels.len()];
@@ -283,8 +279,7 @@ impl Evaluator<'_> {
         pos: &str,
     ) -> Result<Vec<StepSeries>, QueryError> {
         let n = self.n_steps();
-        let mut out: Vec<StepSeries> =
-            input.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name)).collect();
+        let mut out: Vec<StepSeries> = input.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name)).collect();
         // For instant queries the output order matters (topk sorts its result).
         let mut instant_order: Vec<usize> = Vec::new();
         let mut cur = StepCursor::new(input.len());
@@ -325,11 +320,8 @@ impl Evaluator<'_> {
                 }
                 continue;
             }
-            if p >= 9.223372036854776e18 || p < -9.223372036854776e18 {
-                return Err(QueryError::execution(format!(
-                    "Scalar value {} overflows int64",
-                    format_go_g(p)
-                )));
+            if !(-9.223372036854776e18..9.223372036854776e18).contains(&p) {
+                return Err(QueryError::execution(format!("Scalar value {} overflows int64", format_go_g(p))));
             }
             let kk = p as i64;
             if kk < 1 {

@@ -117,7 +117,15 @@ impl Evaluator<'_> {
                 let mut out = Vec::with_capacity(l.len());
                 for (a, c) in l.into_iter().zip(r) {
                     let (v, keep) = float_binop(&op, a, c)?;
-                    out.push(if is_comparison(&op) { if keep { 1.0 } else { 0.0 } } else { v });
+                    out.push(if is_comparison(&op) {
+                        if keep {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    } else {
+                        v
+                    });
                 }
                 Ok(Val::Scalar(out))
             }
@@ -139,7 +147,8 @@ impl Evaluator<'_> {
                     "and" | "or" | "unless" => self.set_op(&op, l, r, on, &names).map(Val::Vector),
                     _ => {
                         let card = if card == Card::ManyToMany { Card::OneToOne } else { card };
-                        let fill = b.modifier.as_ref().map(|m| (m.fill_values.lhs, m.fill_values.rhs)).unwrap_or((None, None));
+                        let fill =
+                            b.modifier.as_ref().map(|m| (m.fill_values.lhs, m.fill_values.rhs)).unwrap_or((None, None));
                         self.vector_binop(&op, l, r, on, &names, card, &include, return_bool, fill).map(Val::Vector)
                     }
                 }

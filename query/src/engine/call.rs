@@ -33,9 +33,9 @@ impl Evaluator<'_> {
         let args: Vec<&Expr> = c.args.args.iter().map(|b| b.as_ref()).collect();
         let n = self.n_steps();
         let arg = |i: usize| -> Result<&Expr, QueryError> {
-            args.get(i).copied().ok_or_else(|| {
-                QueryError::bad_data(format!("wrong number of arguments for function {name}()"))
-            })
+            args.get(i)
+                .copied()
+                .ok_or_else(|| QueryError::bad_data(format!("wrong number of arguments for function {name}()")))
         };
         match name {
             "time" => Ok(Val::Scalar((0..n).map(|k| self.ts(k) as f64 / 1000.0).collect())),
@@ -124,7 +124,9 @@ impl Evaluator<'_> {
                 let re = functions::labels::compile_replace_regex(&re)?;
                 functions::labels::check_replace_dst(&dst)?;
                 if self.ctx.has_invalid_utf8(&dst) {
-                    return Err(QueryError::execution(format!("invalid destination label name in label_replace(): {dst}")));
+                    return Err(QueryError::execution(format!(
+                        "invalid destination label name in label_replace(): {dst}"
+                    )));
                 }
                 let v = self.eval_vector(arg(0)?)?;
                 let mut out = Vec::with_capacity(v.len());
@@ -218,8 +220,17 @@ impl Evaluator<'_> {
                 let lo = self.eval_scalar(arg(0)?)?;
                 let hi = self.eval_scalar(arg(1)?)?;
                 let v = self.eval_vector(arg(2)?)?;
-                self.classic_buckets(v, |k, b| (functions::histogram::bucket_fraction(labels_util::at_step(&lo, k), labels_util::at_step(&hi, k), b), false))
-                    .map(Val::Vector)
+                self.classic_buckets(v, |k, b| {
+                    (
+                        functions::histogram::bucket_fraction(
+                            labels_util::at_step(&lo, k),
+                            labels_util::at_step(&hi, k),
+                            b,
+                        ),
+                        false,
+                    )
+                })
+                .map(Val::Vector)
             }
             "min_of" | "max_of" => {
                 let a = self.eval_scalar(arg(0)?)?;
@@ -321,14 +332,14 @@ impl Evaluator<'_> {
         };
         let mut scalars = Vec::new();
         for &i in &scalar_idx {
-            let e = args.get(i).ok_or_else(|| {
-                QueryError::bad_data(format!("wrong number of arguments for function {name}()"))
-            })?;
+            let e = args
+                .get(i)
+                .ok_or_else(|| QueryError::bad_data(format!("wrong number of arguments for function {name}()")))?;
             scalars.push(self.eval_scalar(e)?);
         }
-        let range_expr = args.get(range_idx).ok_or_else(|| {
-            QueryError::bad_data(format!("wrong number of arguments for function {name}()"))
-        })?;
+        let range_expr = args
+            .get(range_idx)
+            .ok_or_else(|| QueryError::bad_data(format!("wrong number of arguments for function {name}()")))?;
         let ra = self.eval_range_arg(range_expr)?;
         if name == "quantile_over_time" {
             let pos = self.ctx.pos_of_first_arg(name);
@@ -368,8 +379,12 @@ impl Evaluator<'_> {
         // Functions that look at every sample, float or histogram.
         let all_types = matches!(
             name,
-            "count_over_time" | "present_over_time" | "last_over_time" | "first_over_time"
-                | "ts_of_last_over_time" | "ts_of_first_over_time"
+            "count_over_time"
+                | "present_over_time"
+                | "last_over_time"
+                | "first_over_time"
+                | "ts_of_last_over_time"
+                | "ts_of_first_over_time"
         );
         // Functions that refuse a mix of floats and histograms (warning, no result);
         // the others ignore the histograms (info).

@@ -59,7 +59,7 @@ impl Ctx {
     pub fn check_interrupt(&self) -> Result<(), QueryError> {
         let n = self.ticks.get().wrapping_add(1);
         self.ticks.set(n);
-        if n % 64 != 0 {
+        if !n.is_multiple_of(64) {
             return Ok(());
         }
         self.check_interrupt_now()
@@ -172,7 +172,9 @@ impl Ctx {
         let bytes: Vec<u8> = s
             .chars()
             .flat_map(|c| {
-                if ('\u{80}'..='\u{ff}').contains(&c) && self.query.to_ascii_lowercase().contains(&format!("\\x{:02x}", c as u32)) {
+                if ('\u{80}'..='\u{ff}').contains(&c)
+                    && self.query.to_ascii_lowercase().contains(&format!("\\x{:02x}", c as u32))
+                {
                     vec![c as u32 as u8]
                 } else {
                     let mut b = [0u8; 4];
@@ -509,8 +511,17 @@ fn is_literal(e: &Expr) -> bool {
 /// Functions whose value depends on the evaluation time itself, so an `@` on their
 /// argument does not make them step invariant (Prometheus' `AtModifierUnsafeFunctions`).
 const AT_UNSAFE: &[&str] = &[
-    "days_in_month", "day_of_month", "day_of_week", "day_of_year", "hour", "minute", "month", "year",
-    "predict_linear", "time", "timestamp",
+    "days_in_month",
+    "day_of_month",
+    "day_of_week",
+    "day_of_year",
+    "hour",
+    "minute",
+    "month",
+    "year",
+    "predict_linear",
+    "time",
+    "timestamp",
 ];
 
 /// Whether `e` has the same value at every step (Prometheus' preprocessing rules).

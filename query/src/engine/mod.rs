@@ -27,8 +27,8 @@ use crate::value::{QueryOutput, Value, VectorElem};
 use eval::{Ctx, Evaluator};
 use types::Val;
 
-pub use limits::TextLimits;
 pub use labels_util::{is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
+pub use limits::TextLimits;
 
 /// Engine-wide limits and defaults.
 #[derive(Debug, Clone)]
@@ -111,9 +111,7 @@ impl Engine {
                 }
                 Value::Vector(out)
             }
-            Val::Range(series) => {
-                Value::Matrix(into_matrix(series)?)
-            }
+            Val::Range(series) => Value::Matrix(into_matrix(series)?),
         };
         Ok(ctx.into_output(value))
     }
@@ -170,9 +168,7 @@ impl Engine {
                     .collect();
                 Value::Matrix(vec![Series { labels: Default::default(), samples }])
             }
-            Val::Vector(series) | Val::Range(series) => {
-                Value::Matrix(into_matrix(series)?)
-            }
+            Val::Vector(series) | Val::Range(series) => Value::Matrix(into_matrix(series)?),
             Val::Str(_) => {
                 return Err(QueryError::bad_data(
                     "invalid expression type \"string\" for range query, must be Scalar or instant Vector",

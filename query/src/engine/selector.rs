@@ -30,11 +30,7 @@ pub(crate) fn matcher_sets(vs: &VectorSelector) -> Vec<Vec<Matcher>> {
     if vs.matchers.or_matchers.is_empty() {
         return vec![base];
     }
-    vs.matchers
-        .or_matchers
-        .iter()
-        .map(|alt| base.iter().cloned().chain(alt.iter().map(conv)).collect())
-        .collect()
+    vs.matchers.or_matchers.iter().map(|alt| base.iter().cloned().chain(alt.iter().map(conv)).collect()).collect()
 }
 
 impl Evaluator<'_> {

@@ -94,7 +94,9 @@ fn range_query_rejects_too_many_points() {
 fn huge_offset_range_or_time_is_bad_data_not_overflow() {
     let e = Engine::default();
     let q = QueryOptions::default();
-    for expr in ["up_total offset 200000000y", "rate(up_total[200000000y])", "up_total[5m:200000000y]", "up_total @ 9e15"] {
+    for expr in
+        ["up_total offset 200000000y", "rate(up_total[200000000y])", "up_total[5m:200000000y]", "up_total @ 9e15"]
+    {
         let err = e.instant_query(&store(), expr, 0, &q).unwrap_err();
         assert_eq!(err.kind, ErrorKind::BadData, "{expr}: {}", err.message);
         assert!(err.message.contains("out of range"), "{expr}: {}", err.message);

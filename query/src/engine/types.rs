@@ -99,9 +99,7 @@ pub(crate) fn finalize_names(mut series: Vec<StepSeries>) -> Result<Vec<StepSeri
             for &k in &order[i..j] {
                 for &(t, v) in &series[k].pts {
                     if !seen.insert(t) {
-                        return Err(QueryError::execution(
-                            "vector cannot contain metrics with the same labelset",
-                        ));
+                        return Err(QueryError::execution("vector cannot contain metrics with the same labelset"));
                     }
                     merged.pts.push((t, v));
                 }

@@ -146,7 +146,7 @@ fn go_underscore_ok(s: &str) -> bool {
     if b.len() >= 2 && b[0] == b'0' && matches!(b[1].to_ascii_lowercase(), b'b' | b'o' | b'x') {
         i = 2;
         saw = b'0';
-        hex = b[1].to_ascii_lowercase() == b'x';
+        hex = b[1].eq_ignore_ascii_case(&b'x');
     }
     while i < b.len() {
         let c = b[i];

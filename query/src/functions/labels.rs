@@ -4,9 +4,9 @@
 
 use regex::Regex;
 
-use tessera_model::goregex;
 use crate::model::{Label, Labels};
 use crate::QueryError;
+use tessera_model::goregex;
 
 /// Prometheus 3.x validates label names with the UTF-8 scheme: any non-empty valid UTF-8
 /// string (and a Rust `&str` is always valid UTF-8).
@@ -40,7 +40,13 @@ pub fn check_replace_dst(dst: &str) -> Result<(), QueryError> {
 /// `Regexp.Expand` does; an empty result removes `dst`. No match leaves the labels
 /// unchanged. An invalid destination name is an error (`execution`, as Prometheus
 /// reports it).
-pub fn label_replace_with(l: &Labels, dst: &str, replacement: &str, src: &str, re: &Regex) -> Result<Labels, QueryError> {
+pub fn label_replace_with(
+    l: &Labels,
+    dst: &str,
+    replacement: &str,
+    src: &str,
+    re: &Regex,
+) -> Result<Labels, QueryError> {
     check_replace_dst(dst)?;
     let src_val = l.get(src).unwrap_or("");
     let Some(caps) = re.captures(src_val) else {
@@ -111,10 +117,7 @@ pub fn expand(re: &Regex, caps: &regex::Captures<'_>, template: &str) -> String 
         rest = after;
         let group = match group_number(name) {
             Some(n) => caps.get(n),
-            None => re
-                .capture_names()
-                .position(|n| n == Some(name))
-                .and_then(|i| caps.get(i)),
+            None => re.capture_names().position(|n| n == Some(name)).and_then(|i| caps.get(i)),
         };
         if let Some(m) = group {
             out.push_str(m.as_str());

@@ -56,7 +56,12 @@ pub fn run_file(path: &Path) -> FileSummary {
             file: name.clone(),
             passed: 0,
             failed: 1,
-            failures: vec![Failure { file: name, line: 0, query: String::new(), reason: format!("cannot read file: {e}") }],
+            failures: vec![Failure {
+                file: name,
+                line: 0,
+                query: String::new(),
+                reason: format!("cannot read file: {e}"),
+            }],
         },
     }
 }
@@ -106,7 +111,12 @@ pub fn run_script_on(name: &str, text: &str, store: &mut dyn TestStore) -> FileS
                     Ok(()) => fs.passed += 1,
                     Err(reason) => {
                         fs.failed += 1;
-                        fs.failures.push(Failure { file: name.to_string(), line: e.line, query: e.query.clone(), reason });
+                        fs.failures.push(Failure {
+                            file: name.to_string(),
+                            line: e.line,
+                            query: e.query.clone(),
+                            reason,
+                        });
                     }
                 }
             }

@@ -1,4 +1,4 @@
-use super::parse::{parse_series_line, parse_script, Cmd, Point};
+use super::parse::{parse_script, parse_series_line, Cmd, Point};
 use super::run_script;
 
 #[test]
@@ -10,8 +10,21 @@ fn series_values_expand_like_promtool() {
     assert_eq!(
         pts,
         vec![
-            Float(1.0), Float(3.0), Float(5.0), Float(7.0), Missing, Missing, Stale, Float(5.0), Float(5.0),
-            Float(0.0), Float(0.0), Float(0.0), Float(-1.0), Float(-2.0), Float(f64::INFINITY)
+            Float(1.0),
+            Float(3.0),
+            Float(5.0),
+            Float(7.0),
+            Missing,
+            Missing,
+            Stale,
+            Float(5.0),
+            Float(5.0),
+            Float(0.0),
+            Float(0.0),
+            Float(0.0),
+            Float(-1.0),
+            Float(-2.0),
+            Float(f64::INFINITY)
         ]
     );
 }

@@ -100,10 +100,15 @@ impl ClusterConfig {
             ));
         }
         if self.placement != ALGORITHM {
-            return Err(format!("cluster.placement {:?} is unknown; the only algorithm is {ALGORITHM:?}", self.placement));
+            return Err(format!(
+                "cluster.placement {:?} is unknown; the only algorithm is {ALGORITHM:?}",
+                self.placement
+            ));
         }
         match (self.ingester_count, self.ingesters.is_empty()) {
-            (0, true) => return Err("no ingesters: set cluster.ingesters = [{ id, addr }, ...] or cluster.ingester_count".into()),
+            (0, true) => {
+                return Err("no ingesters: set cluster.ingesters = [{ id, addr }, ...] or cluster.ingester_count".into())
+            }
             (n, false) if n > 0 => {
                 return Err("set either cluster.ingesters or cluster.ingester_count, not both".into());
             }

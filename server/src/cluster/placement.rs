@@ -105,7 +105,9 @@ impl Placement {
                 pairs.push((score(s, &m.id), s, i));
             }
         }
-        pairs.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| members[a.2].id.cmp(&members[b.2].id)).then(a.1.cmp(&b.1)));
+        pairs.sort_unstable_by(|a, b| {
+            b.0.cmp(&a.0).then_with(|| members[a.2].id.cmp(&members[b.2].id)).then(a.1.cmp(&b.1))
+        });
         let mut load = vec![0usize; n];
         let mut replicas: Vec<Vec<usize>> = vec![Vec::with_capacity(rf_us); shards as usize];
         // Passes relax one rule at a time: cap floor → cap ceil → no cap → no zones.
@@ -124,7 +126,11 @@ impl Placement {
             }
         }
         for (s, r) in replicas.iter_mut().enumerate() {
-            r.sort_by(|&a, &b| score(s as u32, &members[b].id).cmp(&score(s as u32, &members[a].id)).then_with(|| members[a].id.cmp(&members[b].id)));
+            r.sort_by(|&a, &b| {
+                score(s as u32, &members[b].id)
+                    .cmp(&score(s as u32, &members[a].id))
+                    .then_with(|| members[a].id.cmp(&members[b].id))
+            });
         }
         Ok(Placement { shards, rf, members: members.to_vec(), replicas })
     }
@@ -150,8 +156,11 @@ impl Placement {
     pub fn moved_to(&self, other: &Placement) -> usize {
         let mut moved = 0;
         for (s, r) in other.replicas.iter().enumerate() {
-            let before: Vec<&str> =
-                self.replicas.get(s).map(|v| v.iter().map(|&i| self.members[i].id.as_str()).collect()).unwrap_or_default();
+            let before: Vec<&str> = self
+                .replicas
+                .get(s)
+                .map(|v| v.iter().map(|&i| self.members[i].id.as_str()).collect())
+                .unwrap_or_default();
             moved += r.iter().filter(|&&i| !before.contains(&other.members[i].id.as_str())).count();
         }
         moved

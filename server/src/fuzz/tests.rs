@@ -2,8 +2,8 @@
 //! `regenerate_fuzz_seeds` (ignored) rewrites the generated part of the corpus:
 //! `cargo test --workspace -- --ignored regenerate_fuzz_seeds`.
 
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 use tessera_proto::{prometheus, v2, SymbolTable};
 
 use super::{config, corpus, inputs};
@@ -138,7 +138,10 @@ fn regenerate_fuzz_seeds() {
                 labels: gpu(i),
                 samples: vec![
                     prometheus::Sample { value: 42.0, timestamp: 1_700_000_000_000 },
-                    prometheus::Sample { value: f64::from_bits(tessera_model::STALE_NAN_BITS), timestamp: 1_700_000_015_000 },
+                    prometheus::Sample {
+                        value: f64::from_bits(tessera_model::STALE_NAN_BITS),
+                        timestamp: 1_700_000_015_000,
+                    },
                 ],
                 ..Default::default()
             })
@@ -157,7 +160,11 @@ fn regenerate_fuzz_seeds() {
     let series: Vec<v2::TimeSeries> = (0..4)
         .map(|i| {
             let gpu = i.to_string();
-            let refs = symbols.label_refs([("Hostname", "node-1"), ("__name__", "DCGM_FI_DEV_FB_USED"), ("gpu", gpu.as_str())]);
+            let refs = symbols.label_refs([
+                ("Hostname", "node-1"),
+                ("__name__", "DCGM_FI_DEV_FB_USED"),
+                ("gpu", gpu.as_str()),
+            ]);
             v2::TimeSeries {
                 labels_refs: refs,
                 samples: vec![v2::Sample { value: 1024.0, timestamp: 1_700_000_000_000, ..Default::default() }],
@@ -165,7 +172,7 @@ fn regenerate_fuzz_seeds() {
             }
         })
         .collect();
-    let v2req = v2::Request { symbols: symbols.into_symbols(), timeseries: series, ..Default::default() };
+    let v2req = v2::Request { symbols: symbols.into_symbols(), timeseries: series };
     write("remote_write_v2", "gen-typical.bin", snappy(&v2req.encode_to_vec()));
     write("remote_write_v2", "gen-typical-raw.bin", v2req.encode_to_vec());
 

@@ -156,10 +156,9 @@ pub async fn serve(
         closed: tokio::sync::Notify::new(),
     });
     let mut builder = Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout((cfg.header_read_timeout_secs > 0).then(|| Duration::from_secs(cfg.header_read_timeout_secs)));
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(
+        (cfg.header_read_timeout_secs > 0).then(|| Duration::from_secs(cfg.header_read_timeout_secs)),
+    );
     builder.http2().timer(TokioTimer::new()).max_concurrent_streams(cfg.max_concurrent_streams);
     let builder = Arc::new(builder);
 

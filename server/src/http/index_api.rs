@@ -20,8 +20,8 @@ use tessera_storage::Matcher;
 
 use super::{params, AppState};
 use crate::error::{ApiError, JsonError};
-use crate::shards::request_interrupt;
 use crate::ingest::validate::valid_label_name;
+use crate::shards::request_interrupt;
 
 /// `{"status":"success","data":...}` plus `warnings` when a limit truncated the data.
 fn success<T: Serialize>(data: T, truncated: bool) -> Response {
@@ -43,7 +43,12 @@ fn apply_limit<T>(v: &mut Vec<T>, limit: Option<usize>) -> bool {
     }
 }
 
-pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): RawQuery, body: Bytes) -> Result<Response, JsonError> {
+pub async fn series(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+    body: Bytes,
+) -> Result<Response, JsonError> {
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
@@ -69,7 +74,12 @@ pub async fn series(State(st): State<AppState>, headers: HeaderMap, RawQuery(q):
     Ok(success(data, truncated))
 }
 
-pub async fn label_names(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): RawQuery, body: Bytes) -> Result<Response, JsonError> {
+pub async fn label_names(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+    body: Bytes,
+) -> Result<Response, JsonError> {
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
@@ -96,7 +106,8 @@ pub async fn label_values(
 ) -> Result<Response, JsonError> {
     // axum's own rejection (e.g. `%ff`, not UTF-8 once decoded) is plain text; answer in
     // the JSON envelope like every other error of this API.
-    let Path(name) = path.map_err(|r| ApiError::bad_data(format!("invalid label name in the URL path: {}", r.body_text())))?;
+    let Path(name) =
+        path.map_err(|r| ApiError::bad_data(format!("invalid label name in the URL path: {}", r.body_text())))?;
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     // The same name rules as the write path: a name we would never store cannot match.
@@ -119,7 +130,11 @@ pub async fn label_values(
 }
 
 /// `/api/v1/metadata?metric=&limit=&limit_per_metric=`, from the in-memory store.
-pub async fn metadata(State(st): State<AppState>, headers: HeaderMap, RawQuery(q): RawQuery) -> Result<Response, JsonError> {
+pub async fn metadata(
+    State(st): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(q): RawQuery,
+) -> Result<Response, JsonError> {
     let pairs = params::form_pairs(q.as_deref(), &[]);
     let tenant = params::tenant(&headers)?;
     let parse_limit = |key: &str| -> Result<Option<usize>, ApiError> {

@@ -78,7 +78,9 @@ impl ServerState {
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             // One spare permit: a request's body and its decoded memory are each rounded
             // up to whole KiB, so the largest request allowed by `Config::validate` fits.
-            inflight_write_kib: Arc::new(tokio::sync::Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024) + 1)),
+            inflight_write_kib: Arc::new(tokio::sync::Semaphore::new(
+                config.limits.max_inflight_write_bytes.div_ceil(1024) + 1,
+            )),
             config,
         }
     }
@@ -135,11 +137,8 @@ pub fn router(state: AppState, query: Option<query_api::QueryApi>) -> Router {
 
 /// Counts every request by route and status and records its latency.
 async fn track_request(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let handler = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "other".to_owned());
+    let handler =
+        req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "other".to_owned());
     let start = Instant::now();
     let resp = next.run(req).await;
     let code = resp.status().as_u16().to_string();

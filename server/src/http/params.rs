@@ -52,7 +52,9 @@ pub fn limit(pairs: &[(String, String)]) -> Result<Option<usize>, ApiError> {
         Some(s) => match s.parse::<i64>() {
             Ok(n) if n > 0 => Ok(Some(n as usize)),
             Ok(0) => Ok(None),
-            _ => Err(ApiError::bad_data(format!("invalid parameter \"limit\": cannot parse {s:?} to a non-negative integer"))),
+            _ => Err(ApiError::bad_data(format!(
+                "invalid parameter \"limit\": cannot parse {s:?} to a non-negative integer"
+            ))),
         },
     }
 }
@@ -73,7 +75,10 @@ pub fn selectors(pairs: &[(String, String)], limits: &TextLimits) -> Result<Vec<
 
 /// [`selectors`] on the blocking pool: parsing PromQL and compiling regexes is CPU work
 /// that must not hold an async worker.
-pub async fn selectors_off_runtime(pairs: &[(String, String)], limits: TextLimits) -> Result<Vec<Vec<Matcher>>, ApiError> {
+pub async fn selectors_off_runtime(
+    pairs: &[(String, String)],
+    limits: TextLimits,
+) -> Result<Vec<Vec<Matcher>>, ApiError> {
     let matches: Vec<(String, String)> = pairs.iter().filter(|(k, _)| k == "match[]").cloned().collect();
     if matches.is_empty() {
         return Ok(Vec::new());

@@ -22,16 +22,16 @@ pub mod json;
 pub mod params;
 mod response;
 mod status;
-mod tsdb_stats;
 #[cfg(test)]
 mod tests;
+mod tsdb_stats;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
-use futures::future::BoxFuture;
 use axum::Router;
+use futures::future::BoxFuture;
 use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
 
 pub use engine::engine_for;
@@ -53,8 +53,13 @@ pub struct EvalOptions {
 /// from the blocking pool.
 pub trait Evaluator: Send + Sync + 'static {
     /// Evaluates `expr` at `time_ms`.
-    fn instant(&self, data: &dyn Queryable, expr: &str, time_ms: i64, opts: &EvalOptions)
-        -> Result<QueryOutput, QueryError>;
+    fn instant(
+        &self,
+        data: &dyn Queryable,
+        expr: &str,
+        time_ms: i64,
+        opts: &EvalOptions,
+    ) -> Result<QueryOutput, QueryError>;
 
     /// Evaluates `expr` at every step from `start_ms` to `end_ms` inclusive.
     fn range(
@@ -264,7 +269,12 @@ pub struct QueryApi {
 }
 
 impl QueryApi {
-    pub fn new(evaluator: Arc<dyn Evaluator>, data: Arc<dyn TenantData>, limits: QueryLimits, info: ServerInfo) -> Self {
+    pub fn new(
+        evaluator: Arc<dyn Evaluator>,
+        data: Arc<dyn TenantData>,
+        limits: QueryLimits,
+        info: ServerInfo,
+    ) -> Self {
         let executor = exec::Executor::new(limits.concurrency());
         QueryApi { evaluator, data, limits, info, executor }
     }

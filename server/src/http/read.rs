@@ -40,7 +40,10 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
     let timed_out = || {
         ApiError::new(
             ErrorKind::Timeout,
-            format!("remote read did not finish within {} s (query.timeout_secs); narrow the time range or matchers", timeout.as_secs()),
+            format!(
+                "remote read did not finish within {} s (query.timeout_secs); narrow the time range or matchers",
+                timeout.as_secs()
+            ),
         )
     };
     // Past this point the request stops where it is when the deadline passes: the
@@ -81,16 +84,19 @@ async fn serve(
     // Decompression and decoding are CPU work proportional to the body: off the runtime.
     let max_queries = limits.max_read_queries_per_request;
     let req = tokio::task::spawn_blocking(move || decode_request(&body, &limits))
-    .await
-    .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
+        .await
+        .map_err(|e| ApiError::internal(format!("decode task failed: {e}")))??;
     if req.queries.len() > max_queries {
         return Err(ApiError::bad_data(format!(
             "remote read request has {} queries, more than the limit of {max_queries} (limits.max_read_queries_per_request)",
             req.queries.len()
         )));
     }
-    if !req.accepted_response_types.is_empty() && !req.accepted_response_types.contains(&(ResponseType::Samples as i32)) {
-        return Err(ApiError::bad_data("none of the accepted response types is supported: this server answers SAMPLES only"));
+    if !req.accepted_response_types.is_empty() && !req.accepted_response_types.contains(&(ResponseType::Samples as i32))
+    {
+        return Err(ApiError::bad_data(
+            "none of the accepted response types is supported: this server answers SAMPLES only",
+        ));
     }
 
     // Queries run one after another: each already fans out over every shard, and the
@@ -104,7 +110,9 @@ async fn serve(
         if total > MAX_READ_SAMPLES {
             return Err(ApiError::new(
                 ErrorKind::Execution,
-                format!("remote read would return more than {MAX_READ_SAMPLES} samples; narrow the time range or matchers"),
+                format!(
+                    "remote read would return more than {MAX_READ_SAMPLES} samples; narrow the time range or matchers"
+                ),
             ));
         }
         let timeseries = series
@@ -138,7 +146,8 @@ async fn serve(
 /// decoded-memory bound as remote write, checked before decoding.
 pub fn decode_request(body: &[u8], limits: &crate::config::Limits) -> Result<prometheus::ReadRequest, ApiError> {
     let raw = decode::decompress(body, limits.max_decompressed_bytes)?;
-    let not_protobuf = |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}"));
+    let not_protobuf =
+        |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid prometheus.ReadRequest: {e}"));
     decode::Budget::new(limits.max_decoded_bytes_per_request)
         .charge(decode::wire_cost(&raw, decode::READ_REQUEST).map_err(|e| not_protobuf(&e))?)?;
     prometheus::ReadRequest::decode(raw).map_err(|e| not_protobuf(&e))

@@ -87,7 +87,10 @@ mod tests {
         for tenant in ["a", "b"] {
             let labels = vec![Label::new("__name__", "up"), Label::new("owner", tenant)];
             let hash = series_hash(tenant, &labels);
-            shards.push(tenant, vec![PushSeries { labels, samples: vec![Sample { t: 1, v: 1.0 }], hash }]).await.expect("push");
+            shards
+                .push(tenant, vec![PushSeries { labels, samples: vec![Sample { t: 1, v: 1.0 }], hash }])
+                .await
+                .expect("push");
         }
         let series = data.series_labels("a").await.expect("series");
         assert_eq!(series.len(), 1);

@@ -76,10 +76,15 @@ const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(10);
 /// answering, unless the client waits for `100 Continue` (then it has sent nothing).
 pub(super) async fn read_body(headers: &HeaderMap, mut body: Body, max: usize) -> Result<bytes::Bytes, ApiError> {
     let too_large = |n: String| {
-        ApiError::new(ErrorKind::TooLarge, format!("request body {n}is larger than the limit of {max} bytes (limits.max_request_bytes)"))
+        ApiError::new(
+            ErrorKind::TooLarge,
+            format!("request body {n}is larger than the limit of {max} bytes (limits.max_request_bytes)"),
+        )
     };
     let drain_limit = (max as u64).saturating_mul(DRAIN_LIMIT_FACTOR);
-    if let Some(len) = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(len) =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok())
+    {
         if len > max as u64 {
             let expects_continue =
                 headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
@@ -118,7 +123,13 @@ async fn drain(mut body: Body, limit: u64) {
     let _ = tokio::time::timeout(DRAIN_TIME, discard).await;
 }
 
-async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body, written: &mut Written) -> Result<(), ApiError> {
+async fn write(
+    st: &AppState,
+    headers: &HeaderMap,
+    version: Version,
+    body: Body,
+    written: &mut Written,
+) -> Result<(), ApiError> {
     // Cheap refusals first: a bad tenant or a server still replaying costs no body read.
     let tenant = params::tenant(headers)?;
     let shards = st.shards()?;
@@ -131,10 +142,8 @@ async fn write(st: &AppState, headers: &HeaderMap, version: Version, body: Body,
     let claimed = snap::raw::decompress_len(&body).unwrap_or(body.len()).min(limits.max_decompressed_bytes);
     let kib = u32::try_from(claimed.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
     let sem = Arc::clone(&st.inflight_write_kib);
-    let admitted = Arc::clone(&sem)
-        .acquire_many_owned(kib)
-        .await
-        .map_err(|_| ApiError::unavailable("server is shutting down"))?;
+    let admitted =
+        Arc::clone(&sem).acquire_many_owned(kib).await.map_err(|_| ApiError::unavailable("server is shutting down"))?;
 
     // Everything proportional to the request runs off the runtime, on one blocking
     // thread: decompression, decoding and validation, the time-window filter, the shard

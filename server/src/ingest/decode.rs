@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::Message as _;
-use tessera_proto::{prometheus, v2};
 use tessera_model::canonical_float;
+use tessera_proto::{prometheus, v2};
 use tessera_storage::{Label, Sample};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -85,7 +85,9 @@ pub fn decompress(body: &[u8], max: usize) -> Result<Bytes, ApiError> {
     if len > max {
         return Err(ApiError::new(
             ErrorKind::TooLarge,
-            format!("decompressed body would be {len} bytes, more than the limit of {max} (limits.max_decompressed_bytes)"),
+            format!(
+                "decompressed body would be {len} bytes, more than the limit of {max} (limits.max_decompressed_bytes)"
+            ),
         ));
     }
     let out = snap::raw::Decoder::new()
@@ -126,7 +128,13 @@ pub struct Problems {
 impl Problems {
     /// Records a problem of series `index` that refused `samples` float samples. The
     /// description and reason are only built if this becomes the first problem.
-    pub fn add(&mut self, index: usize, samples: u64, series: impl FnOnce() -> String, reason: impl FnOnce() -> String) {
+    pub fn add(
+        &mut self,
+        index: usize,
+        samples: u64,
+        series: impl FnOnce() -> String,
+        reason: impl FnOnce() -> String,
+    ) {
         self.indexes.push(index);
         self.samples += samples;
         if self.first.as_ref().is_none_or(|f| index < f.index) {
@@ -185,7 +193,8 @@ pub fn decode_within(version: Version, body: &[u8], limits: &Limits, budget: &mu
         Version::V1 => (tessera_proto::PROTO_V1, V1_REQUEST),
         Version::V2 => (tessera_proto::PROTO_V2, V2_REQUEST),
     };
-    let not_protobuf = |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid {proto} protobuf message: {e}"));
+    let not_protobuf =
+        |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid {proto} protobuf message: {e}"));
     budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
     match version {
         Version::V1 => {
@@ -444,7 +453,8 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) 
             Ok(labels) => {
                 unsupported_parts(&mut b, index, || describe(pairs()), ts.histograms.len(), ts.exemplars.len());
                 if n > 0 {
-                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
+                    let samples =
+                        ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
                     b.series.push(ValidSeries { index, labels, samples });
                 }
             }
@@ -522,14 +532,21 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
         match validate_labels(pairs.iter().copied(), limits) {
             Err(reason) => b.problems.add(index, n, || describe(pairs.iter().copied()), || reason),
             Ok(labels) => {
-                unsupported_parts(&mut b, index, || describe(pairs.iter().copied()), ts.histograms.len(), ts.exemplars.len());
+                unsupported_parts(
+                    &mut b,
+                    index,
+                    || describe(pairs.iter().copied()),
+                    ts.histograms.len(),
+                    ts.exemplars.len(),
+                );
                 if limits.max_metadata_per_tenant > 0 {
                     if let Some(md) = &ts.metadata {
                         v2_metadata(&mut b, md, &labels, &sym, limits.max_metadata_text_bytes, budget)?;
                     }
                 }
                 if n > 0 {
-                    let samples = ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
+                    let samples =
+                        ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
                     b.series.push(ValidSeries { index, labels, samples });
                 }
             }
@@ -554,12 +571,19 @@ fn v2_metadata<'a>(
     }
     let Some(name) = labels.iter().find(|l| l.name == METRIC_NAME) else { return Ok(()) };
     let raw = |r: u32| sym(r).unwrap_or_default();
-    let cut = |s: &[u8]| -> usize { if max_text == 0 { s.len() } else { s.len().min(max_text) } };
+    let cut = |s: &[u8]| -> usize {
+        if max_text == 0 {
+            s.len()
+        } else {
+            s.len().min(max_text)
+        }
+    };
     let kind = v1_type_name(md.r#type);
     let (help, unit) = (raw(md.help_ref), raw(md.unit_ref));
     let (help, unit) = (&help[..cut(help)], &unit[..cut(unit)]);
     if let Some((last_name, last)) = b.metadata.last() {
-        if *last_name == name.value && last.kind == kind && last.help.as_bytes() == help && last.unit.as_bytes() == unit {
+        if *last_name == name.value && last.kind == kind && last.help.as_bytes() == help && last.unit.as_bytes() == unit
+        {
             return Ok(());
         }
     }

@@ -44,17 +44,12 @@ pub fn validate_labels<'a>(
                 return Err(format!("duplicate label name {:?}", lossy(name)));
             }
             if name < p {
-                return Err(format!(
-                    "label names are not sorted: {:?} comes after {:?}",
-                    lossy(name),
-                    lossy(p)
-                ));
+                return Err(format!("label names are not sorted: {:?} comes after {:?}", lossy(name), lossy(p)));
             }
         }
         prev = Some(name);
         let name = std::str::from_utf8(name).map_err(|_| format!("label name {:?} is not valid UTF-8", lossy(name)))?;
-        let value = std::str::from_utf8(value)
-            .map_err(|_| format!("value of label {name:?} is not valid UTF-8"))?;
+        let value = std::str::from_utf8(value).map_err(|_| format!("value of label {name:?} is not valid UTF-8"))?;
         if limits.max_label_name_bytes > 0 && name.len() > limits.max_label_name_bytes {
             return Err(format!(
                 "label name {:?}... is {} bytes long, more than the limit of {} (limits.max_label_name_bytes)",

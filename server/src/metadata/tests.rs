@@ -15,7 +15,10 @@ fn tenants_do_not_see_each_others_metadata() {
 #[test]
 fn repeated_entries_are_deduplicated_and_limits_apply() {
     let s = MetadataStore::new(2, 0, 0);
-    s.record("t", vec![("x".into(), e("counter", "1")), ("x".into(), e("counter", "1")), ("x".into(), e("counter", "2"))]);
+    s.record(
+        "t",
+        vec![("x".into(), e("counter", "1")), ("x".into(), e("counter", "1")), ("x".into(), e("counter", "2"))],
+    );
     assert_eq!(s.query("t", Some("x"), None, None)["x"].len(), 2);
     assert_eq!(s.query("t", Some("x"), None, Some(1))["x"], vec![e("counter", "2")]);
     s.record("t", vec![("y".into(), e("gauge", "")), ("z".into(), e("gauge", ""))]);

@@ -95,7 +95,7 @@ impl Shards {
     ) -> std::result::Result<Shards, tessera_storage::Error> {
         // Opening is mostly disk reads and WAL decoding; a few threads overlap the I/O
         // without oversubscribing a small machine.
-        let threads = count.min(4).max(1);
+        let threads = count.clamp(1, 4);
         let next = AtomicUsize::new(0);
         let mut slots: Vec<Option<std::result::Result<Engine, tessera_storage::Error>>> =
             (0..count).map(|_| None).collect();
@@ -188,9 +188,8 @@ impl Shards {
             parts[shard_of(s.hash, n)].push(i);
         }
         // Storage wants the tenant label inside the sorted label set.
-        let stored: Arc<Vec<(Vec<Label>, Vec<Sample>)>> = Arc::new(
-            series.into_iter().map(|s| (with_tenant(tenant, s.labels), s.samples)).collect(),
-        );
+        let stored: Arc<Vec<(Vec<Label>, Vec<Sample>)>> =
+            Arc::new(series.into_iter().map(|s| (with_tenant(tenant, s.labels), s.samples)).collect());
         let mut tasks = Vec::new();
         for (shard, idx) in parts.into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {
             let stored = Arc::clone(&stored);
@@ -228,7 +227,8 @@ impl Shards {
                             // happy path.
                             let mut labels = stored[orig].0.clone();
                             strip_tenant(&mut labels);
-                            out.first_rejection = Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
+                            out.first_rejection =
+                                Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
                         }
                     }
                 }

@@ -31,8 +31,9 @@ fn name_eq(v: &str) -> Matcher {
 async fn pushed_series_are_read_back_without_the_tenant_label() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards = open(dir.path(), 4);
-    let batch: Vec<PushSeries> =
-        (0..20).map(|i| series("a", &[("__name__", "gpu_util"), ("gpu", &i.to_string())], &[(1000, i as f64)])).collect();
+    let batch: Vec<PushSeries> = (0..20)
+        .map(|i| series("a", &[("__name__", "gpu_util"), ("gpu", &i.to_string())], &[(1000, i as f64)]))
+        .collect();
     let out = shards.push("a", batch).await.expect("push");
     assert_eq!(out.accepted, 20);
     assert!(out.shard_seconds.len() > 1, "20 series should spread over several of 4 shards");
@@ -48,7 +49,10 @@ async fn pushed_series_are_read_back_without_the_tenant_label() {
 async fn tenants_never_see_each_others_series_labels_or_values() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards = open(dir.path(), 2);
-    shards.push("a", vec![series("a", &[("__name__", "up"), ("secret", "a-only")], &[(1, 1.0)])]).await.expect("push a");
+    shards
+        .push("a", vec![series("a", &[("__name__", "up"), ("secret", "a-only")], &[(1, 1.0)])])
+        .await
+        .expect("push a");
     shards.push("b", vec![series("b", &[("__name__", "up"), ("job", "b")], &[(1, 2.0)])]).await.expect("push b");
     let b = shards.select("b", &[name_eq("up")], 0, 10).await.expect("select");
     assert_eq!(b.len(), 1);
@@ -93,11 +97,15 @@ async fn rejected_samples_are_reported_with_their_request_index() {
 async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards = open(dir.path(), 3);
-    shards.push("a", vec![series("a", &[("__name__", "up"), ("job", "n")], &[(10, 1.0), (20, 0.0)])]).await.expect("push");
+    shards
+        .push("a", vec![series("a", &[("__name__", "up"), ("job", "n")], &[(10, 1.0), (20, 0.0)])])
+        .await
+        .expect("push");
     shards.push("b", vec![series("b", &[("__name__", "up"), ("job", "n")], &[(10, 9.0)])]).await.expect("push");
     let view = shards.tenant_view("a");
     let got = tokio::task::spawn_blocking(move || {
-        let m = tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let m =
+            tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
         view.select(&[m], 0, 100)
     })
     .await
@@ -154,7 +162,8 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
     shards.push("a", vec![series("a", &[("__name__", "up")], &[(10, 1.0)])]).await.expect("push");
     let view = shards.tenant_view("a");
     let err = tokio::task::spawn_blocking(move || {
-        let m = tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let m =
+            tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
         let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
         view.select_controlled(&[m], 0, 100, &ctl)
     })

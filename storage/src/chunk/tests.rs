@@ -77,7 +77,9 @@ fn dod_bucket_edges_round_trip() {
     let mut t = 1_000_000i64;
     let mut delta = 15_000i64;
     let mut samples = vec![Sample::new(t, 0.0)];
-    for dod in [0i64, 8192, -8191, -8192, 8193, 65536, -65535, -65536, 524288, -524287, -524288, 524289, 1 << 40, -(1 << 40)] {
+    for dod in
+        [0i64, 8192, -8191, -8192, 8193, 65536, -65535, -65536, 524288, -524287, -524288, 524289, 1 << 40, -(1 << 40)]
+    {
         delta += dod;
         t += delta;
         samples.push(Sample::new(t, dod as f64));
@@ -92,10 +94,8 @@ fn frozen_v1_fixture_decodes() {
     // Derived by hand from the Prometheus XOR layout: count=3, varint(1000)=d0 0f,
     // 1.0 as 8 raw bytes, uvarint(15000)=98 75, then bits 0 (v1 unchanged), 0 (dod 0),
     // 11 00001 001101 1111111111101 (new xor window: leading 1, 13 significant bits).
-    let frozen: &[u8] = &[
-        0x00, 0x03, 0xd0, 0x0f, 0x3f, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x98, 0x75, 0x30,
-        0x9b, 0xff, 0xd0,
-    ];
+    let frozen: &[u8] =
+        &[0x00, 0x03, 0xd0, 0x0f, 0x3f, 0xf0, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x98, 0x75, 0x30, 0x9b, 0xff, 0xd0];
     if bytes != frozen {
         panic!("encoding changed: {bytes:02x?}");
     }

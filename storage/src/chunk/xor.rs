@@ -249,7 +249,18 @@ impl<'a> XorIter<'a> {
             Ok(h) => (u16::from_be_bytes([h[0], h[1]]), false),
             Err(_) => (0, true),
         };
-        XorIter { buckets: enc.buckets(), r, remaining, read: 0, t: 0, delta: 0, v: 0, leading: 0xff, trailing: 0, failed }
+        XorIter {
+            buckets: enc.buckets(),
+            r,
+            remaining,
+            read: 0,
+            t: 0,
+            delta: 0,
+            v: 0,
+            leading: 0xff,
+            trailing: 0,
+            failed,
+        }
     }
 
     /// True when the header could not even be read (a 0- or 1-byte input).

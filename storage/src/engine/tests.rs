@@ -201,9 +201,15 @@ fn matchers_follow_prometheus_semantics_for_missing_labels() {
     assert_eq!(names(&[m("pod", MatchOp::NotRegex, "train-[0-9]"), m("__name__", MatchOp::Equal, "m")]), ["infer-1"]);
     assert_eq!(names(&[]).len(), 3, "no matchers selects everything");
     assert_eq!(e.label_names(&[], i64::MIN, i64::MAX).expect("names"), ["__name__", "gpu", "pod"]);
-    assert_eq!(e.label_names(&[m("pod", MatchOp::Equal, "train-2")], i64::MIN, i64::MAX).expect("names"), ["__name__", "pod"]);
+    assert_eq!(
+        e.label_names(&[m("pod", MatchOp::Equal, "train-2")], i64::MIN, i64::MAX).expect("names"),
+        ["__name__", "pod"]
+    );
     assert_eq!(e.label_values("gpu", &[], i64::MIN, i64::MAX).expect("values"), ["0", "1"]);
-    assert_eq!(e.label_values("pod", &[m("gpu", MatchOp::Regex, ".+")], i64::MIN, i64::MAX).expect("values"), ["infer-1", "train-1"]);
+    assert_eq!(
+        e.label_values("pod", &[m("gpu", MatchOp::Regex, ".+")], i64::MIN, i64::MAX).expect("values"),
+        ["infer-1", "train-1"]
+    );
     // A time range on another day sees nothing.
     assert!(e.series(&[], T0 + 5 * keys::MS_PER_DAY, T0 + 6 * keys::MS_PER_DAY).expect("series").is_empty());
 }
@@ -285,7 +291,8 @@ fn model_select(sets: &[(Vec<Label>, BTreeSet<i32>)], ms: &[Matcher], lo: i32, h
 
 fn arb_matcher() -> impl Strategy<Value = Matcher> {
     let names = prop_oneof![Just("a"), Just("b"), Just("c")];
-    let values = prop_oneof![Just(""), Just("x"), Just("y"), Just("x|y"), Just("x.*"), Just(".*"), Just(".+"), Just("[xz]")];
+    let values =
+        prop_oneof![Just(""), Just("x"), Just("y"), Just("x|y"), Just("x.*"), Just(".*"), Just(".+"), Just("[xz]")];
     let ops = prop_oneof![Just(MatchOp::Equal), Just(MatchOp::NotEqual), Just(MatchOp::Regex), Just(MatchOp::NotRegex)];
     (names, ops, values).prop_map(|(n, o, v)| Matcher::new(n, o, v).expect("valid"))
 }
@@ -421,7 +428,8 @@ fn wal_is_truncated_behind_written_chunks_and_bounded_by_forced_cuts() {
     let e = Engine::open(d.path(), config.clone()).expect("open");
     let mut peak = 0;
     for step in 0..STEPS {
-        let samples: Vec<[Sample; 1]> = (0..N).map(|i| [Sample::new(T0 + step * 1000, (step * N + i) as f64)]).collect();
+        let samples: Vec<[Sample; 1]> =
+            (0..N).map(|i| [Sample::new(T0 + step * 1000, (step * N + i) as f64)]).collect();
         let batch: Vec<SeriesAppend<'_>> =
             series.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
         e.append(&batch).expect("append");
@@ -442,7 +450,8 @@ fn wal_is_truncated_behind_written_chunks_and_bounded_by_forced_cuts() {
 /// Appends `steps` batches of one sample for each of `series`, one WAL record per batch.
 fn append_steps(e: &Engine, series: &[Vec<Label>], steps: std::ops::Range<i64>) {
     for step in steps {
-        let samples: Vec<[Sample; 1]> = (0..series.len()).map(|i| [Sample::new(T0 + step * 1000, (step * 1000 + i as i64) as f64)]).collect();
+        let samples: Vec<[Sample; 1]> =
+            (0..series.len()).map(|i| [Sample::new(T0 + step * 1000, (step * 1000 + i as i64) as f64)]).collect();
         let batch: Vec<SeriesAppend<'_>> =
             series.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
         e.append(&batch).expect("append");
@@ -592,7 +601,8 @@ fn damaged_sst_block_refuses_only_the_affected_series_and_never_poisons() {
     let mut all = series.clone();
     all.push(fresh.clone());
     let samples: Vec<[Sample; 1]> = (0..all.len()).map(|i| [Sample::new(T0 + 200_000, i as f64)]).collect();
-    let batch: Vec<SeriesAppend<'_>> = all.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+    let batch: Vec<SeriesAppend<'_>> =
+        all.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
     let rep = e.append(&batch).expect("a damaged block is no engine failure");
     let refused = rep.rejected_unreadable as usize;
     assert!(refused >= 1, "the damage hit no series: the test corrupts the wrong bytes");
@@ -618,7 +628,11 @@ fn damaged_sst_block_refuses_only_the_affected_series_and_never_poisons() {
     assert_eq!(all_samples(&e, g).len(), 102);
     assert_eq!(all_samples(&e, &fresh), vec![Sample::new(T0 + 200_000, DAMAGE_SERIES as f64)]);
     let err = e
-        .select(&[m("__name__", MatchOp::Equal, "d"), m("i", MatchOp::Equal, &series[first.series_index][1].value)], i64::MIN, i64::MAX)
+        .select(
+            &[m("__name__", MatchOp::Equal, "d"), m("i", MatchOp::Equal, &series[first.series_index][1].value)],
+            i64::MIN,
+            i64::MAX,
+        )
         .expect_err("damaged series");
     assert!(err.to_string().contains(&name), "a read error names the series: {err}");
     // Refused again (not poisoned) on the next write, and counted.

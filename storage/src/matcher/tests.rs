@@ -23,7 +23,8 @@ fn dot_matches_newline_like_prometheus() {
 #[test]
 fn fast_paths_agree_with_the_regex() {
     let cases = ["train-.*", "0|1|2", "plain", ".*", "x+", "ab*c", "a?b", "pre[0-9]+.*", "", "a|"];
-    let inputs = ["", "train-", "train-abc", "0", "1", "3", "plain", "plainx", "xx", "ac", "abbc", "b", "ab", "pre12z", "a"];
+    let inputs =
+        ["", "train-", "train-abc", "0", "1", "3", "plain", "plainx", "xx", "ac", "abbc", "b", "ab", "pre12z", "a"];
     for c in cases {
         let fast = m(MatchOp::Regex, c);
         let re = goregex::compile_anchored(c).expect("regex");

@@ -42,7 +42,11 @@ impl FsyncHistogram {
             acc += b.load(Ordering::Relaxed);
             *out = acc;
         }
-        FsyncStats { buckets, count: self.count.load(Ordering::Relaxed), sum_nanos: self.sum_nanos.load(Ordering::Relaxed) }
+        FsyncStats {
+            buckets,
+            count: self.count.load(Ordering::Relaxed),
+            sum_nanos: self.sum_nanos.load(Ordering::Relaxed),
+        }
     }
 }
 

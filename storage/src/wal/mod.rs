@@ -15,8 +15,8 @@
 mod fsync_stats;
 pub mod record;
 
-pub use fsync_stats::{FsyncStats, FSYNC_BUCKETS_SECONDS};
 use fsync_stats::FsyncHistogram;
+pub use fsync_stats::{FsyncStats, FSYNC_BUCKETS_SECONDS};
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -264,7 +264,8 @@ impl Wal {
 
     fn new_segment(dir: &Path, seg: u64) -> Result<File> {
         let p = segment_path(dir, seg);
-        let f = OpenOptions::new().create_new(true).append(true).open(&p).map_err(Error::io("create wal segment", &p))?;
+        let f =
+            OpenOptions::new().create_new(true).append(true).open(&p).map_err(Error::io("create wal segment", &p))?;
         // The new directory entry must be durable too, or power loss could lose the file.
         sync_dir(dir)?;
         Ok(f)

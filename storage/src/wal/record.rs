@@ -132,7 +132,10 @@ pub fn read_frame(buf: &[u8]) -> Frame<'_> {
         return bad(format!("torn record: length {len}, only {} bytes left", buf.len() - FRAME_HEADER));
     };
     if crc32fast::hash(body) != crc {
-        return Frame::Bad { reason: "record checksum mismatch".into(), damaged: Some((FRAME_HEADER + len, body[0], &body[1..])) };
+        return Frame::Bad {
+            reason: "record checksum mismatch".into(),
+            damaged: Some((FRAME_HEADER + len, body[0], &body[1..])),
+        };
     }
     Frame::Record(body[0], &body[1..], FRAME_HEADER + len)
 }

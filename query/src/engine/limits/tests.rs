@@ -182,7 +182,11 @@ fn crashing_inputs_from_issue_12_are_refused_naming_the_limit() {
         let err = check_text(&text, &limits).expect_err(what);
         assert!(start.elapsed() < Duration::from_millis(500), "{what}: the scan is linear");
         assert_eq!(err.kind, ErrorKind::BadData);
-        assert!(err.message.contains("query.max_query_depth") && err.message.contains("256"), "{what}: {}", err.message);
+        assert!(
+            err.message.contains("query.max_query_depth") && err.message.contains("256"),
+            "{what}: {}",
+            err.message
+        );
     }
 }
 
@@ -269,7 +273,8 @@ proptest! {
 #[test]
 #[ignore]
 fn stack_probe() {
-    let spec = std::env::var("TESSERA_STACK_PROBE").expect("set TESSERA_STACK_PROBE=<shape>,<k>,<stack KiB>[,1 = skip evaluation]");
+    let spec = std::env::var("TESSERA_STACK_PROBE")
+        .expect("set TESSERA_STACK_PROBE=<shape>,<k>,<stack KiB>[,1 = skip evaluation]");
     let v: Vec<usize> = spec.split(',').map(|x| x.parse().expect("number")).collect();
     let (name, shape) = shapes()[v[0]];
     let text = shape(v[1]);

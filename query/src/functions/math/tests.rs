@@ -139,7 +139,9 @@ fn trig_values_from_trig_functions_test() {
         assert!((got - want).abs() <= 1e-6 * want.abs().max(1.0), "{name}({x}) = {got}, want {want}");
     }
     assert_eq!(f("sinh", 10.), 11013.232874703393);
-    for name in ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "rad", "deg"] {
+    for name in
+        ["sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "rad", "deg"]
+    {
         assert!(f(name, f64::NAN).is_nan(), "{name}(NaN)");
     }
 }

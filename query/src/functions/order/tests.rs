@@ -4,7 +4,15 @@ use super::*;
 
 fn sorted(values: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = values.iter().map(|s| s.to_string()).collect();
-    v.sort_by(|a, b| if a == b { Ordering::Equal } else if natural_less(a, b) { Ordering::Less } else { Ordering::Greater });
+    v.sort_by(|a, b| {
+        if a == b {
+            Ordering::Equal
+        } else if natural_less(a, b) {
+            Ordering::Less
+        } else {
+            Ordering::Greater
+        }
+    });
     v
 }
 
@@ -41,7 +49,7 @@ fn sort_by_label_falls_back_to_full_label_sets() {
 
 #[test]
 fn value_sorts_put_nan_last_both_ways() {
-    let mut v = vec![2., f64::NAN, 1., 3.];
+    let mut v = [2., f64::NAN, 1., 3.];
     v.sort_by(|a, b| sort_asc_cmp(*a, *b));
     assert_eq!(&v[..3], &[1., 2., 3.]);
     assert!(v[3].is_nan());

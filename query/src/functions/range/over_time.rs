@@ -129,10 +129,7 @@ pub fn changes(samples: &[Sample]) -> Option<f64> {
     if samples.is_empty() {
         return None;
     }
-    let n = samples
-        .windows(2)
-        .filter(|w| w[1].v != w[0].v && !(w[1].v.is_nan() && w[0].v.is_nan()))
-        .count();
+    let n = samples.windows(2).filter(|w| w[1].v != w[0].v && !(w[1].v.is_nan() && w[0].v.is_nan())).count();
     Some(n as f64)
 }
 

@@ -72,9 +72,7 @@ pub fn predict_linear(samples: &[Sample], at_ms: i64, duration_s: f64) -> Option
 /// give no result.
 pub fn double_exponential_smoothing(samples: &[Sample], sf: f64, tf: f64) -> Result<Option<f64>, QueryError> {
     if sf <= 0.0 || sf >= 1.0 {
-        return Err(QueryError::execution(format!(
-            "invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}"
-        )));
+        return Err(QueryError::execution(format!("invalid smoothing factor. Expected: 0 < sf < 1, got: {sf:.6}")));
     }
     if tf <= 0.0 || tf >= 1.0 {
         return Err(QueryError::execution(format!("invalid trend factor. Expected: 0 < tf < 1, got: {tf:.6}")));

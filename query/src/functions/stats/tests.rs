@@ -63,9 +63,9 @@ fn stdvar_accumulator_matches_aggregators_test() {
 
 #[test]
 fn avg_accumulator_survives_overflowing_sums() {
-    let mut a = AvgAccumulator::new(9.988465674311579e307);
-    a.add(9.988465674311579e307);
-    assert_eq!(a.value(), 9.988465674311579e307);
+    let mut a = AvgAccumulator::new(9.988_465_674_311_58e307);
+    a.add(9.988_465_674_311_58e307);
+    assert_eq!(a.value(), 9.988_465_674_311_58e307);
     let mut a = AvgAccumulator::new(1.);
     for v in [2., 3., 4., 5.] {
         a.add(v);
@@ -133,7 +133,7 @@ proptest! {
 
 #[test]
 fn avg_accumulator_cases_from_aggregators_test() {
-    let big = 9.988465674311579e307;
+    let big = 9.988_465_674_311_58e307;
     let inf = f64::INFINITY;
     let cases: &[(&[f64], f64)] = &[
         (&[2., 8., 1e100, -1e100], 2.5),

@@ -61,8 +61,7 @@ fn adding_an_ingester_moves_little_more_than_the_ideal() {
 
 #[test]
 fn zones_get_distinct_replicas_when_there_are_enough() {
-    let ms: Vec<Member> =
-        (0..6).map(|i| Member { id: format!("ing-{i}"), zone: format!("zone-{}", i % 3) }).collect();
+    let ms: Vec<Member> = (0..6).map(|i| Member { id: format!("ing-{i}"), zone: format!("zone-{}", i % 3) }).collect();
     let p = Placement::compute(32, 3, &ms).expect("placement");
     for r in &p.replicas {
         let mut zones: Vec<&str> = r.iter().map(|&i| ms[i].zone.as_str()).collect();

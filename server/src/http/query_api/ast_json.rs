@@ -194,10 +194,7 @@ pub fn translate(expr: &Expr) -> Node {
                 "func",
                 obj(vec![
                     ("name", Node::Str(c.func.name.to_string())),
-                    (
-                        "argTypes",
-                        Node::List(c.func.arg_types.iter().map(|t| Node::Str(t.to_string())).collect()),
-                    ),
+                    ("argTypes", Node::List(c.func.arg_types.iter().map(|t| Node::Str(t.to_string())).collect())),
                     ("variadic", Node::Int(c.func.variadic as i64)),
                     ("returnType", Node::Str(c.func.return_type.to_string())),
                 ]),
@@ -221,15 +218,13 @@ pub fn translate(expr: &Expr) -> Node {
                 ("startOrEnd", start_or_end),
             ])
         }
-        Expr::NumberLiteral(n) => obj(vec![
-            ("type", Node::Str("numberLiteral".into())),
-            ("val", Node::Str(format_float(n.val))),
-        ]),
+        Expr::NumberLiteral(n) => {
+            obj(vec![("type", Node::Str("numberLiteral".into())), ("val", Node::Str(format_float(n.val)))])
+        }
         Expr::Paren(p) => obj(vec![("type", Node::Str("parenExpr".into())), ("expr", translate(&p.expr))]),
-        Expr::StringLiteral(s) => obj(vec![
-            ("type", Node::Str("stringLiteral".into())),
-            ("val", Node::Str(s.val.clone())),
-        ]),
+        Expr::StringLiteral(s) => {
+            obj(vec![("type", Node::Str("stringLiteral".into())), ("val", Node::Str(s.val.clone()))])
+        }
         Expr::Unary(u) => obj(vec![
             ("type", Node::Str("unaryExpr".into())),
             ("op", Node::Str("-".into())),

@@ -29,7 +29,13 @@ fn with_lookback(engine: &Engine, opts: &EvalOptions) -> Option<Engine> {
 }
 
 impl Evaluator for Engine {
-    fn instant(&self, data: &dyn Queryable, expr: &str, time_ms: i64, opts: &EvalOptions) -> Result<QueryOutput, QueryError> {
+    fn instant(
+        &self,
+        data: &dyn Queryable,
+        expr: &str,
+        time_ms: i64,
+        opts: &EvalOptions,
+    ) -> Result<QueryOutput, QueryError> {
         let custom = with_lookback(self, opts);
         custom.as_ref().unwrap_or(self).instant_query(data, expr, time_ms, &query_options(opts))
     }

@@ -36,11 +36,7 @@ impl FromRequest<Arc<QueryApi>> for ApiRequest {
     async fn from_request(req: Request, api: &Arc<QueryApi>) -> Result<Self, JsonError> {
         // Tenant IDs are validated the same way for every endpoint.
         let tenant = crate::http::params::tenant(req.headers()).map_err(JsonError)?;
-        let content_type = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let query = req.uri().query().map(str::to_owned);
         let (parts, body) = req.into_parts();
         let body = read_form_body(&parts.headers, body, api.limits.max_form_bytes()).await.map_err(JsonError)?;
@@ -65,7 +61,8 @@ async fn read_form_body(headers: &HeaderMap, mut body: Body, max: usize) -> Resu
         )
     };
     let drain_max = max.saturating_mul(DRAIN_FACTOR) as u64;
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if let Some(len) = declared.filter(|&len| len > drain_max) {
         return Err(too_large(len));
     }
@@ -225,7 +222,7 @@ fn with_thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -301,7 +298,8 @@ pub async fn query_exemplars(State(api): State<Arc<QueryApi>>, req: ApiRequest) 
         let expr = p.value("query").to_string();
         let text_limits = api.limits.text_limits();
         on_pool(&api, deadline, move |_| {
-            tessera_query::engine::limits::check_text(&expr, &text_limits).map_err(|e| ApiError::bad_data(e.message))?;
+            tessera_query::engine::limits::check_text(&expr, &text_limits)
+                .map_err(|e| ApiError::bad_data(e.message))?;
             let ast = promql_parser::parser::parse(&expr).map_err(ApiError::bad_data)?;
             Ok(ast_json::has_selector(&ast))
         })

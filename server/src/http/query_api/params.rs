@@ -20,11 +20,7 @@ impl Params {
         let mut pairs = Vec::new();
         let is_form = content_type
             .map(|ct| {
-                ct.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+                ct.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("application/x-www-form-urlencoded")
             })
             .unwrap_or(false);
         if is_form {
@@ -39,11 +35,7 @@ impl Params {
     /// The first value of `name`, or `None` when it is absent or empty. Prometheus treats an
     /// empty value like a missing one (`r.FormValue(..) != ""`).
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.pairs
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .filter(|v| !v.is_empty())
+        self.pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty())
     }
 
     /// The first value of `name`, empty when absent (Go's `r.FormValue`).
@@ -152,11 +144,7 @@ fn parse_prometheus_duration_ms(s: &str) -> Option<i64> {
         let n: i64 = s[start..pos].parse().ok()?;
         // "ms" must be tried before "m", otherwise "5ms" would read as 5 minutes then "s".
         let rest = &s[pos..];
-        let unit = if rest.starts_with("ms") {
-            "ms"
-        } else {
-            rest.get(..1)?
-        };
+        let unit = if rest.starts_with("ms") { "ms" } else { rest.get(..1)? };
         let idx = UNITS.iter().position(|(u, _)| *u == unit)?;
         if idx < next_unit {
             return None;
@@ -173,9 +161,7 @@ pub fn parse_limit(params: &Params) -> Result<usize, String> {
     match params.get("limit") {
         None => Ok(0),
         Some(v) => {
-            let n: i64 = v
-                .parse()
-                .map_err(|_| format!("strconv.Atoi: parsing {v:?}: invalid syntax"))?;
+            let n: i64 = v.parse().map_err(|_| format!("strconv.Atoi: parsing {v:?}: invalid syntax"))?;
             if n < 0 {
                 return Err("limit must be non-negative".to_string());
             }

@@ -54,9 +54,7 @@ pub async fn runtimeinfo(State(api): State<Arc<QueryApi>>) -> Response {
 }
 
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// `GET /api/v1/status/flags`: every flag as a string, keys sorted (Go writes maps that way).
@@ -89,9 +87,7 @@ pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response
     let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {
         Ok(Ok(l)) => l,
         Ok(Err(e)) => return error_response(e),
-        Err(_) => {
-            return error_response(ApiError::new(ErrorKind::Timeout, "query timed out in series listing"))
-        }
+        Err(_) => return error_response(ApiError::new(ErrorKind::Timeout, "query timed out in series listing")),
     };
     let head = api.data.head_summary(&req.tenant);
     let result = api

@@ -65,7 +65,8 @@ impl TenantData for MemTenants {
     }
 
     fn head_summary(&self, tenant: &str) -> HeadSummary {
-        let all: Vec<i64> = self.tenants.get(tenant).into_iter().flatten().flat_map(|s| s.samples.iter().map(|x| x.t)).collect();
+        let all: Vec<i64> =
+            self.tenants.get(tenant).into_iter().flatten().flat_map(|s| s.samples.iter().map(|x| x.t)).collect();
         HeadSummary {
             chunk_count: Some(self.tenants.get(tenant).map(|v| v.len() as i64).unwrap_or(0)),
             min_time: all.iter().copied().min(),
@@ -193,10 +194,7 @@ fn tenants() -> MemTenants {
             series(&[("__name__", "up"), ("job", "node"), ("instance", "b:9100")], &[(1_000_000, 0.0)]),
         ],
     );
-    t.tenants.insert(
-        "team-a".into(),
-        vec![series(&[("__name__", "up"), ("job", "secret-a")], &[(1_000_000, 1.0)])],
-    );
+    t.tenants.insert("team-a".into(), vec![series(&[("__name__", "up"), ("job", "secret-a")], &[(1_000_000, 1.0)])]);
     t
 }
 
@@ -462,7 +460,10 @@ fn error_kinds_map_to_prometheus_statuses() {
 
 #[tokio::test]
 async fn invalid_tenant_header_returns_400() {
-    let req = Request::get("/api/v1/query?query=up").header("X-Scope-OrgID", "a/b").body(Body::empty()).expect("request builds");
+    let req = Request::get("/api/v1/query?query=up")
+        .header("X-Scope-OrgID", "a/b")
+        .body(Body::empty())
+        .expect("request builds");
     let (status, body) = send(api(), req).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(json(&body)["errorType"], "bad_data");
@@ -580,7 +581,8 @@ async fn limit_truncates_series_and_warns() {
 #[tokio::test]
 async fn lookback_delta_parameter_reaches_the_evaluator() {
     let eval = Arc::new(TestEvaluator::default());
-    let (status, _) = get(api_with(QueryLimits::default(), eval.clone()), "/api/v1/query?query=up&time=1000&lookback_delta=1m").await;
+    let (status, _) =
+        get(api_with(QueryLimits::default(), eval.clone()), "/api/v1/query?query=up&time=1000&lookback_delta=1m").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(*eval.last_lookback.lock().expect("test mutex"), Some(60_000));
     let (status, body) = get(api(), "/api/v1/query?query=up&lookback_delta=soon").await;
@@ -697,7 +699,8 @@ async fn parse_query_matches_the_documented_tree() {
 #[tokio::test]
 async fn parse_query_describes_functions_aggregations_and_modifiers() {
     let q = "sum by (job) (rate(x{a=~\"b\"}[5m] offset 1m)) and on(job) y @ 100";
-    let uri = format!("/api/v1/parse_query?query={}", form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>());
+    let uri =
+        format!("/api/v1/parse_query?query={}", form_urlencoded::byte_serialize(q.as_bytes()).collect::<String>());
     let (status, body) = get(api(), &uri).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let d = &json(&body)["data"];
@@ -735,7 +738,8 @@ async fn flags_are_strings_with_sorted_keys() {
         flags: vec![("query.timeout".into(), "2m".into()), ("listen".into(), "127.0.0.1:9090".into())],
         ..ServerInfo::default()
     };
-    let router = routes(QueryApi::new(Arc::new(TestEvaluator::default()), Arc::new(tenants()), QueryLimits::default(), info));
+    let router =
+        routes(QueryApi::new(Arc::new(TestEvaluator::default()), Arc::new(tenants()), QueryLimits::default(), info));
     let (status, body) = get(router, "/api/v1/status/flags").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, r#"{"status":"success","data":{"listen":"127.0.0.1:9090","query.timeout":"2m"}}"#);
@@ -812,7 +816,10 @@ fn real_engine_api(limits: QueryLimits) -> axum::Router {
 async fn real_engine_answers_through_the_api() {
     let (status, body) = get(real_engine_api(QueryLimits::default()), "/api/v1/query?query=sum(up)&time=1000").await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body, r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1000,"1"]}]}}"#);
+    assert_eq!(
+        body,
+        r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1000,"1"]}]}}"#
+    );
 }
 
 #[tokio::test]
@@ -828,7 +835,8 @@ async fn query_over_the_sample_limit_returns_422() {
 #[tokio::test]
 async fn range_of_exactly_11000_steps_reaches_the_real_engine() {
     // 11,000 intervals are 11,001 points: Prometheus' API allows it, so must the engine.
-    let (status, body) = get(real_engine_api(QueryLimits::default()), "/api/v1/query_range?query=1&start=0&end=11000&step=1").await;
+    let (status, body) =
+        get(real_engine_api(QueryLimits::default()), "/api/v1/query_range?query=1&start=0&end=11000&step=1").await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 
@@ -904,7 +912,13 @@ async fn oversized_query_form_gets_413_in_the_json_envelope() {
     // Issue 12: a 3 MiB query form answered 400. With and without a Content-Length.
     let form = format!("query={}", "a".repeat(3 << 20));
     for declare_length in [true, false] {
-        for path in ["/api/v1/query", "/api/v1/query_range", "/api/v1/format_query", "/api/v1/parse_query", "/api/v1/query_exemplars"] {
+        for path in [
+            "/api/v1/query",
+            "/api/v1/query_range",
+            "/api/v1/format_query",
+            "/api/v1/parse_query",
+            "/api/v1/query_exemplars",
+        ] {
             let mut req = Request::post(path).header("content-type", "application/x-www-form-urlencoded");
             if declare_length {
                 req = req.header("content-length", form.len());

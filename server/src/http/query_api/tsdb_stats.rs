@@ -149,8 +149,7 @@ impl TsdbStatus {
         let mut o = ObjectWriter::new(&mut out);
         o.raw("headStats", |out| {
             let mut h = ObjectWriter::new(out);
-            h.int("numSeries", self.num_series as i64)
-                .int("numLabelPairs", self.num_label_pairs as i64);
+            h.int("numSeries", self.num_series as i64).int("numLabelPairs", self.num_label_pairs as i64);
             for (key, value) in [
                 ("chunkCount", self.head.chunk_count),
                 ("minTime", self.head.min_time),

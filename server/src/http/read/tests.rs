@@ -35,7 +35,7 @@ async fn a_request_without_a_free_slot_times_out_naming_the_limit() {
     let st = state(dir.path(), "[limits]\nmax_concurrent_reads = 1\n[query]\ntimeout_secs = 1\n");
     let held = st.read_slots.acquire().await.expect("slot");
     let start = std::time::Instant::now();
-    let err = remote_read(State(Arc::clone(&st)), HeaderMap::new(), body(1)).await.err().expect("no slot");
+    let err = remote_read(State(Arc::clone(&st)), HeaderMap::new(), body(1)).await.expect_err("no slot");
     assert!(start.elapsed() >= std::time::Duration::from_millis(900), "waited {:?}", start.elapsed());
     assert_eq!(err.0.kind, ErrorKind::Timeout);
     assert!(err.0.message.contains("limits.max_concurrent_reads"), "{}", err.0.message);
@@ -48,8 +48,12 @@ async fn a_request_without_a_free_slot_times_out_naming_the_limit() {
 async fn too_many_queries_is_400_naming_the_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let st = state(dir.path(), "[limits]\nmax_read_queries_per_request = 3\n");
-    let err = remote_read(State(Arc::clone(&st)), HeaderMap::new(), body(4)).await.err().expect("too many");
+    let err = remote_read(State(Arc::clone(&st)), HeaderMap::new(), body(4)).await.expect_err("too many");
     assert_eq!(err.0.kind, ErrorKind::BadData);
-    assert!(err.0.message.contains("4 queries") && err.0.message.contains("limits.max_read_queries_per_request"), "{}", err.0.message);
+    assert!(
+        err.0.message.contains("4 queries") && err.0.message.contains("limits.max_read_queries_per_request"),
+        "{}",
+        err.0.message
+    );
     assert!(remote_read(State(st), HeaderMap::new(), body(3)).await.is_ok());
 }

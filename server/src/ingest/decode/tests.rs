@@ -68,12 +68,21 @@ fn v1_invalid_series_is_reported_and_valid_ones_are_kept() {
                 ..Default::default()
             },
             prometheus::TimeSeries {
-                labels: vec![prometheus::Label::new("__name__", "bad"), prometheus::Label::new("b", "1"), prometheus::Label::new("a", "2")],
+                labels: vec![
+                    prometheus::Label::new("__name__", "bad"),
+                    prometheus::Label::new("b", "1"),
+                    prometheus::Label::new("a", "2"),
+                ],
                 samples: vec![prometheus::Sample { value: 1.0, timestamp: 10 }],
                 ..Default::default()
             },
         ],
-        metadata: vec![prometheus::MetricMetadata { r#type: 1, metric_family_name: "ok".into(), help: "h".into(), unit: String::new() }],
+        metadata: vec![prometheus::MetricMetadata {
+            r#type: 1,
+            metric_family_name: "ok".into(),
+            help: "h".into(),
+            unit: String::new(),
+        }],
     };
     let b = decode(Version::V1, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
     assert_eq!(b.series.len(), 1);
@@ -118,7 +127,13 @@ fn v2_symbols_are_resolved_and_bad_refs_reported() {
     assert_eq!(b.problems.series_count(), 1);
     let p = b.problems.first().expect("a problem");
     assert!(p.reason.contains("outside the symbols table"), "{}", p.reason);
-    assert_eq!(b.metadata, vec![("gpu_temp".to_string(), MetadataEntry { kind: "gauge", help: "Temperature".into(), unit: String::new() })]);
+    assert_eq!(
+        b.metadata,
+        vec![(
+            "gpu_temp".to_string(),
+            MetadataEntry { kind: "gauge", help: "Temperature".into(), unit: String::new() }
+        )]
+    );
 }
 
 /// The spec requires `symbols[0] == ""` (ref 0 means "unset"); anything else is a
@@ -266,7 +281,10 @@ mod never_panics {
         prometheus::WriteRequest {
             timeseries: vec![prometheus::TimeSeries {
                 labels: vec![prometheus::Label::new("__name__", "gpu_util"), prometheus::Label::new("gpu", "3")],
-                samples: vec![prometheus::Sample { value: 1.0, timestamp: 10 }, prometheus::Sample { value: 2.0, timestamp: 20 }],
+                samples: vec![
+                    prometheus::Sample { value: 1.0, timestamp: 10 },
+                    prometheus::Sample { value: 2.0, timestamp: 20 },
+                ],
                 ..Default::default()
             }],
             metadata: vec![],

@@ -61,10 +61,7 @@ fn unbounded_window_keeps_everything() {
 #[test]
 fn filtering_is_linear_in_the_number_of_series() {
     let n = 200_000;
-    let mut b = Batch {
-        series: (0..n).map(|i| series(i, "s", &[NOW + 86_400_000])).collect(),
-        ..Batch::default()
-    };
+    let mut b = Batch { series: (0..n).map(|i| series(i, "s", &[NOW + 86_400_000])).collect(), ..Batch::default() };
     let start = std::time::Instant::now();
     let r = filter(&mut b, Window::at(NOW, None, 600));
     let took = start.elapsed();
