@@ -49,6 +49,15 @@ pub struct EngineConfig {
     /// sample, so slow series still reach disk and chunk spans stay bounded.
     /// Default 7_200_000 (2 h). Must be > 0.
     pub chunk_max_span_ms: i64,
+    /// A series leaves the in-memory head (its open chunk is written to RocksDB first,
+    /// then its memory is freed) when it has had no sample for this many ms of *shard
+    /// time*: measured back from the newest sample the shard has stored (capped at the
+    /// wall clock), not from the wall clock, so WAL replays and backfills behave like live
+    /// ingest. A series whose newest sample is a staleness marker leaves as soon as that
+    /// marker is `out_of_order_window_ms` old (or this timeout, if shorter). A later
+    /// sample brings the series back (same id; reads see old and new data). Default
+    /// 3_600_000 (1 h). 0 keeps every series in the head until retention deletes it.
+    pub head_idle_timeout_ms: i64,
     /// RocksDB memtable size per column family, in bytes. Default 8 MiB. Kept small
     /// because the server runs many shards (engines) in one process.
     pub memtable_bytes: usize,
@@ -75,6 +84,7 @@ impl Default for EngineConfig {
             wal_max_bytes: 256 << 20,
             chunk_target_samples: 120,
             chunk_max_span_ms: 7_200_000,
+            head_idle_timeout_ms: 3_600_000,
             memtable_bytes: 8 << 20,
             write_buffer_budget_bytes: 256 << 20,
             block_cache_bytes: 64 << 20,
@@ -103,6 +113,9 @@ impl EngineConfig {
         }
         if self.chunk_max_span_ms <= 0 {
             return bad(format!("chunk_max_span_ms must be > 0, got {}", self.chunk_max_span_ms));
+        }
+        if self.head_idle_timeout_ms < 0 {
+            return bad(format!("head_idle_timeout_ms must be >= 0, got {}", self.head_idle_timeout_ms));
         }
         if self.memtable_bytes < 64 << 10 {
             return bad(format!("memtable_bytes must be >= 64 KiB, got {}", self.memtable_bytes));

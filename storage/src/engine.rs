@@ -10,6 +10,17 @@
 //! while holding it so WAL order equals head order (replay then reproduces the same
 //! decisions), but the fsync is waited for after releasing it, so concurrent appenders
 //! queue their records behind one shared fsync instead of one fsync each.
+//!
+//! Series lifecycle (memory stays proportional to the series in use, not to every
+//! series ever created): a series enters the head when it is created or when a write or
+//! the WAL replay names a series that exists only in RocksDB (found by hash in
+//! `series_by_hash`, or by id in `series`; it keeps its id). Every minute of shard time
+//! an idle sweep evicts the series idle for `head_idle_timeout_ms` (or ended by a
+//! staleness marker): their open chunks are written to RocksDB in one batch, and only
+//! after that write are they dropped from memory. Retention, when it drops whole days,
+//! also deletes the `series` and `series_by_hash` records of series that have no
+//! postings on any remaining day (all their data is older than retention). Reads of
+//! series not in the head take their labels from the `series` column family.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -40,6 +51,8 @@ struct Counters {
     chunks_written: AtomicU64,
     active_series: AtomicU64,
     total_series: AtomicU64,
+    head_series: AtomicU64,
+    head_bytes: AtomicU64,
 }
 
 /// What `open` found while replaying the WAL.
@@ -66,6 +79,8 @@ pub struct ReplayReport {
     /// Series whose stored chunks could not be read during replay (storage damage):
     /// their WAL samples were replayed without duplicate checks against those chunks.
     pub series_unreadable: u64,
+    /// Series evicted from the head by idle sweeps during the replay.
+    pub series_evicted: u64,
 }
 
 impl ReplayReport {
@@ -102,8 +117,8 @@ impl Engine {
         let watermark = load_meta(&db)?;
         let lookback = chunk_lookback(&config);
         chunk_drop_before.store(watermark.saturating_sub(lookback), Ordering::Relaxed);
-        let head = load_head(&db)?;
-        tracing::info!(dir = %dir.display(), series = head.next_id, "storage: loaded series index");
+        let (head, stored_series) = load_head(&db)?;
+        tracing::info!(dir = %dir.display(), series = stored_series, next_id = head.next_id, "storage: opened series index");
 
         let wal_dir = dir.join("wal");
         std::fs::create_dir_all(&wal_dir).map_err(Error::io("create wal dir", &wal_dir))?;
@@ -143,9 +158,14 @@ impl Engine {
             "storage: WAL replayed"
         );
         {
-            let head = engine.head.lock();
+            let mut head = engine.head.lock();
+            // Replay may have brought back series that have been idle since: the same rule
+            // evicts them again now.
+            let seg = engine.wal.current_segment();
+            engine.replay.series_evicted += engine.sweep_if_due(&mut head, seg, true)? as u64;
             engine.counters.active_series.store(head.active, Ordering::Relaxed);
-            engine.counters.total_series.store(head.series.iter().flatten().count() as u64, Ordering::Relaxed);
+            engine.counters.total_series.store(stored_series + engine.replay.series_created, Ordering::Relaxed);
+            engine.note_head_size(&head);
         }
         Ok(engine)
     }
@@ -187,23 +207,39 @@ impl Engine {
                 let mut enc = Vec::new();
                 keys::encode_labels(&e.labels, &mut enc);
                 let hash = keys::labels_hash(&enc);
+                let other_labels =
+                    || Error::corrupt("wal record", format!("series id {} replayed with other labels", e.id));
                 match head.get(e.id) {
                     Some(s) if *s.labels == *enc => {}
-                    Some(_) => {
-                        return Err(Error::corrupt(
-                            "wal record",
-                            format!("series id {} replayed with other labels", e.id),
-                        ))
-                    }
-                    None => {
-                        put_series(&self.db, &mut ctx.batch, e.id, hash, &enc)?;
-                        head.insert(e.id, hash, MemSeries::new(enc.into_boxed_slice(), true));
-                        rep.series_created += 1;
-                    }
+                    Some(_) => return Err(other_labels()),
+                    // Stored before the crash (or evicted): back into the head, cold, so its
+                    // chunks on disk take part in duplicate checks.
+                    None => match self.stored_labels(e.id)? {
+                        Some(stored) if *stored == *enc => {
+                            head.insert(e.id, hash, MemSeries::new(stored, false));
+                        }
+                        Some(_) => return Err(other_labels()),
+                        None => {
+                            put_series(&self.db, &mut ctx.batch, e.id, hash, &enc)?;
+                            head.insert(e.id, hash, MemSeries::new(enc.into_boxed_slice(), true));
+                            rep.series_created += 1;
+                        }
+                    },
                 }
             }
             for x in &samples {
+                if head.get(x.id).is_none() {
+                    // Defined in an older, already truncated segment: the series is in RocksDB.
+                    if let Some(stored) = self.stored_labels(x.id)? {
+                        let hash = keys::labels_hash(&stored);
+                        head.insert(x.id, hash, MemSeries::new(stored, false));
+                    }
+                }
                 let Some(s) = head.get_mut(x.id) else {
+                    if x.t < self.watermark.load(Ordering::Relaxed) {
+                        // Retention deleted the series: this sample is past retention anyway.
+                        continue;
+                    }
                     // Its series was defined in a damaged record that was skipped (and never
                     // reached RocksDB): the sample cannot be attributed to labels.
                     rep.samples_dropped += 1;
@@ -227,6 +263,7 @@ impl Engine {
             rep.records += 1;
             rep.samples += samples.len() as u64;
             finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+            rep.series_evicted += self.sweep_if_due(&mut head, seg, false)? as u64;
             Ok(())
         })?;
         rep.torn_tail = found.torn_tail;
@@ -274,8 +311,32 @@ impl Engine {
         let applied = (|| -> Result<()> {
             for (i, (s, (start, end, hash))) in batch.iter().zip(encoded).enumerate() {
                 let enc = &enc_buf[start..end];
-                let id = match head.lookup(hash, enc) {
-                    Some(id) => id,
+                let on_disk = match head.lookup(hash, enc) {
+                    Some(id) => Ok(Some(id)),
+                    None if head.series_on_disk_only => self.find_stored(hash, enc),
+                    None => Ok(None),
+                };
+                let on_disk = match on_disk {
+                    Ok(found) => found,
+                    Err(e) => {
+                        // The series index cannot be read for this label set: refuse its
+                        // samples (a new id could duplicate a stored series); nothing changed.
+                        let cause: Arc<str> = read::unreadable(enc, &e).to_string().into();
+                        tracing::error!(error = %cause, "storage: refusing samples of a series whose index entry cannot be read");
+                        for x in s.samples {
+                            report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
+                        }
+                        continue;
+                    }
+                };
+                let id = match on_disk {
+                    Some(id) => {
+                        if head.get(id).is_none() {
+                            // Evicted earlier or stored before this restart: back, cold.
+                            head.insert(id, hash, MemSeries::new(enc.into(), false));
+                        }
+                        id
+                    }
                     None => {
                         let id = head.next_id;
                         if id == u32::MAX {
@@ -350,9 +411,18 @@ impl Engine {
             return Err(e);
         }
         self.counters.total_series.fetch_add(new_series.len() as u64, Ordering::Relaxed);
+        let evicted = self.sweep_if_due(&mut head, self.wal.current_segment(), false);
+        if let Err(e) = evicted {
+            // Chunks cut but not written, or written but the head not updated: stop.
+            let cause = format!("evicting idle series failed: {}", e.chain());
+            tracing::error!(cause = %cause, "storage: engine poisoned");
+            self.wal.poison(cause);
+            return Err(e);
+        }
         if self.wal.wants_rotation() {
             self.rotate_wal(&mut head)?;
         }
+        self.counters.head_series.store(head.series.len() as u64, Ordering::Relaxed);
         drop(head);
 
         if let Some(pos) = pos {
@@ -375,12 +445,10 @@ impl Engine {
             let cut_below = oldest + (new_seg - oldest).div_ceil(2).max(1);
             let mut ctx = Ctx::new(&self.db, &self.cfg, new_seg);
             let mut forced = 0u64;
-            for (id, s) in head.series.iter_mut().enumerate() {
-                if let Some(s) = s.as_deref_mut() {
-                    if s.open_len() > 0 && s.open_seg < cut_below {
-                        ctx.cut(id as u32, s)?;
-                        forced += 1;
-                    }
+            for (&id, s) in head.series.iter_mut() {
+                if s.open_len() > 0 && s.open_seg < cut_below {
+                    ctx.cut(id, s)?;
+                    forced += 1;
                 }
             }
             finish_ctx(&self.db, head, ctx, &self.counters)?;
@@ -409,6 +477,11 @@ impl Engine {
         }
         let cut_day = keys::day_of(wm);
         if cut_day > keys::day_of(old) || old == i64::MIN {
+            let dropped = self.drop_dead_series(head, cut_day)?;
+            if dropped > 0 {
+                self.counters.total_series.fetch_sub(dropped, Ordering::Relaxed);
+                tracing::info!(series = dropped, "storage: retention deleted series with no data left");
+            }
             let cf = cf(&self.db, CF_POSTINGS)?;
             self.db
                 .delete_range_cf(cf, keys::day_prefix(i32::MIN), keys::day_prefix(cut_day))
@@ -451,10 +524,11 @@ impl Engine {
             return Ok(Vec::new());
         }
         let ids = self.lookup(matchers, mint, maxt, stop)?;
-        let snaps = {
+        let (mut snaps, not_in_head) = {
             let head = self.head.lock();
             read::snapshot(&head, &ids, mint, maxt)
         };
+        snaps.extend(read::stored_snaps(&self.db, &not_in_head, stop)?);
         read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg), stop)
     }
 
@@ -483,13 +557,20 @@ impl Engine {
             return Ok(Vec::new());
         }
         let ids = self.lookup(matchers, mint, maxt, stop)?;
-        let head = self.head.lock();
         let mut out = Vec::with_capacity(ids.len() as usize);
-        for (i, id) in ids.iter().enumerate() {
-            stop.check_every(i, "series listing")?;
-            if let Some(l) = head.labels_of(id)? {
-                out.push(l);
+        let mut not_in_head = Vec::new();
+        {
+            let head = self.head.lock();
+            for (i, id) in ids.iter().enumerate() {
+                stop.check_every(i, "series listing")?;
+                match head.get(id) {
+                    Some(s) => out.push(keys::decode_labels(&s.labels)?),
+                    None => not_in_head.push(id),
+                }
             }
+        }
+        for snap in read::stored_snaps(&self.db, &not_in_head, stop)? {
+            out.push(keys::decode_labels(snap.labels())?);
         }
         Ok(out)
     }
@@ -579,10 +660,8 @@ impl Engine {
         self.wal.check_poisoned()?;
         let mut head = self.head.lock();
         let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
-        for (id, s) in head.series.iter_mut().enumerate() {
-            if let Some(s) = s.as_deref_mut() {
-                ctx.cut(id as u32, s)?;
-            }
+        for (&id, s) in head.series.iter_mut() {
+            ctx.cut(id, s)?;
         }
         finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
         let new_seg = self.wal.rotate()?;
@@ -595,6 +674,7 @@ impl Engine {
         self.wal.truncate_before(new_seg)?;
         self.apply_retention(&mut head)?;
         self.counters.active_series.store(head.active, Ordering::Relaxed);
+        self.note_head_size(&head);
         Ok(())
     }
 
@@ -620,6 +700,8 @@ impl Engine {
         Stats {
             active_series: c.active_series.load(Ordering::Relaxed),
             total_series: c.total_series.load(Ordering::Relaxed),
+            head_series: c.head_series.load(Ordering::Relaxed),
+            head_bytes: c.head_bytes.load(Ordering::Relaxed),
             samples_appended: c.samples_appended.load(Ordering::Relaxed),
             rejected_too_old: c.rejected_too_old.load(Ordering::Relaxed),
             rejected_duplicate: c.rejected_duplicate.load(Ordering::Relaxed),
@@ -631,12 +713,143 @@ impl Engine {
         }
     }
 
-    /// Approximate heap bytes held by the head (series, open and recent chunks).
+    /// Approximate heap bytes held by the head now (maps, series, open and recent
+    /// chunks); `Stats::head_bytes` is the same figure as of the last sweep.
     pub fn head_heap_bytes(&self) -> usize {
-        let head = self.head.lock();
-        head.series.capacity() * std::mem::size_of::<Option<Box<MemSeries>>>()
-            + head.series.iter().flatten().map(|s| std::mem::size_of::<MemSeries>() + s.heap_bytes()).sum::<usize>()
-            + head.by_hash.capacity() * 16
+        self.head.lock().heap_bytes()
+    }
+
+    /// Runs the idle sweep now, whatever the time since the last one; returns the
+    /// number of series evicted (benchmarks and tests).
+    pub fn evict_idle_series(&self) -> Result<usize> {
+        self.wal.check_poisoned()?;
+        let mut head = self.head.lock();
+        let n = self.sweep_if_due(&mut head, self.wal.current_segment(), true)?;
+        self.counters.head_series.store(head.series.len() as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn note_head_size(&self, head: &Head) {
+        self.counters.head_series.store(head.series.len() as u64, Ordering::Relaxed);
+        self.counters.head_bytes.store(head.heap_bytes() as u64, Ordering::Relaxed);
+    }
+
+    /// Evicts idle series when a minute of shard time has passed since the last sweep
+    /// (or when `force`). Their open chunks are written to RocksDB in one batch first;
+    /// only once that write succeeded are they removed from the head, so nothing
+    /// acknowledged is lost (the WAL segments holding their samples are released the
+    /// usual way: no open chunk pins them any more).
+    fn sweep_if_due(&self, head: &mut Head, seg: u64, force: bool) -> Result<usize> {
+        let idle = self.cfg.head_idle_timeout_ms;
+        if idle == 0 || head.max_t == i64::MIN {
+            return Ok(0);
+        }
+        // Shard time, capped at the clock like retention: one sample dated years ahead
+        // must not make every series look idle.
+        let now = head.max_t.min(now_ms());
+        if !force && now < head.next_sweep_t {
+            return Ok(0);
+        }
+        head.next_sweep_t = now.saturating_add(SWEEP_EVERY_MS);
+        let idle_before = now.saturating_sub(idle);
+        let stale_before = now.saturating_sub(self.cfg.out_of_order_window_ms.min(idle));
+        let victims: Vec<u32> = head
+            .series
+            .iter()
+            .filter(|(_, s)| !s.has_max || s.max_t < idle_before || (s.stale && s.max_t < stale_before))
+            .map(|(&id, _)| id)
+            .collect();
+        if !victims.is_empty() {
+            let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
+            for &id in &victims {
+                if let Some(s) = head.get_mut(id) {
+                    ctx.cut(id, s)?;
+                }
+            }
+            finish_ctx(&self.db, head, ctx, &self.counters)?;
+            for &id in &victims {
+                head.remove(id);
+            }
+            head.shrink();
+            tracing::debug!(
+                evicted = victims.len(),
+                remaining = head.series.len(),
+                "storage: idle series left the head"
+            );
+        }
+        self.note_head_size(head);
+        Ok(victims.len())
+    }
+
+    /// The stored label encoding of series `id`, if the `series` column family has it.
+    fn stored_labels(&self, id: u32) -> Result<Option<Box<[u8]>>> {
+        let v = self
+            .db
+            .get_pinned_cf(cf(&self.db, CF_SERIES)?, keys::series_key(id))
+            .map_err(Error::rocks("get series"))?;
+        match v {
+            Some(v) => {
+                // Validated once when it enters the head, so later decodes cannot fail.
+                keys::decode_labels(&v)?;
+                Ok(Some(Box::from(&*v)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The id of a stored series with this label encoding (not necessarily in the head).
+    fn find_stored(&self, hash: u64, enc: &[u8]) -> Result<Option<u32>> {
+        let mut opts = rocksdb::ReadOptions::default();
+        // Id u32::MAX is never assigned, so this exclusive bound covers every id.
+        opts.set_iterate_upper_bound(keys::series_hash_key(hash, u32::MAX).to_vec());
+        let mut it = self.db.raw_iterator_cf_opt(cf(&self.db, CF_SERIES_BY_HASH)?, opts);
+        it.seek(keys::series_hash_key(hash, 0));
+        let mut ids = Vec::new();
+        while it.valid() {
+            let Some(k) = it.key() else { break };
+            ids.push(parse_series_hash_id(k)?);
+            it.next();
+        }
+        it.status().map_err(Error::rocks("read series_by_hash"))?;
+        for id in ids {
+            if self.stored_labels(id)?.is_some_and(|l| *l == *enc) {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Deletes the `series` and `series_by_hash` records of the series that have
+    /// postings on days before `cut_day` but on none from `cut_day` on: all their data
+    /// is older than retention. Runs before those days' postings are deleted. Their
+    /// chunks go the usual way (compaction filter); ids are never reused.
+    fn drop_dead_series(&self, head: &mut Head, cut_day: i32) -> Result<u64> {
+        let none = Interrupt::none();
+        let old = Index::new(&self.db, i32::MIN, cut_day.saturating_sub(1), &none)?.all()?;
+        if old.is_empty() {
+            return Ok(0);
+        }
+        let live = Index::new(&self.db, cut_day, i32::MAX, &none)?.all()?;
+        let dead = old - live;
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        let (scf, hcf) = (cf(&self.db, CF_SERIES)?, cf(&self.db, CF_SERIES_BY_HASH)?);
+        let mut batch = WriteBatch::default();
+        let mut deleted = 0u64;
+        for id in &dead {
+            // A head series holds no data from `cut_day` on either (that would be in
+            // postings): whatever it holds in memory is past retention.
+            head.remove(id);
+            let Some(labels) = self.stored_labels(id)? else { continue };
+            batch.delete_cf(scf, keys::series_key(id));
+            batch.delete_cf(hcf, keys::series_hash_key(keys::labels_hash(&labels), id));
+            deleted += 1;
+        }
+        batch.put_cf(cf(&self.db, CF_META)?, keys::META_NEXT_SERIES_ID, head.next_id.to_be_bytes());
+        self.db.write(batch).map_err(Error::rocks("delete series past retention"))?;
+        head.shrink();
+        Ok(deleted)
     }
 
     /// Flushes and shuts down; after this the directory can be reopened.
@@ -657,7 +870,20 @@ fn chunk_lookback(cfg: &EngineConfig) -> i64 {
 
 /// Oldest WAL segment still holding a sample that is only in an open chunk.
 fn pinned_segment(head: &Head) -> Option<u64> {
-    head.series.iter().flatten().filter(|s| s.open_len() > 0).map(|s| s.open_seg).min()
+    head.series.values().filter(|s| s.open_len() > 0).map(|s| s.open_seg).min()
+}
+
+/// How often, in shard time, the idle sweep runs.
+const SWEEP_EVERY_MS: i64 = 60_000;
+
+/// The series id in a `series_by_hash` key (hash u64 BE, id u32 BE).
+fn parse_series_hash_id(k: &[u8]) -> Result<u32> {
+    let id: [u8; 4] = k
+        .get(8..12)
+        .and_then(|b| b.try_into().ok())
+        .filter(|_| k.len() == 12)
+        .ok_or_else(|| Error::corrupt("series_by_hash", format!("key of {} bytes, want 12", k.len())))?;
+    Ok(u32::from_be_bytes(id))
 }
 
 fn put_series(db: &DB, batch: &mut WriteBatch, id: u32, hash: u64, enc: &[u8]) -> Result<()> {
@@ -723,20 +949,29 @@ fn load_meta(db: &DB) -> Result<i64> {
     }
 }
 
-/// Loads every series (labels, hash) and the range of indexed days.
-fn load_head(db: &DB) -> Result<Head> {
+/// An empty head that knows the next id and the range of indexed days, and the number
+/// of stored series. Series enter the head only when written (or replayed).
+fn load_head(db: &DB) -> Result<(Head, u64)> {
     let mut head = Head::new();
     let mut it = db.raw_iterator_cf(cf(db, CF_SERIES)?);
     it.seek_to_first();
+    let mut stored = 0u64;
+    let mut last = None;
     while it.valid() {
-        let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
-        let id = keys::parse_series_key(k)?;
-        // Validate the encoding once at load, so later decodes of it cannot fail.
-        keys::decode_labels(v)?;
-        head.insert(id, keys::labels_hash(v), MemSeries::new(v.into(), false));
+        let Some(k) = it.key() else { break };
+        last = Some(keys::parse_series_key(k)?);
+        stored += 1;
         it.next();
     }
     it.status().map_err(Error::rocks("load series"))?;
+    let persisted = match db.get_cf(cf(db, CF_META)?, keys::META_NEXT_SERIES_ID).map_err(Error::rocks("get meta"))? {
+        Some(v) => u32::from_be_bytes(
+            v.as_slice().try_into().map_err(|_| Error::corrupt("meta", "next_series_id is not 4 bytes"))?,
+        ),
+        None => 0,
+    };
+    head.next_id = persisted.max(last.map_or(0, |id: u32| id.saturating_add(1)));
+    head.series_on_disk_only = head.next_id > 0;
     let pcf = cf(db, CF_POSTINGS)?;
     let mut it = db.raw_iterator_cf(pcf);
     it.seek_to_first();
@@ -747,7 +982,7 @@ fn load_head(db: &DB) -> Result<Head> {
     if let (Some(lo), Some(hi)) = (lo, hi) {
         head.day_range = Some((lo, hi));
     }
-    Ok(head)
+    Ok((head, stored))
 }
 
 #[cfg(test)]

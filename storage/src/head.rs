@@ -1,5 +1,13 @@
-//! The in-memory head: every known series, with one open chunk per active series plus
-//! the recently cut chunks that out-of-order samples may still land in.
+//! The in-memory head: the series written recently, with one open chunk per active
+//! series plus the recently cut chunks that out-of-order samples may still land in.
+//!
+//! The head holds only series that are in use, not every series the shard ever had:
+//! series that go idle (`head_idle_timeout_ms` of shard time without a sample, or
+//! sooner after a staleness marker) are *evicted* by `Engine`'s sweep: their open chunk
+//! is cut to RocksDB first, then their state and hash-map entries are freed. A series
+//! not in the head lives only in RocksDB (`series`, `series_by_hash`, `chunks`); a later
+//! sample finds it there by hash and loads it back *cold* (same id), and the first write
+//! warms it (`Ctx::warm`). After a restart the head starts empty the same way.
 //!
 //! **Invariant:** every stored sample with `t >= max_t - out_of_order_window` of a warm
 //! series is in `open` or `recent`, so duplicate checks never read RocksDB on the hot
@@ -18,7 +26,7 @@ use crate::config::EngineConfig;
 use crate::db::CF_CHUNKS;
 use crate::error::{Error, Result};
 use crate::keys;
-use crate::types::{Label, RejectReason, Sample};
+use crate::types::{RejectReason, Sample};
 
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
 #[derive(Clone, Debug)]
@@ -50,6 +58,9 @@ pub struct MemSeries {
     /// Whether a failure to warm this series (its chunks are unreadable) was logged, so
     /// every refused write does not log it again.
     pub warm_failure_logged: bool,
+    /// Whether the newest sample (`max_t`) is a staleness marker: the series ended, so
+    /// the sweep may evict it before the idle timeout.
+    pub stale: bool,
 }
 
 impl MemSeries {
@@ -65,6 +76,7 @@ impl MemSeries {
             warm,
             days: [None, None],
             warm_failure_logged: false,
+            stale: false,
         }
     }
 
@@ -232,6 +244,7 @@ impl<'a> Ctx<'a> {
             self.append_in_order(id, s, t, v)?;
             s.max_t = t;
             s.has_max = true;
+            s.stale = tessera_model::is_stale_nan(v);
             let keep_from = t.saturating_sub(window);
             s.recent.retain(|c| c.maxt >= keep_from);
             return Ok(Outcome::Appended);
@@ -322,15 +335,17 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// All series of the shard.
+/// The series of the shard that are in memory (see the module doc for which ones).
 #[derive(Default)]
 pub struct Head {
-    /// Indexed by series id; `None` for ids never assigned in this shard.
-    pub series: Vec<Option<Box<MemSeries>>>,
-    /// Label-set hash → series id (the first one with this hash).
+    /// Series id → series, for the series in the head only.
+    pub series: HashMap<u32, Box<MemSeries>>,
+    /// Label-set hash → series id (the first one with this hash), for head series only.
     pub by_hash: HashMap<u64, u32>,
     /// Further ids whose label sets share a hash (rare; xxh3-64 collisions).
     pub collisions: HashMap<u64, Vec<u32>>,
+    /// The next id to assign: ids are never reused, also not after retention deleted
+    /// the series (persisted in `meta` as `next_series_id`).
     pub next_id: u32,
     /// Series with a non-empty open chunk.
     pub active: u64,
@@ -338,14 +353,21 @@ pub struct Head {
     pub max_t: i64,
     /// Range of days that have postings (clamps index scans of huge time ranges).
     pub day_range: Option<(i32, i32)>,
+    /// Whether RocksDB may hold series that are not in the head (loaded at open or
+    /// evicted since): then a label set missing from the head is looked up on disk
+    /// before a new id is assigned. False only for a shard that started empty and has
+    /// evicted nothing, where that lookup would always miss.
+    pub series_on_disk_only: bool,
+    /// Shard time (ms) at or after which the next idle sweep runs.
+    pub next_sweep_t: i64,
 }
 
 impl Head {
     pub fn new() -> Head {
-        Head { max_t: i64::MIN, ..Head::default() }
+        Head { max_t: i64::MIN, next_sweep_t: i64::MIN, ..Head::default() }
     }
 
-    /// Finds the id of a label set by its canonical encoding.
+    /// Finds the id of a head series by its canonical label encoding.
     pub fn lookup(&self, hash: u64, encoded: &[u8]) -> Option<u32> {
         let first = *self.by_hash.get(&hash)?;
         let same = |id: u32| self.get(id).is_some_and(|s| *s.labels == *encoded);
@@ -355,15 +377,16 @@ impl Head {
         self.collisions.get(&hash)?.iter().copied().find(|&id| same(id))
     }
 
-    /// Registers a series under an id (new, loaded from RocksDB, or replayed).
+    /// Registers a series under an id (new, loaded back from RocksDB, or replayed).
     pub fn insert(&mut self, id: u32, hash: u64, s: MemSeries) {
-        let idx = id as usize;
-        if self.series.len() <= idx {
-            self.series.resize_with(idx + 1, || None);
-        }
-        self.series[idx] = Some(Box::new(s));
+        self.series.insert(id, Box::new(s));
         match self.by_hash.get(&hash) {
-            Some(&existing) if existing != id => self.collisions.entry(hash).or_default().push(id),
+            Some(&existing) if existing != id => {
+                let ids = self.collisions.entry(hash).or_default();
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
             Some(_) => {}
             None => {
                 self.by_hash.insert(hash, id);
@@ -372,12 +395,49 @@ impl Head {
         self.next_id = self.next_id.max(id.saturating_add(1));
     }
 
+    /// Takes a series out of the head (its open chunk must already be cut, or its data
+    /// be past retention) and forgets its hash entry.
+    pub fn remove(&mut self, id: u32) -> Option<Box<MemSeries>> {
+        let s = self.series.remove(&id)?;
+        let hash = keys::labels_hash(&s.labels);
+        if self.by_hash.get(&hash) == Some(&id) {
+            self.by_hash.remove(&hash);
+            // Promote a colliding series, if any, to the primary slot.
+            if let Some(ids) = self.collisions.get_mut(&hash) {
+                if let Some(next) = ids.pop() {
+                    self.by_hash.insert(hash, next);
+                }
+                if ids.is_empty() {
+                    self.collisions.remove(&hash);
+                }
+            }
+        } else if let Some(ids) = self.collisions.get_mut(&hash) {
+            ids.retain(|&x| x != id);
+            if ids.is_empty() {
+                self.collisions.remove(&hash);
+            }
+        }
+        self.series_on_disk_only = true;
+        Some(s)
+    }
+
+    /// Gives memory back to the allocator after many evictions (hash maps never shrink
+    /// by themselves, so without this the head would keep its peak size).
+    pub fn shrink(&mut self) {
+        if self.series.capacity() > 64 && self.series.len() < self.series.capacity() / 4 {
+            self.series.shrink_to_fit();
+        }
+        if self.by_hash.capacity() > 64 && self.by_hash.len() < self.by_hash.capacity() / 4 {
+            self.by_hash.shrink_to_fit();
+        }
+    }
+
     pub fn get(&self, id: u32) -> Option<&MemSeries> {
-        self.series.get(id as usize)?.as_deref()
+        self.series.get(&id).map(|b| &**b)
     }
 
     pub fn get_mut(&mut self, id: u32) -> Option<&mut MemSeries> {
-        self.series.get_mut(id as usize)?.as_deref_mut()
+        self.series.get_mut(&id).map(|b| &mut **b)
     }
 
     pub fn note_day(&mut self, day: i32) {
@@ -387,10 +447,15 @@ impl Head {
         });
     }
 
-    pub fn labels_of(&self, id: u32) -> Result<Option<Vec<Label>>> {
-        match self.get(id) {
-            Some(s) => Ok(Some(keys::decode_labels(&s.labels)?)),
-            None => Ok(None),
-        }
+    /// Approximate heap bytes of the head: the maps (at their capacity, with hashbrown's
+    /// one control byte per slot), each series' struct, labels and chunks.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let map = |cap: usize, entry: usize| cap * (entry + 1);
+        map(self.series.capacity(), size_of::<(u32, Box<MemSeries>)>())
+            + self.series.values().map(|s| size_of::<MemSeries>() + s.heap_bytes()).sum::<usize>()
+            + map(self.by_hash.capacity(), size_of::<(u64, u32)>())
+            + map(self.collisions.capacity(), size_of::<(u64, Vec<u32>)>())
+            + self.collisions.values().map(|v| v.capacity() * 4).sum::<usize>()
     }
 }

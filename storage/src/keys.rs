@@ -211,6 +211,7 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 
 pub const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 pub const META_RETENTION_WATERMARK: &[u8] = b"retention_watermark";
+pub const META_NEXT_SERIES_ID: &[u8] = b"next_series_id";
 pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn encode_i64(v: i64) -> [u8; 8] {

@@ -5,7 +5,7 @@ use roaring::RoaringBitmap;
 use rocksdb::DB;
 
 use crate::chunk::{Encoding, XorIter};
-use crate::db::CF_CHUNKS;
+use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
 use crate::head::Head;
 use crate::interrupt::Interrupt;
@@ -21,11 +21,24 @@ pub struct SeriesSnap {
     head_chunks: Vec<(i64, Encoding, Vec<u8>)>,
 }
 
-pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> Vec<SeriesSnap> {
+impl SeriesSnap {
+    /// The series' canonical label encoding.
+    pub fn labels(&self) -> &[u8] {
+        &self.labels
+    }
+}
+
+/// Copies the head chunks of the series in `ids` that are in the head; returns them and
+/// the ids that are not (evicted or never loaded: all their data is in RocksDB).
+pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<SeriesSnap>, Vec<u32>) {
     // No interrupt check here: this runs under the head lock and only copies bytes.
     let mut out = Vec::with_capacity(ids.len() as usize);
+    let mut not_in_head = Vec::new();
     for id in ids {
-        let Some(s) = head.get(id) else { continue };
+        let Some(s) = head.get(id) else {
+            not_in_head.push(id);
+            continue;
+        };
         let mut head_chunks = Vec::new();
         for c in &s.recent {
             if c.mint <= maxt && c.maxt >= mint {
@@ -39,7 +52,27 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> Vec<S
         }
         out.push(SeriesSnap { id, labels: s.labels.clone(), head_chunks });
     }
-    out
+    (out, not_in_head)
+}
+
+/// Snapshots of series that are not in the head: labels from the `series` column
+/// family, no head chunks. Ids without a record (deleted by retention after the index
+/// was read) are skipped.
+pub fn stored_snaps(db: &DB, ids: &[u32], stop: &Interrupt) -> Result<Vec<SeriesSnap>> {
+    let cf = db.cf_handle(CF_SERIES).ok_or_else(|| Error::corrupt("rocksdb", "missing series column family"))?;
+    let mut out = Vec::with_capacity(ids.len());
+    for batch in ids.chunks(1024) {
+        stop.check("series listing")?;
+        let ks: Vec<[u8; 4]> = batch.iter().map(|&id| keys::series_key(id)).collect();
+        // Ids come from a bitmap, ascending, so the big-endian keys are sorted.
+        let got = db.batched_multi_get_cf(cf, &ks, true);
+        for (&id, v) in batch.iter().zip(got) {
+            let Some(v) = v.map_err(Error::rocks("get series"))? else { continue };
+            keys::decode_labels(&v)?;
+            out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new() });
+        }
+    }
+    Ok(out)
 }
 
 /// Decodes `chunk`'s samples within `[mint, maxt]` onto `out`.

@@ -133,6 +133,11 @@ pub struct Stats {
     pub active_series: u64,
     /// Series known to this shard (every id ever assigned and not yet dropped).
     pub total_series: u64,
+    /// Series in the in-memory head (recently written; idle ones are evicted).
+    pub head_series: u64,
+    /// Estimated heap bytes of the head (maps, series, labels, chunks), as of the last
+    /// idle sweep, flush or open.
+    pub head_bytes: u64,
     pub samples_appended: u64,
     pub rejected_too_old: u64,
     pub rejected_duplicate: u64,
