@@ -220,10 +220,20 @@ impl<'a> Ctx<'a> {
         }
         it.status().map_err(Error::rocks("read chunks"))?;
         loaded.reverse();
+        // Whether the stored series ended with a staleness marker (the idle sweep evicts
+        // those sooner); the newest chunk is the last one loaded.
+        let ended_stale = match loaded.last() {
+            Some(c) => chunk::XorIter::new(&c.bytes, c.enc)
+                .last()
+                .transpose()?
+                .is_some_and(|x| Some(x.t) == newest && tessera_model::is_stale_nan(x.v)),
+            None => false,
+        };
         if let Some(t) = newest {
             if !s.has_max || t > s.max_t {
                 s.max_t = t;
                 s.has_max = true;
+                s.stale = ended_stale;
             }
         }
         if s.recent.is_empty() {

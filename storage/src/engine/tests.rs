@@ -737,3 +737,233 @@ fn compaction_over_a_damaged_block_poisons_with_rocksdbs_corruption_message() {
     assert!(msg.contains("RocksDB write failed") && msg.contains("Corruption") && msg.contains(".sst"), "{msg}");
     assert!(!msg.contains("fsync"), "{msg}");
 }
+
+const MIN: i64 = 60_000;
+
+fn churn_cfg(idle_ms: i64, ooo_ms: i64) -> EngineConfig {
+    EngineConfig { head_idle_timeout_ms: idle_ms, out_of_order_window_ms: ooo_ms, wal_fsync: WalFsync::None, ..cfg() }
+}
+
+fn stale() -> f64 {
+    f64::from_bits(tessera_model::STALE_NAN_BITS)
+}
+
+fn bits(s: &[Sample]) -> Vec<(i64, u64)> {
+    s.iter().map(|x| (x.t, x.v.to_bits())).collect()
+}
+
+#[test]
+fn idle_and_stale_series_leave_the_head_and_come_back_with_the_same_id() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), churn_cfg(30 * MIN, 5 * MIN)).expect("open");
+    let idle = labels(&[("__name__", "x"), ("pod", "idle")]);
+    let ended = labels(&[("__name__", "x"), ("pod", "ended")]);
+    let busy = labels(&[("__name__", "x"), ("pod", "busy")]);
+    let idle_old: Vec<Sample> = (0..5).map(|i| Sample::new(T0 + i * MIN, i as f64)).collect();
+    append1(&e, &idle, &idle_old);
+    append1(&e, &ended, &[Sample::new(T0, 1.0), Sample::new(T0 + MIN, stale())]);
+    for i in 0..=20 {
+        append1(&e, &busy, &[Sample::new(T0 + i * MIN, 1.0)]);
+    }
+    // 20 min of shard time: the stale-marked series left (marker older than the 5 min
+    // out-of-order window), the merely idle one (16 min) did not.
+    assert_eq!(e.stats().head_series, 2);
+    assert_eq!(e.head.lock().lookup(keys::labels_hash(&enc(&ended)), &enc(&ended)), None);
+    for i in 21..=40 {
+        append1(&e, &busy, &[Sample::new(T0 + i * MIN, 1.0)]);
+    }
+    let st = e.stats();
+    assert_eq!((st.head_series, st.total_series), (1, 3), "idle for 36 min > 30 min: evicted");
+    // Evicted series read back from RocksDB alone (no open chunk was lost).
+    assert_eq!(all_samples(&e, &idle), idle_old);
+    assert_eq!(bits(&all_samples(&e, &ended)), bits(&[Sample::new(T0, 1.0), Sample::new(T0 + MIN, stale())]));
+    let id_before = {
+        let all = e.select(&[m("pod", MatchOp::Equal, "idle")], i64::MIN, i64::MAX).expect("select");
+        assert_eq!(all.len(), 1);
+        e.find_stored(keys::labels_hash(&enc(&idle)), &enc(&idle)).expect("find").expect("stored")
+    };
+    // A later sample brings it back: same id, no new series, old and new data.
+    let r = append1(&e, &idle, &[Sample::new(T0 + 41 * MIN, 41.0)]);
+    assert_eq!(r.appended, 1);
+    assert_eq!(e.head.lock().lookup(keys::labels_hash(&enc(&idle)), &enc(&idle)), Some(id_before));
+    let st = e.stats();
+    assert_eq!((st.head_series, st.total_series), (2, 3));
+    let mut want = idle_old.clone();
+    want.push(Sample::new(T0 + 41 * MIN, 41.0));
+    assert_eq!(all_samples(&e, &idle), want);
+    // Duplicate checks still see what was written before the eviction.
+    let r = append1(&e, &idle, &[Sample::new(T0 + 41 * MIN, 7.0)]);
+    assert_eq!(r.rejected_duplicate, 1);
+    // And everything survives a crash (drop without close) and a reopen.
+    drop(e);
+    let e = Engine::open(d.path(), churn_cfg(30 * MIN, 5 * MIN)).expect("reopen");
+    assert_eq!(all_samples(&e, &idle), want);
+    assert_eq!(all_samples(&e, &busy).len(), 41);
+    assert_eq!(e.stats().total_series, 3);
+}
+
+fn enc(l: &[Label]) -> Vec<u8> {
+    let mut v = Vec::new();
+    keys::encode_labels(l, &mut v);
+    v
+}
+
+#[test]
+fn zero_idle_timeout_keeps_every_series_in_the_head() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), churn_cfg(0, 5 * MIN)).expect("open");
+    let gone = labels(&[("pod", "gone")]);
+    append1(&e, &gone, &[Sample::new(T0, 1.0), Sample::new(T0 + MIN, stale())]);
+    let busy = labels(&[("pod", "busy")]);
+    for i in 0..=180 {
+        append1(&e, &busy, &[Sample::new(T0 + i * MIN, 1.0)]);
+    }
+    assert_eq!(e.evict_idle_series().expect("sweep"), 0);
+    assert_eq!(e.stats().head_series, 2);
+}
+
+/// A pod-churn fleet: pod `i` starts at minute `i / 20` and lives 10 one-minute scrapes,
+/// so 200 pods are alive at a time and 20 new ones appear every minute; odd pods end
+/// with a staleness marker, even ones just stop.
+const CHURN_PODS: i64 = 20_000;
+const CHURN_LIFE: i64 = 10;
+
+fn churn_value(pod: i64, k: i64) -> f64 {
+    if pod % 2 == 1 && k == CHURN_LIFE - 1 {
+        stale()
+    } else {
+        (pod * 100 + k) as f64
+    }
+}
+
+fn churn_labels(pod: i64) -> Vec<Label> {
+    labels(&[
+        ("__name__", "DCGM_FI_DEV_GPU_UTIL"),
+        ("Hostname", &format!("node-{:03}", pod % 100)),
+        ("gpu", &format!("{}", pod % 8)),
+        ("namespace", "training"),
+        ("pod", &format!("job-{pod:05}-worker")),
+    ])
+}
+
+fn churn_minute(e: &Engine, minute: i64) {
+    let first = (minute - CHURN_LIFE + 1).max(0) * 20;
+    let last = ((minute + 1) * 20).min(CHURN_PODS);
+    let pods: Vec<i64> = (first..last).collect();
+    let ls: Vec<Vec<Label>> = pods.iter().map(|&p| churn_labels(p)).collect();
+    let ss: Vec<[Sample; 1]> =
+        pods.iter().map(|&p| [Sample::new(T0 + minute * MIN, churn_value(p, minute - p / 20))]).collect();
+    let batch: Vec<SeriesAppend<'_>> =
+        ls.iter().zip(&ss).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+    let r = e.append(&batch).expect("append");
+    assert_eq!(r.appended as usize, batch.len());
+}
+
+fn assert_every_churn_sample_readable(e: &Engine) {
+    let got = e.select(&[m("namespace", MatchOp::Equal, "training")], i64::MIN, i64::MAX).expect("select");
+    assert_eq!(got.len() as i64, CHURN_PODS);
+    let mut n = 0;
+    for s in &got {
+        let pod_label = &s.labels.iter().find(|l| l.name == "pod").expect("pod label").value;
+        let pod: i64 = pod_label["job-".len()..][..5].parse().expect("pod number");
+        let want: Vec<(i64, u64)> =
+            (0..CHURN_LIFE).map(|k| (T0 + (pod / 20 + k) * MIN, churn_value(pod, k).to_bits())).collect();
+        assert_eq!(bits(&s.samples), want, "pod {pod}");
+        n += s.samples.len();
+    }
+    assert_eq!(n as i64, CHURN_PODS * CHURN_LIFE);
+}
+
+#[test]
+fn head_memory_tracks_active_series_under_pod_churn_not_series_ever_created() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let config = churn_cfg(30 * MIN, 5 * MIN);
+    let e = Engine::open(d.path(), config.clone()).expect("open");
+    let minutes = CHURN_PODS / 20 + CHURN_LIFE - 1;
+    let mut start = None;
+    for minute in 0..minutes {
+        churn_minute(&e, minute);
+        if minute == 100 {
+            // Steady state: past the 30 min idle timeout plus the pods' lifetime.
+            start = Some((e.stats().head_series, e.head_heap_bytes()));
+        }
+    }
+    let (start_series, start_bytes) = start.expect("measured");
+    let st = e.stats();
+    let end_bytes = e.head_heap_bytes();
+    println!(
+        "churn: created={} head_series start={start_series} end={} head_bytes start={start_bytes} end={end_bytes} \
+         ({} B per head series)",
+        st.total_series,
+        st.head_series,
+        end_bytes as u64 / st.head_series.max(1)
+    );
+    assert_eq!(st.total_series as i64, CHURN_PODS);
+    // 200 alive + idle ones waiting out 30 min (10/min) + ended ones their 5 min.
+    assert!((200..=700).contains(&start_series), "head at steady state: {start_series}");
+    // At the end only the last pods remain: no growth with the 19,000+ series created
+    // since the start measurement.
+    assert!(st.head_series <= start_series, "head series grew: {start_series} -> {}", st.head_series);
+    assert!(end_bytes <= start_bytes * 5 / 4, "head bytes grew: {start_bytes} -> {end_bytes}");
+    assert!(st.head_bytes > 0 && st.head_bytes <= start_bytes as u64 * 5 / 4, "Stats::head_bytes {}", st.head_bytes);
+    assert_every_churn_sample_readable(&e);
+
+    // Crash and reopen: the WAL replay brings series back and the same rule evicts them.
+    drop(e);
+    let e = Engine::open(d.path(), config).expect("reopen");
+    let rep = e.replay_report();
+    assert_eq!(rep.samples as i64, CHURN_PODS * CHURN_LIFE, "whole WAL replayed (one segment)");
+    assert!(rep.series_evicted as i64 >= CHURN_PODS - 700, "evicted during replay: {}", rep.series_evicted);
+    let st = e.stats();
+    assert!(st.head_series <= start_series, "after replay: {}", st.head_series);
+    assert_eq!(st.total_series as i64, CHURN_PODS);
+    assert_every_churn_sample_readable(&e);
+}
+
+#[test]
+fn retention_deletes_series_records_of_series_with_no_data_left_and_never_reuses_ids() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let config = EngineConfig { retention_ms: 2 * keys::MS_PER_DAY, ..churn_cfg(30 * MIN, 5 * MIN) };
+    let e = Engine::open(d.path(), config.clone()).expect("open");
+    let new = labels(&[("__name__", "new")]);
+    let old = labels(&[("__name__", "old")]);
+    append1(&e, &new, &[Sample::new(T0 + keys::MS_PER_DAY, 1.0)]);
+    append1(&e, &old, &[Sample::new(T0, 1.0)]); // id 1
+    assert_eq!(e.stats().total_series, 2);
+    append1(&e, &new, &[Sample::new(T0 + 5 * keys::MS_PER_DAY, 1.0)]);
+    e.flush().expect("flush");
+    let st = e.stats();
+    assert_eq!((st.total_series, st.head_series), (1, 1), "old series deleted from disk and head");
+    assert_eq!(e.find_stored(keys::labels_hash(&enc(&old)), &enc(&old)).expect("find"), None);
+    assert!(e.stored_labels(1).expect("get").is_none());
+    assert!(e.stored_labels(0).expect("get").is_some());
+    e.close().expect("close");
+    let e = Engine::open(d.path(), config).expect("reopen");
+    assert_eq!(e.stats().total_series, 1);
+    assert_eq!(e.head.lock().next_id, 2, "id 1 is never handed out again");
+    // The same labels later are a new series with a new id, holding only the new data.
+    append1(&e, &old, &[Sample::new(T0 + 5 * keys::MS_PER_DAY, 2.0)]);
+    assert_eq!(e.head.lock().lookup(keys::labels_hash(&enc(&old)), &enc(&old)), Some(2));
+    assert_eq!(all_samples(&e, &old), [Sample::new(T0 + 5 * keys::MS_PER_DAY, 2.0)]);
+}
+
+/// Memory per active series in the head (debug build): 20,000 DCGM-like series with 10
+/// samples in their open chunk. The issue's target (≤ 1 KiB at 600 k series) is measured
+/// in release by `benches/benches/micro/engine.rs`; this guards the estimate.
+#[test]
+fn head_bytes_per_active_series_stay_under_one_kib() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), churn_cfg(30 * MIN, 5 * MIN)).expect("open");
+    let n = 20_000i64;
+    let ls: Vec<Vec<Label>> = (0..n).map(churn_labels).collect();
+    for k in 0..10 {
+        let ss: Vec<[Sample; 1]> = (0..n).map(|p| [Sample::new(T0 + k * 15_000, (p % 100) as f64)]).collect();
+        let batch: Vec<SeriesAppend<'_>> =
+            ls.iter().zip(&ss).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+        e.append(&batch).expect("append");
+    }
+    let per = e.head_heap_bytes() as f64 / n as f64;
+    println!("head bytes per active series (estimate, debug build): {per:.0}");
+    assert_eq!(e.stats().head_series as i64, n);
+    assert!(per <= 1024.0, "{per} bytes per series");
+}
