@@ -220,9 +220,18 @@ impl Metrics {
         );
         if let Some(shards) = shards {
             let stats = shards.stats();
-            let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 6] = [
+            let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 8] = [
                 ("tessera_active_series", "Series with samples in the in-memory head, per shard.", "gauge", |s| {
                     s.active_series
+                }),
+                (
+                    "tessera_head_series",
+                    "Series in the in-memory head (idle ones are evicted), per shard.",
+                    "gauge",
+                    |s| s.head_series,
+                ),
+                ("tessera_head_bytes", "Estimated heap bytes of the in-memory head, per shard.", "gauge", |s| {
+                    s.head_bytes
                 }),
                 ("tessera_series", "Series known to the shard, per shard.", "gauge", |s| s.total_series),
                 ("tessera_storage_disk_bytes", "RocksDB live SST plus memtable bytes, per shard.", "gauge", |s| {

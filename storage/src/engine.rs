@@ -840,7 +840,10 @@ impl Engine {
         for id in &dead {
             // A head series holds no data from `cut_day` on either (that would be in
             // postings): whatever it holds in memory is past retention.
-            head.remove(id);
+            if head.remove(id).is_some_and(|s| s.open_len() > 0) {
+                head.active = head.active.saturating_sub(1);
+                self.counters.active_series.store(head.active, Ordering::Relaxed);
+            }
             let Some(labels) = self.stored_labels(id)? else { continue };
             batch.delete_cf(scf, keys::series_key(id));
             batch.delete_cf(hcf, keys::series_hash_key(keys::labels_hash(&labels), id));
