@@ -469,3 +469,6 @@ impl Head {
             + self.collisions.values().map(|v| v.capacity() * 4).sum::<usize>()
     }
 }
+
+#[cfg(test)]
+mod tests;

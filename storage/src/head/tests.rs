@@ -1,0 +1,56 @@
+//! Head bookkeeping: hash lookups stay right when series leave, colliding ones included.
+
+use super::*;
+use crate::types::Label;
+
+fn series(name: &str) -> (u64, Box<[u8]>) {
+    let mut enc = Vec::new();
+    keys::encode_labels(&[Label::new("__name__", name)], &mut enc);
+    (keys::labels_hash(&enc), enc.into_boxed_slice())
+}
+
+#[test]
+fn removing_a_series_forgets_its_hash_and_keeps_the_next_id() {
+    let mut h = Head::new();
+    let (ha, a) = series("a");
+    let (hb, b) = series("b");
+    h.insert(0, ha, MemSeries::new(a.clone(), true));
+    h.insert(1, hb, MemSeries::new(b.clone(), true));
+    assert!(h.remove(0).is_some());
+    assert_eq!(h.lookup(ha, &a), None);
+    assert_eq!(h.lookup(hb, &b), Some(1));
+    assert_eq!(h.next_id, 2);
+    assert!(h.series_on_disk_only, "a removed series now lives only on disk");
+    assert!(!h.by_hash.contains_key(&ha));
+}
+
+#[test]
+fn removing_the_primary_of_a_hash_collision_promotes_the_other_series() {
+    // Two label sets filed under one hash (what an xxh3 collision looks like): `remove`
+    // recomputes the hash from the labels, so file both under `a`'s real hash.
+    let (ha, a) = series("a");
+    let (_, b) = series("b");
+    let mut h = Head::new();
+    h.insert(3, ha, MemSeries::new(a.clone(), true));
+    h.insert(7, ha, MemSeries::new(b.clone(), true));
+    assert_eq!((h.lookup(ha, &a), h.lookup(ha, &b)), (Some(3), Some(7)));
+    assert!(h.remove(3).is_some());
+    assert_eq!(h.lookup(ha, &b), Some(7));
+    assert_eq!(h.lookup(ha, &a), None);
+    assert!(h.collisions.is_empty());
+}
+
+#[test]
+fn heap_estimate_shrinks_after_mass_eviction() {
+    let mut h = Head::new();
+    for i in 0..10_000u32 {
+        let (hash, enc) = series(&format!("s{i}"));
+        h.insert(i, hash, MemSeries::new(enc, true));
+    }
+    let full = h.heap_bytes();
+    for i in 0..9_900u32 {
+        h.remove(i);
+    }
+    h.shrink();
+    assert!(h.heap_bytes() * 20 < full, "{} vs {full}", h.heap_bytes());
+}
