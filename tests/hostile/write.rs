@@ -174,6 +174,7 @@ fn a_large_request_of_refused_samples_does_not_block_the_server() {
         (0..100_000).map(|i| ts(&[("__name__", "flood"), ("i", &i.to_string())], &[(future, 1.0)])).collect();
     let body = snappy(&write_request(series).encode_to_vec());
     let addr = s.url("/api/v1/write");
+    let _one = crate::probe::one_flood_at_a_time();
     let writer = std::thread::spawn(move || {
         let start = Instant::now();
         let r = reqwest::blocking::Client::builder()
@@ -190,16 +191,13 @@ fn a_large_request_of_refused_samples_does_not_block_the_server() {
     });
     let mut slowest = Duration::ZERO;
     while !writer.is_finished() {
-        let start = Instant::now();
-        assert_eq!(s.http().get(s.url("/-/ready")).send().expect("ready").status(), 200);
-        slowest = slowest.max(start.elapsed());
+        slowest = slowest.max(crate::probe::assert_reachable(&s, "a 100,000-series request of refused samples"));
         std::thread::sleep(Duration::from_millis(20));
     }
     let (code, msg, took) = writer.join().expect("writer");
     assert_eq!(code, 400, "{msg}");
     assert!(msg.contains("too far in the future") && msg.contains("100000 of 100000 series had problems"), "{msg}");
-    eprintln!("100,000 refused series answered in {took:?}; slowest /-/ready meanwhile {slowest:?}");
-    assert!(slowest < Duration::from_secs(1), "/-/ready took {slowest:?} while the request was filtered");
+    eprintln!("100,000 refused series answered in {took:?}; slowest probe meanwhile {slowest:?}");
     assert_healthy(&s);
 }
 
