@@ -112,3 +112,53 @@ fn a_flood_of_heavy_range_queries_leaves_the_server_reachable() {
         }
     });
 }
+
+/// SIGTERM while the server is busy with slow queries, stalled uploads and idle
+/// connections: it stops accepting, gives in-flight work `shutdown_timeout_secs`,
+/// flushes, and exits 0 within that bound (plus the flush), never hanging on a client.
+#[test]
+fn sigterm_during_a_flood_exits_within_the_shutdown_timeout() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let s = loaded_server(dir.path());
+    let acknowledged =
+        s.get_json("/api/v1/query?query=count(DCGM_FI_DEV_GPU_UTIL)", None).1["data"]["result"][0]["value"][1].clone();
+    assert_eq!(acknowledged, serde_json::json!("5000"));
+    assert!(s.terminate().success());
+    let s = Server::start_with_config(&data, "shutdown_timeout_secs = 2\n");
+    let _one = crate::probe::one_flood_at_a_time();
+    let now = now_ms() / 1000;
+    let url = s.url(&format!(
+        "/api/v1/query_range?query={}&start={}&end={now}&step=1",
+        form_urlencoded::byte_serialize(b"sum by (gpu) (rate({__name__=~\"DCGM.*\"}[5m]))").collect::<String>(),
+        now - 3600
+    ));
+    let queries: Vec<_> = (0..4)
+        .map(|_| {
+            let url = url.clone();
+            std::thread::spawn(move || client().get(&url).send().map(|r| r.status().as_u16()))
+        })
+        .collect();
+    let mut idle: Vec<std::net::TcpStream> =
+        (0..100).map(|_| std::net::TcpStream::connect(s.addr).expect("connect")).collect();
+    let mut stalled = std::net::TcpStream::connect(s.addr).expect("connect");
+    stalled
+        .write_all(b"POST /api/v1/write HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\nContent-Length: 1000\r\n\r\n")
+        .expect("head");
+    idle.push(stalled);
+    std::thread::sleep(Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let status = s.terminate();
+    let took = started.elapsed();
+    assert!(status.success(), "exit status {status}");
+    assert!(took < Duration::from_secs(10), "exit took {took:?} with a 2 s shutdown timeout");
+    eprintln!("SIGTERM during a flood: exited 0 after {took:?}");
+    for q in queries {
+        let _ = q.join();
+    }
+    // Everything acknowledged before is still there.
+    let s = Server::start(&data);
+    let (_, body) = s.get_json("/api/v1/query?query=count(DCGM_FI_DEV_GPU_UTIL)", None);
+    assert_eq!(body["data"]["result"][0]["value"][1], acknowledged);
+}
