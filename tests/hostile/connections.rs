@@ -39,12 +39,12 @@ fn metric(server: &Server, name: &str) -> f64 {
 
 #[test]
 fn a_flood_of_half_open_connections_leaves_ready_metrics_and_writes_answering_within_a_second() {
+    let _serial = crate::probe::serial();
     // The reproduction: 1,100 half-open connections made the server
     // unreachable. Here the cap is lower than the flood, so the flood also overflows it.
     rlimit::increase_nofile_limit(4096).expect("raise the test's open-file limit");
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with_config(&dir.path().join("d"), "[http]\nmax_connections = 1000\n");
-    let _one = crate::probe::one_flood_at_a_time();
     let _flood = half_open(&server, 1_100);
 
     for _ in 0..3 {
@@ -56,6 +56,7 @@ fn a_flood_of_half_open_connections_leaves_ready_metrics_and_writes_answering_wi
 
 #[test]
 fn a_connection_that_never_finishes_its_request_head_is_closed_by_the_header_timeout() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with_config(
         &dir.path().join("d"),
@@ -67,6 +68,7 @@ fn a_connection_that_never_finishes_its_request_head_is_closed_by_the_header_tim
 
 #[test]
 fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with_config(&dir.path().join("d"), "[http]\nidle_timeout_secs = 1\n");
     let mut s = TcpStream::connect(server.addr).expect("connect");

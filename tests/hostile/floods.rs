@@ -38,6 +38,7 @@ fn client() -> reqwest::blocking::Client {
 
 #[test]
 fn a_flood_of_remote_reads_of_everything_leaves_the_server_reachable() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = loaded_server(dir.path());
     let url = s.url("/api/v1/read");
@@ -74,6 +75,7 @@ fn a_flood_of_remote_reads_of_everything_leaves_the_server_reachable() {
 
 #[test]
 fn a_flood_of_index_calls_leaves_the_server_reachable() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = loaded_server(dir.path());
     let urls = [
@@ -94,6 +96,7 @@ fn a_flood_of_index_calls_leaves_the_server_reachable() {
 
 #[test]
 fn a_flood_of_heavy_range_queries_leaves_the_server_reachable() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = loaded_server(dir.path());
     let now = now_ms() / 1000;
@@ -118,6 +121,7 @@ fn a_flood_of_heavy_range_queries_leaves_the_server_reachable() {
 /// flushes, and exits 0 within that bound (plus the flush), never hanging on a client.
 #[test]
 fn sigterm_during_a_flood_exits_within_the_shutdown_timeout() {
+    let _serial = crate::probe::serial();
     use std::io::Write;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
@@ -127,7 +131,6 @@ fn sigterm_during_a_flood_exits_within_the_shutdown_timeout() {
     assert_eq!(acknowledged, serde_json::json!("5000"));
     assert!(s.terminate().success());
     let s = Server::start_with_config(&data, "shutdown_timeout_secs = 2\n");
-    let _one = crate::probe::one_flood_at_a_time();
     let now = now_ms() / 1000;
     let url = s.url(&format!(
         "/api/v1/query_range?query={}&start={}&end={now}&step=1",

@@ -9,13 +9,14 @@ use reqwest::blocking::Client;
 
 use crate::harness::{now_ms, snappy, ts, write_request, Server};
 
-/// Floods run one at a time: each is sized to load this 2-core machine on its own, and
-/// two at once would measure each other. Every flood test holds this while flooding.
-static FLOOD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The tests of this binary run one at a time: each flood is sized to load this 2-core
+/// machine on its own, and a second attack running beside it would turn the "within a
+/// second" probes into a measurement of the two together. Every test takes this first.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Takes the flood lock (a flood that panicked still releases it for the others).
-pub fn one_flood_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    FLOOD.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// Takes the lock (a test that panicked still releases it for the others).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// How long each probe may take.
@@ -69,7 +70,6 @@ pub fn assert_reachable(s: &Server, during: &str) -> Duration {
 /// Runs `flood` on `threads` threads until each returns, probing meanwhile; returns
 /// how many probe rounds ran (at least one, or the test proves nothing).
 pub fn probe_during(s: &Server, during: &str, threads: usize, flood: impl Fn() + Send + Sync + 'static) -> usize {
-    let _one = one_flood_at_a_time();
     let flood = std::sync::Arc::new(flood);
     let workers: Vec<_> = (0..threads)
         .map(|_| {

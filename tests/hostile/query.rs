@@ -55,6 +55,7 @@ fn assert_alive(s: &Server, after: &str) {
 
 #[test]
 fn hostile_promql_requests_get_4xx_and_the_server_survives_them() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir.path().join("data"));
 
@@ -192,13 +193,13 @@ fn wide_admitted_query() -> String {
 
 #[test]
 fn slow_parsing_runs_off_the_async_workers_and_the_server_stays_reachable() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let s = Server::start(&dir.path().join("data"));
     let form = format!("query={}", enc(&wide_admitted_query()));
     // As many expensive parses as there are query slots (2 x cores), at once. Before,
     // they ran on the async workers (as many as cores) and nothing else was answered.
     let slots = 2 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    let _one = crate::probe::one_flood_at_a_time();
     let parses: Vec<_> = (0..slots)
         .map(|_| {
             let (client, url, form) = (s.http().clone(), s.url("/api/v1/parse_query"), form.clone());
