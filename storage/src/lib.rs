@@ -27,6 +27,7 @@ mod head;
 mod index;
 mod interrupt;
 mod keys;
+mod labels_codec;
 mod matcher;
 mod read;
 mod types;
@@ -38,5 +39,8 @@ pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
 pub use matcher::{MatchOp, Matcher};
-pub use types::{AppendReport, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats};
-pub use wal::{Damage, FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};
+pub use types::{
+    AppendReport, FsyncStats, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats,
+    FSYNC_BUCKETS_SECONDS,
+};
+pub use wal::{Damage, TornTail};
