@@ -23,6 +23,8 @@ mod config;
 mod db;
 mod engine;
 mod error;
+#[cfg(test)]
+mod format_tests;
 mod head;
 mod index;
 mod interrupt;
