@@ -26,6 +26,7 @@ use crate::head::{Ctx, Head, MemSeries, Outcome};
 use crate::index::Index;
 use crate::interrupt::Interrupt;
 use crate::keys;
+use crate::labels_codec;
 use crate::matcher::Matcher;
 use crate::read;
 use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
@@ -185,8 +186,8 @@ impl Engine {
             let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
             for e in series {
                 let mut enc = Vec::new();
-                keys::encode_labels(&e.labels, &mut enc);
-                let hash = keys::labels_hash(&enc);
+                labels_codec::encode_labels(&e.labels, &mut enc);
+                let hash = labels_codec::labels_hash(&enc);
                 match head.get(e.id) {
                     Some(s) if *s.labels == *enc => {}
                     Some(_) => {
@@ -256,8 +257,8 @@ impl Engine {
                 }
             }
             let start = enc_buf.len();
-            keys::encode_labels(s.labels, &mut enc_buf);
-            encoded.push((start, enc_buf.len(), keys::labels_hash(&enc_buf[start..])));
+            labels_codec::encode_labels(s.labels, &mut enc_buf);
+            encoded.push((start, enc_buf.len(), labels_codec::labels_hash(&enc_buf[start..])));
         }
 
         let mut report = AppendReport::default();
@@ -732,8 +733,8 @@ fn load_head(db: &DB) -> Result<Head> {
         let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
         let id = keys::parse_series_key(k)?;
         // Validate the encoding once at load, so later decodes of it cannot fail.
-        keys::decode_labels(v)?;
-        head.insert(id, keys::labels_hash(v), MemSeries::new(v.into(), false));
+        labels_codec::decode_labels(v)?;
+        head.insert(id, labels_codec::labels_hash(v), MemSeries::new(v.into(), false));
         it.next();
     }
     it.status().map_err(Error::rocks("load series"))?;

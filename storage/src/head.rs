@@ -18,6 +18,7 @@ use crate::config::EngineConfig;
 use crate::db::CF_CHUNKS;
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::labels_codec;
 use crate::types::{Label, RejectReason, Sample};
 
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
@@ -31,7 +32,7 @@ pub struct CutChunk {
 
 /// One series in memory.
 pub struct MemSeries {
-    /// Canonical label encoding (`keys::encode_labels`); compact, and compared byte-wise
+    /// Canonical label encoding (`labels_codec::encode_labels`); compact, and compared byte-wise
     /// to detect hash collisions.
     pub labels: Box<[u8]>,
     pub open: Option<XorAppender>,
@@ -160,7 +161,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         s.days = [Some(day), s.days[0]];
-        let labels = keys::decode_labels(&s.labels)?;
+        let labels = labels_codec::decode_labels(&s.labels)?;
         self.postings.entry(keys::all_postings_key(day).to_vec()).or_default().insert(id);
         for l in &labels {
             self.postings.entry(keys::postings_key(day, &l.name, &l.value)?).or_default().insert(id);
@@ -389,7 +390,7 @@ impl Head {
 
     pub fn labels_of(&self, id: u32) -> Result<Option<Vec<Label>>> {
         match self.get(id) {
-            Some(s) => Ok(Some(keys::decode_labels(&s.labels)?)),
+            Some(s) => Ok(Some(labels_codec::decode_labels(&s.labels)?)),
             None => Ok(None),
         }
     }
