@@ -137,7 +137,12 @@ fn serve(args: ServeArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(anyhow::Error::new(e).context("cannot start the async runtime")),
     };
-    match runtime.block_on(tessera_server::serve::run(config)) {
+    let result = runtime.block_on(tessera_server::serve::run(config));
+    // The shards are flushed by now. Dropping the runtime would wait for every blocking
+    // task without limit (a storage scan that outlived its request, say); give them a
+    // moment to see their cancel flags, then exit regardless.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
     }

@@ -37,6 +37,7 @@ use crate::head::{Ctx, Head, MemSeries, Outcome};
 use crate::index::Index;
 use crate::interrupt::Interrupt;
 use crate::keys;
+use crate::labels_codec;
 use crate::matcher::Matcher;
 use crate::read;
 use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
@@ -205,8 +206,8 @@ impl Engine {
             let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
             for e in series {
                 let mut enc = Vec::new();
-                keys::encode_labels(&e.labels, &mut enc);
-                let hash = keys::labels_hash(&enc);
+                labels_codec::encode_labels(&e.labels, &mut enc);
+                let hash = labels_codec::labels_hash(&enc);
                 let other_labels =
                     || Error::corrupt("wal record", format!("series id {} replayed with other labels", e.id));
                 match head.get(e.id) {
@@ -231,7 +232,7 @@ impl Engine {
                 if head.get(x.id).is_none() {
                     // Defined in an older, already truncated segment: the series is in RocksDB.
                     if let Some(stored) = self.stored_labels(x.id)? {
-                        let hash = keys::labels_hash(&stored);
+                        let hash = labels_codec::labels_hash(&stored);
                         head.insert(x.id, hash, MemSeries::new(stored, false));
                     }
                 }
@@ -293,8 +294,8 @@ impl Engine {
                 }
             }
             let start = enc_buf.len();
-            keys::encode_labels(s.labels, &mut enc_buf);
-            encoded.push((start, enc_buf.len(), keys::labels_hash(&enc_buf[start..])));
+            labels_codec::encode_labels(s.labels, &mut enc_buf);
+            encoded.push((start, enc_buf.len(), labels_codec::labels_hash(&enc_buf[start..])));
         }
 
         let mut report = AppendReport::default();
@@ -564,13 +565,13 @@ impl Engine {
             for (i, id) in ids.iter().enumerate() {
                 stop.check_every(i, "series listing")?;
                 match head.get(id) {
-                    Some(s) => out.push(keys::decode_labels(&s.labels)?),
+                    Some(s) => out.push(labels_codec::decode_labels(&s.labels)?),
                     None => not_in_head.push(id),
                 }
             }
         }
         for snap in read::stored_snaps(&self.db, &not_in_head, stop)? {
-            out.push(keys::decode_labels(snap.labels())?);
+            out.push(labels_codec::decode_labels(snap.labels())?);
         }
         Ok(out)
     }
@@ -790,7 +791,7 @@ impl Engine {
         match v {
             Some(v) => {
                 // Validated once when it enters the head, so later decodes cannot fail.
-                keys::decode_labels(&v)?;
+                labels_codec::decode_labels(&v)?;
                 Ok(Some(Box::from(&*v)))
             }
             None => Ok(None),
@@ -846,7 +847,7 @@ impl Engine {
             }
             let Some(labels) = self.stored_labels(id)? else { continue };
             batch.delete_cf(scf, keys::series_key(id));
-            batch.delete_cf(hcf, keys::series_hash_key(keys::labels_hash(&labels), id));
+            batch.delete_cf(hcf, keys::series_hash_key(labels_codec::labels_hash(&labels), id));
             deleted += 1;
         }
         batch.put_cf(cf(&self.db, CF_META)?, keys::META_NEXT_SERIES_ID, head.next_id.to_be_bytes());

@@ -26,6 +26,7 @@ use crate::config::EngineConfig;
 use crate::db::CF_CHUNKS;
 use crate::error::{Error, Result};
 use crate::keys;
+use crate::labels_codec;
 use crate::types::{RejectReason, Sample};
 
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
@@ -39,7 +40,7 @@ pub struct CutChunk {
 
 /// One series in memory.
 pub struct MemSeries {
-    /// Canonical label encoding (`keys::encode_labels`); compact, and compared byte-wise
+    /// Canonical label encoding (`labels_codec::encode_labels`); compact, and compared byte-wise
     /// to detect hash collisions.
     pub labels: Box<[u8]>,
     pub open: Option<XorAppender>,
@@ -172,7 +173,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         s.days = [Some(day), s.days[0]];
-        let labels = keys::decode_labels(&s.labels)?;
+        let labels = labels_codec::decode_labels(&s.labels)?;
         self.postings.entry(keys::all_postings_key(day).to_vec()).or_default().insert(id);
         for l in &labels {
             self.postings.entry(keys::postings_key(day, &l.name, &l.value)?).or_default().insert(id);
@@ -409,7 +410,7 @@ impl Head {
     /// be past retention) and forgets its hash entry.
     pub fn remove(&mut self, id: u32) -> Option<Box<MemSeries>> {
         let s = self.series.remove(&id)?;
-        let hash = keys::labels_hash(&s.labels);
+        let hash = labels_codec::labels_hash(&s.labels);
         if self.by_hash.get(&hash) == Some(&id) {
             self.by_hash.remove(&hash);
             // Promote a colliding series, if any, to the primary slot.

@@ -5,8 +5,7 @@
 
 use crate::chunk::Encoding;
 use crate::error::{Error, Result};
-use crate::types::Label;
-use crate::varint::{self, Cursor};
+use crate::varint;
 
 pub const MS_PER_DAY: i64 = 86_400_000;
 
@@ -33,7 +32,8 @@ fn unflip32(b: [u8; 4]) -> i32 {
 
 // ---- series ----------------------------------------------------------------------
 
-/// `series` CF key: the series id.
+/// `series` CF key: the series id. The value is the canonical label encoding
+/// (`labels_codec`).
 pub fn series_key(id: u32) -> [u8; 4] {
     id.to_be_bytes()
 }
@@ -49,47 +49,6 @@ pub fn series_hash_key(hash: u64, id: u32) -> [u8; 12] {
     k[..8].copy_from_slice(&hash.to_be_bytes());
     k[8..].copy_from_slice(&id.to_be_bytes());
     k
-}
-
-/// Canonical label-set encoding (the `series` CF value and the WAL series entry):
-/// `count uvarint, then (name_len uvarint, name, value_len uvarint, value)*`.
-pub fn encode_labels(labels: &[Label], out: &mut Vec<u8>) {
-    varint::put_uvarint(out, labels.len() as u64);
-    for l in labels {
-        varint::put_uvarint(out, l.name.len() as u64);
-        out.extend_from_slice(l.name.as_bytes());
-        varint::put_uvarint(out, l.value.len() as u64);
-        out.extend_from_slice(l.value.as_bytes());
-    }
-}
-
-pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {
-    let n = c.uvarint()?;
-    // Each label takes at least two bytes, which bounds a corrupt count.
-    if n > c.buf.len() as u64 {
-        return Err(Error::corrupt("labels", format!("label count {n} exceeds record size")));
-    }
-    let mut labels = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let name = c.string()?.to_string();
-        let value = c.string()?.to_string();
-        labels.push(Label { name, value });
-    }
-    Ok(labels)
-}
-
-pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
-    let mut c = Cursor::new(b, "labels");
-    let labels = decode_labels_from(&mut c)?;
-    if !c.is_empty() {
-        return Err(Error::corrupt("labels", "trailing bytes"));
-    }
-    Ok(labels)
-}
-
-/// The label-set hash: xxh3-64 of the canonical encoding (stable across machines).
-pub fn labels_hash(encoded: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(encoded)
 }
 
 // ---- chunks ----------------------------------------------------------------------
@@ -224,54 +183,4 @@ pub fn decode_i64(b: &[u8]) -> Result<i64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunk_keys_sort_by_series_then_time() {
-        let mut keys =
-            [chunk_key(2, -5), chunk_key(1, 10), chunk_key(1, -10), chunk_key(1, i64::MIN), chunk_key(2, i64::MAX)];
-        keys.sort();
-        let parsed: Vec<_> = keys.iter().map(|k| parse_chunk_key(k).expect("key")).collect();
-        assert_eq!(parsed, vec![(1, i64::MIN), (1, -10), (1, 10), (2, -5), (2, i64::MAX)]);
-    }
-
-    #[test]
-    fn chunk_value_detects_corruption() {
-        let v = encode_chunk_value(Encoding::XorJitter, 100, 200, &[0, 1, 2, 3]);
-        assert_eq!(decode_chunk_value(100, &v).expect("valid"), (Encoding::XorJitter, 200, &[0u8, 1, 2, 3][..]));
-        for i in 0..v.len() {
-            let mut bad = v.clone();
-            bad[i] ^= 0x10;
-            assert!(matches!(decode_chunk_value(100, &bad), Err(Error::Corrupt { .. })));
-        }
-    }
-
-    #[test]
-    fn postings_keys_round_trip_and_sort_by_day() {
-        let k = postings_key(-3, "gpu", "7").expect("key");
-        let (d, n, v) = parse_postings_key(&k).expect("parse");
-        assert_eq!((d, n, v), (-3, &b"gpu"[..], &b"7"[..]));
-        assert!(postings_key(-3, "zzz", "").expect("key") < postings_key(-2, "a", "").expect("key"));
-        assert!(all_postings_key(5).as_slice() < postings_key(5, "a", "").expect("key").as_slice());
-    }
-
-    #[test]
-    fn labels_round_trip_and_reject_garbage() {
-        let labels = vec![Label::new("__name__", "up"), Label::new("job", "ünïcode")];
-        let mut b = Vec::new();
-        encode_labels(&labels, &mut b);
-        assert_eq!(decode_labels(&b).expect("decode"), labels);
-        assert!(decode_labels(&b[..b.len() - 1]).is_err());
-        assert!(decode_labels(&[0xff, 0xff, 0xff]).is_err());
-    }
-
-    #[test]
-    fn day_of_handles_negative_and_extreme_times() {
-        assert_eq!(day_of(-1), -1);
-        assert_eq!(day_of(0), 0);
-        assert_eq!(day_of(MS_PER_DAY), 1);
-        assert_eq!(day_of(i64::MIN), i32::MIN);
-        assert_eq!(day_of(i64::MAX), i32::MAX);
-    }
-}
+mod tests;

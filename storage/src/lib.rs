@@ -23,10 +23,13 @@ mod config;
 mod db;
 mod engine;
 mod error;
+#[cfg(test)]
+mod format_tests;
 mod head;
 mod index;
 mod interrupt;
 mod keys;
+mod labels_codec;
 mod matcher;
 mod read;
 mod types;
@@ -38,5 +41,8 @@ pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
 pub use matcher::{MatchOp, Matcher};
-pub use types::{AppendReport, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats};
-pub use wal::{Damage, FsyncStats, TornTail, FSYNC_BUCKETS_SECONDS};
+pub use types::{
+    AppendReport, FsyncStats, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats,
+    FSYNC_BUCKETS_SECONDS,
+};
+pub use wal::{Damage, TornTail};

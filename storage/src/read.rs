@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::head::Head;
 use crate::interrupt::Interrupt;
 use crate::keys;
+use crate::labels_codec;
 use crate::types::{Sample, SeriesSamples};
 
 /// What `select` copies out of the head under its lock (bytes only; decoding happens
@@ -68,7 +69,7 @@ pub fn stored_snaps(db: &DB, ids: &[u32], stop: &Interrupt) -> Result<Vec<Series
         let got = db.batched_multi_get_cf(cf, &ks, true);
         for (&id, v) in batch.iter().zip(got) {
             let Some(v) = v.map_err(Error::rocks("get series"))? else { continue };
-            keys::decode_labels(&v)?;
+            labels_codec::decode_labels(&v)?;
             out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new() });
         }
     }
@@ -109,7 +110,7 @@ pub fn select(
         if samples.is_empty() {
             continue;
         }
-        result.push(SeriesSamples { labels: keys::decode_labels(&snap.labels)?, samples });
+        result.push(SeriesSamples { labels: labels_codec::decode_labels(&snap.labels)?, samples });
     }
     result.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(result)
@@ -123,7 +124,7 @@ pub fn unreadable(labels: &[u8], e: &Error) -> Error {
 
 /// `{a="1", b="2"}` for an encoded label set (or a placeholder if it does not decode).
 pub fn describe(labels: &[u8]) -> String {
-    match keys::decode_labels(labels) {
+    match labels_codec::decode_labels(labels) {
         Ok(ls) => {
             let parts: Vec<String> = ls.iter().map(|l| format!("{}={:?}", l.name, l.value)).collect();
             format!("{{{}}}", parts.join(", "))

@@ -150,5 +150,21 @@ pub struct Stats {
     /// Bytes in WAL segment files.
     pub wal_bytes: u64,
     /// Latency histogram of the WAL's fsyncs.
-    pub wal_fsync: crate::wal::FsyncStats,
+    pub wal_fsync: FsyncStats,
+}
+
+/// Upper bounds, in seconds, of the WAL fsync latency buckets (`+Inf` is implied).
+pub const FSYNC_BUCKETS_SECONDS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// Latency histogram of the WAL's fsyncs (a snapshot of the WAL's lock-free counters),
+/// shaped like a Prometheus histogram. It lives here, with the other reports, and not in
+/// `wal`, so that this module depends on nothing else in the crate.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FsyncStats {
+    /// Cumulative counts: `buckets[i]` fsyncs took at most `FSYNC_BUCKETS_SECONDS[i]`.
+    pub buckets: [u64; FSYNC_BUCKETS_SECONDS.len()],
+    /// Every fsync (the `+Inf` bucket).
+    pub count: u64,
+    /// Total time spent in fsync, in nanoseconds.
+    pub sum_nanos: u64,
 }

@@ -3,10 +3,7 @@
 
 mod bad_input;
 mod durability;
-mod faults;
 mod harness;
-mod hostile_query;
-mod hostile_write;
 mod prometheus_agent;
 mod query_api;
 mod remote_write;

@@ -5,15 +5,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use reqwest::blocking::Client;
-
-use crate::harness::{now_ms, ts, write_request, Server};
-
-/// A client that opens a fresh connection per request and gives up after 1 s: each
-/// probe below must be answered within a second while the flood is held open.
-fn one_second_client() -> Client {
-    Client::builder().timeout(Duration::from_secs(1)).pool_max_idle_per_host(0).build().expect("client")
-}
+use crate::harness::Server;
 
 /// Opens `n` connections that each send the start of a request head and then nothing.
 fn half_open(server: &Server, n: usize) -> Vec<TcpStream> {
@@ -47,6 +39,7 @@ fn metric(server: &Server, name: &str) -> f64 {
 
 #[test]
 fn a_flood_of_half_open_connections_leaves_ready_metrics_and_writes_answering_within_a_second() {
+    let _serial = crate::probe::serial();
     // The reproduction: 1,100 half-open connections made the server
     // unreachable. Here the cap is lower than the flood, so the flood also overflows it.
     rlimit::increase_nofile_limit(4096).expect("raise the test's open-file limit");
@@ -54,27 +47,8 @@ fn a_flood_of_half_open_connections_leaves_ready_metrics_and_writes_answering_wi
     let server = Server::start_with_config(&dir.path().join("d"), "[http]\nmax_connections = 1000\n");
     let _flood = half_open(&server, 1_100);
 
-    let client = one_second_client();
-    for round in 0..3 {
-        let t = Instant::now();
-        let r = client.get(server.url("/-/ready")).send().unwrap_or_else(|e| panic!("round {round}: /-/ready: {e}"));
-        assert_eq!(r.status(), 200);
-        let r = client.get(server.url("/metrics")).send().unwrap_or_else(|e| panic!("round {round}: /metrics: {e}"));
-        assert_eq!(r.status(), 200);
-        let body = crate::harness::snappy(&prost::Message::encode_to_vec(&write_request(vec![ts(
-            &[("__name__", "flood_probe"), ("round", &round.to_string())],
-            &[(now_ms(), 1.0)],
-        )])));
-        let r = client
-            .post(server.url("/api/v1/write"))
-            .header("Content-Type", "application/x-protobuf")
-            .header("Content-Encoding", "snappy")
-            .header("X-Prometheus-Remote-Write-Version", "0.1.0")
-            .body(body)
-            .send()
-            .unwrap_or_else(|e| panic!("round {round}: write: {e}"));
-        assert_eq!(r.status(), 204, "round {round}: {:?}", r.text());
-        assert!(t.elapsed() < Duration::from_secs(3), "three probes took {:?}", t.elapsed());
+    for _ in 0..3 {
+        crate::probe::assert_reachable(&server, "a flood of 1,100 half-open connections");
     }
     assert!(metric(&server, "tessera_http_connections") <= 1000.0, "the cap holds");
     assert!(metric(&server, "tessera_http_connections_evicted_total") >= 100.0, "idle connections made room");
@@ -82,6 +56,7 @@ fn a_flood_of_half_open_connections_leaves_ready_metrics_and_writes_answering_wi
 
 #[test]
 fn a_connection_that_never_finishes_its_request_head_is_closed_by_the_header_timeout() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with_config(
         &dir.path().join("d"),
@@ -93,6 +68,7 @@ fn a_connection_that_never_finishes_its_request_head_is_closed_by_the_header_tim
 
 #[test]
 fn an_idle_keep_alive_connection_is_closed_by_the_idle_timeout() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::start_with_config(&dir.path().join("d"), "[http]\nidle_timeout_secs = 1\n");
     let mut s = TcpStream::connect(server.addr).expect("connect");

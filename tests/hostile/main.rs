@@ -6,9 +6,21 @@
 //! | module | class |
 //! |---|---|
 //! | `connections` | connection floods: half-open, idle, over the cap |
+//! | `query` | PromQL built to crash (depth, allocation) or to starve (slow parsing) |
+//! | `write` | write and remote-read amplification, the time window, contract violations |
+//! | `floods` | many clients sending expensive legal requests at once |
+//! | `faults` | a damaged SST block, a flipped WAL byte, scans next to an ancient sample |
+//!
+//! Every flood test probes the server while the flood runs (`probe`): `/-/ready`,
+//! `/metrics` and a one-sample remote write each answer within a second.
 
 #[path = "../e2e/harness.rs"]
 #[allow(dead_code)]
 mod harness;
 
 mod connections;
+mod faults;
+mod floods;
+mod probe;
+mod query;
+mod write;

@@ -32,6 +32,13 @@ fn success<T: Serialize>(data: T, truncated: bool) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
+/// Sorting, de-duplicating and rendering a large answer (tens of thousands of series)
+/// is CPU work: it runs on the blocking pool so the async workers stay free for
+/// `/-/ready`, `/metrics` and writes while many index calls are in flight.
+async fn render_off_runtime(f: impl FnOnce() -> Response + Send + 'static) -> Result<Response, JsonError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("rendering task failed: {e}")).into())
+}
+
 /// Truncates to `limit` and says whether anything was cut.
 fn apply_limit<T>(v: &mut Vec<T>, limit: Option<usize>) -> bool {
     match limit {
@@ -65,13 +72,16 @@ pub async fn series(
     for sel in &selectors {
         all.extend(shards.series_until(&tenant, sel, start, end, stop.clone()).await?);
     }
-    all.sort();
-    all.dedup();
-    let truncated = apply_limit(&mut all, limit);
-    // A BTreeMap serializes as a JSON object with sorted keys, as Prometheus prints it.
-    let data: Vec<BTreeMap<String, String>> =
-        all.into_iter().map(|ls| ls.into_iter().map(|l| (l.name, l.value)).collect()).collect();
-    Ok(success(data, truncated))
+    render_off_runtime(move || {
+        all.sort();
+        all.dedup();
+        let truncated = apply_limit(&mut all, limit);
+        // A BTreeMap serializes as a JSON object with sorted keys, as Prometheus prints it.
+        let data: Vec<BTreeMap<String, String>> =
+            all.into_iter().map(|ls| ls.into_iter().map(|l| (l.name, l.value)).collect()).collect();
+        success(data, truncated)
+    })
+    .await
 }
 
 pub async fn label_names(
@@ -91,10 +101,13 @@ pub async fn label_names(
     for sel in selectors_or_all(&selectors) {
         names.extend(shards.label_names_until(&tenant, sel, start, end, stop.clone()).await?);
     }
-    names.sort();
-    names.dedup();
-    let truncated = apply_limit(&mut names, limit);
-    Ok(success(names, truncated))
+    render_off_runtime(move || {
+        names.sort();
+        names.dedup();
+        let truncated = apply_limit(&mut names, limit);
+        success(names, truncated)
+    })
+    .await
 }
 
 pub async fn label_values(
@@ -123,10 +136,13 @@ pub async fn label_values(
     for sel in selectors_or_all(&selectors) {
         values.extend(shards.label_values_until(&tenant, &name, sel, start, end, stop.clone()).await?);
     }
-    values.sort();
-    values.dedup();
-    let truncated = apply_limit(&mut values, limit);
-    Ok(success(values, truncated))
+    render_off_runtime(move || {
+        values.sort();
+        values.dedup();
+        let truncated = apply_limit(&mut values, limit);
+        success(values, truncated)
+    })
+    .await
 }
 
 /// `/api/v1/metadata?metric=&limit=&limit_per_metric=`, from the in-memory store.

@@ -10,7 +10,7 @@
 //! `limits.max_concurrent_reads` requests at once (a slot is taken after the body is
 //! read, so a slow sender holds none), and one deadline per request
 //! (`query.timeout_secs`, body read and slot wait included) after which no further
-//! query starts and the client gets 503 `timeout`.
+//! query starts, the running one stops inside storage, and the client gets 503 `timeout`.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -103,9 +103,14 @@ async fn serve(
     // response must keep the request's order anyway.
     let mut results = Vec::with_capacity(req.queries.len());
     let mut total = 0usize;
+    // Storage checks this between series: when the deadline passes, or the request is
+    // dropped (the caller's `timeout_at`, a client that went away), the read stops
+    // inside storage and its blocking thread and permit are freed.
+    let (stop, _cancel_on_drop) = crate::shards::request_interrupt(deadline.into_std());
     for q in &req.queries {
         let matchers = q.matchers.iter().map(to_matcher).collect::<Result<Vec<_>, _>>()?;
-        let series = shards.select(tenant, &matchers, q.start_timestamp_ms, q.end_timestamp_ms).await?;
+        let series =
+            shards.select_until(tenant, &matchers, q.start_timestamp_ms, q.end_timestamp_ms, stop.clone()).await?;
         total += series.iter().map(|s| s.samples.len()).sum::<usize>();
         if total > MAX_READ_SAMPLES {
             return Err(ApiError::new(

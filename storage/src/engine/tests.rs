@@ -768,7 +768,7 @@ fn idle_and_stale_series_leave_the_head_and_come_back_with_the_same_id() {
     // 20 min of shard time: the stale-marked series left (marker older than the 5 min
     // out-of-order window), the merely idle one (16 min) did not.
     assert_eq!(e.stats().head_series, 2);
-    assert_eq!(e.head.lock().lookup(keys::labels_hash(&enc(&ended)), &enc(&ended)), None);
+    assert_eq!(e.head.lock().lookup(labels_codec::labels_hash(&enc(&ended)), &enc(&ended)), None);
     for i in 21..=40 {
         append1(&e, &busy, &[Sample::new(T0 + i * MIN, 1.0)]);
     }
@@ -780,12 +780,12 @@ fn idle_and_stale_series_leave_the_head_and_come_back_with_the_same_id() {
     let id_before = {
         let all = e.select(&[m("pod", MatchOp::Equal, "idle")], i64::MIN, i64::MAX).expect("select");
         assert_eq!(all.len(), 1);
-        e.find_stored(keys::labels_hash(&enc(&idle)), &enc(&idle)).expect("find").expect("stored")
+        e.find_stored(labels_codec::labels_hash(&enc(&idle)), &enc(&idle)).expect("find").expect("stored")
     };
     // A later sample brings it back: same id, no new series, old and new data.
     let r = append1(&e, &idle, &[Sample::new(T0 + 41 * MIN, 41.0)]);
     assert_eq!(r.appended, 1);
-    assert_eq!(e.head.lock().lookup(keys::labels_hash(&enc(&idle)), &enc(&idle)), Some(id_before));
+    assert_eq!(e.head.lock().lookup(labels_codec::labels_hash(&enc(&idle)), &enc(&idle)), Some(id_before));
     let st = e.stats();
     assert_eq!((st.head_series, st.total_series), (2, 3));
     let mut want = idle_old.clone();
@@ -804,7 +804,7 @@ fn idle_and_stale_series_leave_the_head_and_come_back_with_the_same_id() {
 
 fn enc(l: &[Label]) -> Vec<u8> {
     let mut v = Vec::new();
-    keys::encode_labels(l, &mut v);
+    labels_codec::encode_labels(l, &mut v);
     v
 }
 
@@ -934,7 +934,7 @@ fn retention_deletes_series_records_of_series_with_no_data_left_and_never_reuses
     e.flush().expect("flush");
     let st = e.stats();
     assert_eq!((st.total_series, st.head_series), (1, 1), "old series deleted from disk and head");
-    assert_eq!(e.find_stored(keys::labels_hash(&enc(&old)), &enc(&old)).expect("find"), None);
+    assert_eq!(e.find_stored(labels_codec::labels_hash(&enc(&old)), &enc(&old)).expect("find"), None);
     assert!(e.stored_labels(1).expect("get").is_none());
     assert!(e.stored_labels(0).expect("get").is_some());
     e.close().expect("close");
@@ -943,7 +943,7 @@ fn retention_deletes_series_records_of_series_with_no_data_left_and_never_reuses
     assert_eq!(e.head.lock().next_id, 2, "id 1 is never handed out again");
     // The same labels later are a new series with a new id, holding only the new data.
     append1(&e, &old, &[Sample::new(T0 + 5 * keys::MS_PER_DAY, 2.0)]);
-    assert_eq!(e.head.lock().lookup(keys::labels_hash(&enc(&old)), &enc(&old)), Some(2));
+    assert_eq!(e.head.lock().lookup(labels_codec::labels_hash(&enc(&old)), &enc(&old)), Some(2));
     assert_eq!(all_samples(&e, &old), [Sample::new(T0 + 5 * keys::MS_PER_DAY, 2.0)]);
 }
 

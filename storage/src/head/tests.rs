@@ -5,8 +5,8 @@ use crate::types::Label;
 
 fn series(name: &str) -> (u64, Box<[u8]>) {
     let mut enc = Vec::new();
-    keys::encode_labels(&[Label::new("__name__", name)], &mut enc);
-    (keys::labels_hash(&enc), enc.into_boxed_slice())
+    labels_codec::encode_labels(&[Label::new("__name__", name)], &mut enc);
+    (labels_codec::labels_hash(&enc), enc.into_boxed_slice())
 }
 
 #[test]

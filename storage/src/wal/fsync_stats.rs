@@ -3,19 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Upper bounds, in seconds, of the fsync latency buckets (`+Inf` is implied).
-pub const FSYNC_BUCKETS_SECONDS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
-
-/// A snapshot of [`FsyncHistogram`], shaped like a Prometheus histogram.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FsyncStats {
-    /// Cumulative counts: `buckets[i]` fsyncs took at most `FSYNC_BUCKETS_SECONDS[i]`.
-    pub buckets: [u64; FSYNC_BUCKETS_SECONDS.len()],
-    /// Every fsync (the `+Inf` bucket).
-    pub count: u64,
-    /// Total time spent in fsync, in nanoseconds.
-    pub sum_nanos: u64,
-}
+use crate::types::{FsyncStats, FSYNC_BUCKETS_SECONDS};
 
 /// Lock-free fsync latency counters, updated by whichever thread ran the fsync.
 #[derive(Default)]
@@ -51,20 +39,4 @@ impl FsyncHistogram {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn buckets_are_cumulative_and_slow_fsyncs_count_only_in_inf() {
-        let h = FsyncHistogram::default();
-        h.observe(Duration::from_micros(300));
-        h.observe(Duration::from_millis(3));
-        h.observe(Duration::from_secs(2));
-        let s = h.snapshot();
-        assert_eq!(s.count, 3);
-        assert_eq!(s.buckets[0], 1, "≤ 0.5 ms");
-        assert_eq!(s.buckets[3], 2, "≤ 5 ms");
-        assert_eq!(s.buckets[FSYNC_BUCKETS_SECONDS.len() - 1], 2, "2 s is only in +Inf");
-        assert_eq!(s.sum_nanos, 2_003_300_000);
-    }
-}
+mod tests;

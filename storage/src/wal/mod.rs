@@ -16,7 +16,6 @@ mod fsync_stats;
 pub mod record;
 
 use fsync_stats::FsyncHistogram;
-pub use fsync_stats::{FsyncStats, FSYNC_BUCKETS_SECONDS};
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -29,6 +28,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::config::WalFsync;
 use crate::error::{Error, Result};
+use crate::types::FsyncStats;
 
 /// What replay found wrong at the end of the log (reported, never a crash).
 #[derive(Debug, Clone, PartialEq, Eq)]

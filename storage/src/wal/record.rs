@@ -4,7 +4,7 @@
 //! byte plus the payload and the CRC (IEEE, `crc32fast`) covers the same bytes.
 
 use crate::error::{Error, Result};
-use crate::keys;
+use crate::labels_codec;
 use crate::types::Label;
 use crate::varint::{self, Cursor};
 
@@ -58,7 +58,7 @@ pub fn decode_batch(payload: &[u8]) -> Result<(Vec<SeriesEntry>, Vec<SampleEntry
     let mut series = Vec::with_capacity(n_series as usize);
     for _ in 0..n_series {
         let id = read_id(&mut c)?;
-        let labels = keys::decode_labels_from(&mut c)?;
+        let labels = labels_codec::decode_labels_from(&mut c)?;
         series.push(SeriesEntry { id, labels });
     }
     let n_samples = c.uvarint()?;

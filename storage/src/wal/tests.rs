@@ -209,7 +209,7 @@ fn concurrent_appenders_share_fsyncs_and_all_become_durable() {
 fn batch_record_round_trips_and_rejects_truncation() {
     let labels = vec![crate::Label::new("a", "b")];
     let mut enc = Vec::new();
-    crate::keys::encode_labels(&labels, &mut enc);
+    crate::labels_codec::encode_labels(&labels, &mut enc);
     let samples = vec![
         SampleEntry { id: 3, t: i64::MIN, v: f64::from_bits(0x7ff0_0000_0000_0002) },
         SampleEntry { id: 0, t: i64::MAX, v: -0.0 },

@@ -41,6 +41,7 @@ fn chunk_ssts(data: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyone() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let s = Server::start(&data);
@@ -140,6 +141,7 @@ fn frame_ends(bytes: &[u8]) -> Vec<usize> {
 
 #[test]
 fn flipped_byte_mid_wal_costs_one_record_and_the_log_says_how_many_samples() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     // Small segments, and nothing ever leaves the WAL before the crash.
@@ -212,6 +214,7 @@ fn strip_ansi(s: &str) -> String {
 
 #[test]
 fn index_calls_without_a_time_range_stay_fast_next_to_an_ancient_sample() {
+    let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let s = Server::start(&data);
