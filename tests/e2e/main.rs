@@ -7,6 +7,7 @@ mod faults;
 mod harness;
 mod hostile_query;
 mod hostile_write;
+mod import;
 mod prometheus_agent;
 mod query_api;
 mod remote_write;
