@@ -170,9 +170,10 @@ impl SeriesIndex {
         if let Some(&id) = self.by_text.get(s.series_text) {
             return Ok(id);
         }
-        let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(s.labels.len() + 1);
+        let parsed = s.labels()?;
+        let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(parsed.len() + 1);
         pairs.push((crate::ingest::validate::METRIC_NAME.as_bytes(), s.name.as_bytes()));
-        pairs.extend(s.labels.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        pairs.extend(parsed.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
         pairs.sort_by(|a, b| a.0.cmp(b.0));
         let labels = validate_labels(pairs.into_iter(), &config.limits)?;
         let id = match self.by_labels.get(&labels) {

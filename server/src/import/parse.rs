@@ -63,11 +63,58 @@ pub struct SampleLine<'a> {
     /// a series in the same spelling.
     pub series_text: &'a str,
     pub name: &'a str,
-    /// Label pairs in the order written (unsorted, unvalidated beyond syntax).
-    pub labels: Vec<(&'a str, Cow<'a, str>)>,
+    /// What is between the braces, unparsed (see [`SampleLine::labels`]).
+    pub labels_text: &'a str,
     pub value: f64,
     /// Milliseconds since the epoch.
     pub t: i64,
+}
+
+impl<'a> SampleLine<'a> {
+    /// The label pairs in the order written (unsorted, unvalidated beyond syntax), with
+    /// escapes resolved.
+    pub fn labels(&self) -> Result<Vec<(&'a str, Cow<'a, str>)>, String> {
+        parse_labels(self.labels_text)
+    }
+}
+
+/// Parses the text between a series' braces: `name="value"` pairs separated by commas,
+/// an optional trailing comma, spaces around pairs.
+fn parse_labels(line: &str) -> Result<Vec<(&str, Cow<'_, str>)>, String> {
+    let b = line.as_bytes();
+    let mut labels = Vec::new();
+    let mut i = 0;
+    loop {
+        while b.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        if i == b.len() {
+            return Ok(labels);
+        }
+        let start = i;
+        while i < b.len() && is_label_name_char(b[i], i == start) {
+            i += 1;
+        }
+        if i == start {
+            return Err(format!("expected a label name or `}}` at {:?}", excerpt(&line[i..])));
+        }
+        let lname = &line[start..i];
+        if b.get(i) != Some(&b'=') || b.get(i + 1) != Some(&b'"') {
+            return Err(format!("expected `=\"` after label name {lname:?}"));
+        }
+        i += 2;
+        let (value, next) = parse_quoted(line, i).map_err(|e| format!("label {lname:?}: {e}"))?;
+        labels.push((lname, value));
+        i = next;
+        while b.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        match b.get(i) {
+            Some(b',') => i += 1,
+            None => return Ok(labels),
+            _ => return Err(format!("expected `,` or `}}` after the value of label {lname:?}")),
+        }
+    }
 }
 
 /// Parses one line (without its line terminator).
@@ -138,44 +185,28 @@ fn parse_sample(line: &str, format: Format) -> Result<SampleLine<'_>, String> {
     if !valid_metric_name(name) {
         return Err(format!("expected a metric name at the start of the line, found {:?}", excerpt(line)));
     }
-    let mut labels = Vec::new();
+    // Only the extent of the label set is found here (quotes and escapes respected);
+    // its pairs are parsed by `SampleLine::labels`, which the importer calls only for a
+    // series spelling it has not seen yet.
+    let mut labels_text = "";
     if b.get(i) == Some(&b'{') {
-        i += 1;
+        let start = i + 1;
+        let mut j = start;
+        let mut in_quote = false;
         loop {
-            while b.get(i) == Some(&b' ') {
-                i += 1;
-            }
-            if b.get(i) == Some(&b'}') {
-                i += 1;
-                break;
-            }
-            let start = i;
-            while i < b.len() && is_label_name_char(b[i], i == start) {
-                i += 1;
-            }
-            if i == start {
-                return Err(format!("expected a label name or `}}` at column {}", i + 1));
-            }
-            let lname = &line[start..i];
-            if b.get(i) != Some(&b'=') || b.get(i + 1) != Some(&b'"') {
-                return Err(format!("expected `=\"` after label name {lname:?}"));
-            }
-            i += 2;
-            let (value, next) = parse_quoted(line, i).map_err(|e| format!("label {lname:?}: {e}"))?;
-            labels.push((lname, value));
-            i = next;
-            while b.get(i) == Some(&b' ') {
-                i += 1;
-            }
-            match b.get(i) {
-                Some(b',') => i += 1,
-                Some(b'}') => {
-                    i += 1;
-                    break;
+            match b.get(j) {
+                None => return Err("label set has no closing `}`".into()),
+                Some(b'\\') if in_quote => j += 2,
+                Some(b'"') => {
+                    in_quote = !in_quote;
+                    j += 1;
                 }
-                _ => return Err(format!("expected `,` or `}}` after the value of label {lname:?}")),
+                Some(b'}') if !in_quote => break,
+                Some(_) => j += 1,
             }
         }
+        labels_text = &line[start..j];
+        i = j + 1;
     }
     let series_text = &line[..i];
     let rest = &line[i..];
@@ -202,7 +233,7 @@ fn parse_sample(line: &str, format: Format) -> Result<SampleLine<'_>, String> {
     if let Some(extra) = fields.next() {
         return Err(format!("unexpected {:?} after the timestamp", excerpt(extra)));
     }
-    Ok(SampleLine { series_text, name, labels, value, t })
+    Ok(SampleLine { series_text, name, labels_text, value, t })
 }
 
 /// A quoted label value starting after the opening quote at byte `i`; returns the value

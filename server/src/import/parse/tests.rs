@@ -9,9 +9,11 @@ fn sample(line: &str, format: Format) -> SampleLine<'_> {
     }
 }
 
+/// The error of a line, from the line parser or (for a label set) `labels()`.
 fn error(line: &str, format: Format) -> String {
     match parse_line(line, format) {
         Err(e) => e,
+        Ok(Line::Sample(s)) if s.labels().is_err() => s.labels().expect_err("checked"),
         other => panic!("expected an error from {line:?}, got {other:?}"),
     }
 }
@@ -33,9 +35,19 @@ fn labels_are_unescaped_and_keep_their_written_order() {
     let s = sample(r#"m{b="x\\y",a="q\"t\nz",} 2.5 10"#, Format::PrometheusText);
     assert_eq!(s.name, "m");
     assert_eq!(s.series_text, r#"m{b="x\\y",a="q\"t\nz",}"#);
-    let got: Vec<(&str, &str)> = s.labels.iter().map(|(n, v)| (*n, v.as_ref())).collect();
+    let labels = s.labels().expect("labels");
+    let got: Vec<(&str, &str)> = labels.iter().map(|(n, v)| (*n, v.as_ref())).collect();
     assert_eq!(got, vec![("b", "x\\y"), ("a", "q\"t\nz")]);
     assert_eq!(s.value, 2.5);
+}
+
+#[test]
+fn braces_and_quotes_inside_label_values_do_not_end_the_label_set() {
+    let s = sample(r#"m{a="}{\"}",b=""} 1 7"#, Format::PrometheusText);
+    assert_eq!(s.t, 7);
+    let labels = s.labels().expect("labels");
+    assert_eq!(labels[0].1, "}{\"}");
+    assert_eq!(labels[1].1, "");
 }
 
 #[test]
@@ -63,7 +75,9 @@ fn bad_lines_are_refused_with_a_reason() {
     let cases = [
         ("m 1", Format::PrometheusText, "no timestamp"),
         ("m abc 1", Format::PrometheusText, "invalid value"),
-        ("m{a=\"b} 1 1", Format::PrometheusText, "closing quote"),
+        ("m{a=\"b} 1 1", Format::PrometheusText, "no closing `}`"),
+        ("m{a=\"b\"} 1 1 # x", Format::PrometheusText, "after the timestamp"),
+        ("m{a=\"b\",=\"c\"} 1 1", Format::PrometheusText, "expected a label name"),
         ("m{a=\"\\t\"} 1 1", Format::PrometheusText, "invalid escape"),
         ("m{a=b} 1 1", Format::PrometheusText, "expected `=\"`"),
         ("m{a=\"b\" c=\"d\"} 1 1", Format::PrometheusText, "expected `,` or `}`"),
