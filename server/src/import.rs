@@ -37,6 +37,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use tessera_storage::{Label, Sample, WalFsync};
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use crate::config::Config;
 use crate::ingest::validate::validate_labels;
@@ -157,10 +158,13 @@ fn warn_about_retention(config: &Config, s: &ImportSummary) {
 
 /// The series seen so far: the spelling of a line's series maps to an id, and so does
 /// the sorted label set (two spellings of one series share the id).
+///
+/// Hashed with xxh3 rather than SipHash: every input line is looked up, and the input
+/// is the operator's own files, so there is no hash-flooding adversary to defend against.
 #[derive(Default)]
 struct SeriesIndex {
-    by_text: HashMap<String, u32>,
-    by_labels: HashMap<Vec<Label>, u32>,
+    by_text: HashMap<String, u32, Xxh3DefaultBuilder>,
+    by_labels: HashMap<Vec<Label>, u32, Xxh3DefaultBuilder>,
     /// Sorted labels (without the tenant) and `series_hash`, by id.
     series: Vec<(Vec<Label>, u64)>,
 }
