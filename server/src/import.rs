@@ -6,7 +6,7 @@
 //! write checks them, timestamps, duplicates, the future bound, ordering the storage
 //! would refuse) and touches nothing on disk; any bad line fails the import with
 //! `file:line: reason` and the data directory stays exactly as it was. Only then does
-//! pass 2 parse the files again and write. What pass 1 cannot know is the data already
+//! pass 2 write (parsing the files again if pass 1 could not keep the samples). What pass 1 cannot know is the data already
 //! in the directory: a sample older than the out-of-order window behind an existing
 //! series' newest sample is refused by storage in pass 2, counted, and the import exits
 //! with an error that says how many samples were refused and that the rest were written
@@ -16,7 +16,8 @@
 //! hashed to shards by `shards::series_hash` through [`Shards::push`], so a server
 //! started on the directory afterwards finds them.
 //!
-//! **Fast.** Pass 2 groups samples by series in batches of `batch_samples`, sorts each
+//! **Fast.** When the samples fit in `cache_bytes` (24 bytes each), pass 1 keeps them
+//! and pass 2 does not parse the files again. Pass 2 groups samples by series in batches of `batch_samples`, sorts each
 //! series' samples by time, and hands each batch to a writer thread (parsing the next
 //! batch overlaps writing this one); `Shards::push` appends every shard's part in
 //! parallel. The engines run with `wal_fsync = none` for the import and everything is
@@ -46,6 +47,8 @@ use parse::{parse_line, Format, Line, SampleLine};
 
 /// Samples per write batch in pass 2 (about 16 bytes each, plus labels per series).
 pub const DEFAULT_BATCH_SAMPLES: usize = 1_000_000;
+/// Default memory for pass 1's samples: 1 GiB, about 44 M samples.
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
 /// How many bad lines are quoted in the error; the rest are counted.
 const MAX_QUOTED_ERRORS: usize = 20;
 
@@ -60,6 +63,9 @@ pub struct ImportOptions {
     /// rules, label limits, `max_future_secs`) apply as they would to the server.
     pub config: Config,
     pub batch_samples: usize,
+    /// Memory for keeping pass 1's samples (24 bytes each) so pass 2 need not parse the
+    /// files again; larger inputs are parsed twice. 0 = always parse twice.
+    pub cache_bytes: usize,
 }
 
 /// What an import did.
@@ -103,7 +109,7 @@ pub fn run(opts: &ImportOptions) -> anyhow::Result<ImportSummary> {
 
     let started = Instant::now();
     let mut index = SeriesIndex::default();
-    let mut summary = validate_all(opts, &tenant, &mut index)?;
+    let (mut summary, cache) = validate_all(opts, &tenant, &mut index)?;
     summary.validate_seconds = started.elapsed().as_secs_f64();
     summary.files = opts.files.len();
     warn_about_retention(&opts.config, &summary);
@@ -116,7 +122,7 @@ pub fn run(opts: &ImportOptions) -> anyhow::Result<ImportSummary> {
     engine_cfg.wal_fsync = WalFsync::None;
     let opened = Shards::open(&opts.data_dir, shards as usize, &engine_cfg, shards as usize, &|_, _| {});
     let shards = opened.map_err(|e| open_error(&opts.data_dir, e))?;
-    write_all(opts, &tenant, index, shards)?;
+    write_all(opts, &tenant, &index, cache.as_deref(), shards)?;
     summary.write_seconds = started.elapsed().as_secs_f64();
     Ok(summary)
 }
@@ -195,6 +201,13 @@ impl SeriesIndex {
     }
 }
 
+/// One sample kept from pass 1 (24 bytes).
+struct Cached {
+    t: i64,
+    v: f64,
+    id: u32,
+}
+
 /// What pass 1 remembers per series to predict what storage would refuse.
 #[derive(Clone, Copy)]
 struct SeriesCheck {
@@ -264,8 +277,15 @@ fn for_each_line(
     Ok(())
 }
 
-/// Pass 1: parse and check every line; writes nothing.
-fn validate_all(opts: &ImportOptions, tenant: &str, index: &mut SeriesIndex) -> anyhow::Result<ImportSummary> {
+/// Pass 1: parse and check every line; writes nothing. Also returns the samples when
+/// they fit in `opts.cache_bytes`, so that pass 2 need not parse the files again.
+fn validate_all(
+    opts: &ImportOptions,
+    tenant: &str,
+    index: &mut SeriesIndex,
+) -> anyhow::Result<(ImportSummary, Option<Vec<Cached>>)> {
+    let cache_cap = opts.cache_bytes / std::mem::size_of::<Cached>();
+    let mut cache = Some(Vec::new());
     let window = opts.config.storage.out_of_order_window_ms;
     let future_ms = i64::try_from(opts.config.limits.max_future_secs).unwrap_or(i64::MAX / 1000).saturating_mul(1000);
     let max_t_allowed = if future_ms > 0 { now_ms().saturating_add(future_ms) } else { i64::MAX };
@@ -340,6 +360,14 @@ fn validate_all(opts: &ImportOptions, tenant: &str, index: &mut SeriesIndex) -> 
             c.last_bits = s.value.to_bits();
             c.batch_max = c.batch_max.max(s.t);
             seq += 1;
+            if let Some(c) = &mut cache {
+                if c.len() < cache_cap {
+                    c.push(Cached { t: s.t, v: s.value, id: id as u32 });
+                } else {
+                    // Too big: pass 2 parses the files again instead.
+                    cache = None;
+                }
+            }
             summary.min_t = summary.min_t.min(s.t);
             summary.max_t = summary.max_t.max(s.t);
         })?;
@@ -354,7 +382,7 @@ fn validate_all(opts: &ImportOptions, tenant: &str, index: &mut SeriesIndex) -> 
     }
     summary.samples = seq;
     summary.series = index.series.len() as u64;
-    Ok(summary)
+    Ok((summary, cache))
 }
 
 fn now_ms() -> i64 {
@@ -371,8 +399,15 @@ struct Refused {
     first: Option<String>,
 }
 
-/// Pass 2: parse again, batch by series, write through a writer thread, flush once.
-fn write_all(opts: &ImportOptions, tenant: &str, mut index: SeriesIndex, shards: Shards) -> anyhow::Result<()> {
+/// Pass 2: batch by series (from pass 1's memory, or parsing the files again), write
+/// through a writer thread, flush once.
+fn write_all(
+    opts: &ImportOptions,
+    tenant: &str,
+    index: &SeriesIndex,
+    cache: Option<&[Cached]>,
+    shards: Shards,
+) -> anyhow::Result<()> {
     let (tx, rx) = mpsc::sync_channel::<Vec<PushSeries>>(1);
     let tenant_owned = tenant.to_owned();
     let workers = shards.len();
@@ -402,7 +437,10 @@ fn write_all(opts: &ImportOptions, tenant: &str, mut index: SeriesIndex, shards:
         })
         .context("cannot start the writer thread")?;
 
-    let fed = feed_batches(opts, tenant, &mut index, &tx);
+    let fed = match cache {
+        Some(cache) => feed_from_cache(opts, index, cache, &tx),
+        None => feed_batches(opts, index, &tx),
+    };
     // The writer stops (and flushes what it got) once the sender is gone.
     drop(tx);
     let written = writer.join().map_err(|_| anyhow::anyhow!("the writer thread panicked"))?;
@@ -428,33 +466,83 @@ fn write_all(opts: &ImportOptions, tenant: &str, mut index: SeriesIndex, shards:
     Ok(())
 }
 
-/// Parses every file again and sends batches of `opts.batch_samples` samples, grouped
-/// by series and sorted by time within each series. Returns the first line that no
-/// longer parses (the file changed since pass 1), if any; stops early then, or when
-/// the writer is gone (its error is reported by the caller).
-fn feed_batches(
-    opts: &ImportOptions,
-    tenant: &str,
-    index: &mut SeriesIndex,
-    tx: &mpsc::SyncSender<Vec<PushSeries>>,
-) -> anyhow::Result<Option<String>> {
-    let mut pending: Vec<Vec<Sample>> = vec![Vec::new(); index.series.len()];
-    let mut touched: Vec<u32> = Vec::new();
-    let mut in_batch = 0usize;
-    let mut writer_gone = false;
-    let changed: RefCell<Option<String>> = RefCell::new(None);
-    let send = |pending: &mut Vec<Vec<Sample>>, touched: &mut Vec<u32>, index: &SeriesIndex| -> bool {
-        let mut batch = Vec::with_capacity(touched.len());
-        for id in touched.drain(..) {
-            let mut samples = std::mem::take(&mut pending[id as usize]);
+/// Groups samples by series into batches of `batch_samples` and sends them, each
+/// series' samples sorted by time.
+struct Batcher<'a> {
+    index: &'a SeriesIndex,
+    tx: &'a mpsc::SyncSender<Vec<PushSeries>>,
+    pending: Vec<Vec<Sample>>,
+    touched: Vec<u32>,
+    in_batch: usize,
+    batch_samples: usize,
+    /// The writer stopped (its error is reported by the caller).
+    writer_gone: bool,
+}
+
+impl<'a> Batcher<'a> {
+    fn new(index: &'a SeriesIndex, tx: &'a mpsc::SyncSender<Vec<PushSeries>>, batch_samples: usize) -> Self {
+        let pending = vec![Vec::new(); index.series.len()];
+        Batcher { index, tx, pending, touched: Vec::new(), in_batch: 0, batch_samples, writer_gone: false }
+    }
+
+    fn push(&mut self, id: u32, sample: Sample) {
+        let slot = &mut self.pending[id as usize];
+        if slot.is_empty() {
+            self.touched.push(id);
+        }
+        slot.push(sample);
+        self.in_batch += 1;
+        if self.in_batch == self.batch_samples {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        self.in_batch = 0;
+        if self.touched.is_empty() || self.writer_gone {
+            return;
+        }
+        let mut batch = Vec::with_capacity(self.touched.len());
+        for id in self.touched.drain(..) {
+            let mut samples = std::mem::take(&mut self.pending[id as usize]);
             samples.sort_by_key(|s| s.t);
-            let (labels, hash) = &index.series[id as usize];
+            let (labels, hash) = &self.index.series[id as usize];
             batch.push(PushSeries { labels: labels.clone(), samples, hash: *hash });
         }
-        tx.send(batch).is_ok()
-    };
+        self.writer_gone = self.tx.send(batch).is_err();
+    }
+}
+
+/// Sends the samples pass 1 kept in memory, in input order.
+fn feed_from_cache(
+    opts: &ImportOptions,
+    index: &SeriesIndex,
+    cache: &[Cached],
+    tx: &mpsc::SyncSender<Vec<PushSeries>>,
+) -> anyhow::Result<Option<String>> {
+    let mut batcher = Batcher::new(index, tx, opts.batch_samples);
+    for c in cache {
+        if batcher.writer_gone {
+            break;
+        }
+        batcher.push(c.id, Sample { t: c.t, v: c.v });
+    }
+    batcher.send();
+    Ok(None)
+}
+
+/// Parses every file again and sends its samples in batches. Returns the first line
+/// that no longer parses (the file changed since pass 1), if any; stops early then, or
+/// when the writer is gone.
+fn feed_batches(
+    opts: &ImportOptions,
+    index: &SeriesIndex,
+    tx: &mpsc::SyncSender<Vec<PushSeries>>,
+) -> anyhow::Result<Option<String>> {
+    let changed: RefCell<Option<String>> = RefCell::new(None);
+    let mut batcher = Batcher::new(index, tx, opts.batch_samples);
     for path in &opts.files {
-        if writer_gone || changed.borrow().is_some() {
+        if batcher.writer_gone || changed.borrow().is_some() {
             break;
         }
         let format = detect_format(path).with_context(|| format!("cannot read {}", path.display()))?;
@@ -462,31 +550,21 @@ fn feed_batches(
         let bad = |line: u64, msg: String| {
             changed.borrow_mut().get_or_insert_with(|| format!("{shown}:{line}: {msg}"));
         };
+        // The index is complete after pass 1, so every series spelling is known; a miss
+        // means the file changed.
         for_each_line(path, format, &bad, |line, s| {
-            if writer_gone || changed.borrow().is_some() {
+            if batcher.writer_gone || changed.borrow().is_some() {
                 return;
             }
-            let id = match index.resolve(&s, tenant, &opts.config) {
-                Ok(id) => id as usize,
-                Err(e) => return bad(line, e),
-            };
-            if id >= pending.len() {
-                pending.resize_with(id + 1, Vec::new);
-            }
-            if pending[id].is_empty() {
-                touched.push(id as u32);
-            }
-            pending[id].push(Sample { t: s.t, v: s.value });
-            in_batch += 1;
-            if in_batch == opts.batch_samples {
-                in_batch = 0;
-                writer_gone = !send(&mut pending, &mut touched, index);
+            match index.by_text.get(s.series_text) {
+                Some(&id) => batcher.push(id, Sample { t: s.t, v: s.value }),
+                None => bad(line, "a series that was not in the file when it was validated".into()),
             }
         })?;
     }
     let changed = changed.into_inner();
-    if !writer_gone && changed.is_none() && !touched.is_empty() {
-        send(&mut pending, &mut touched, index);
+    if changed.is_none() {
+        batcher.send();
     }
     Ok(changed)
 }

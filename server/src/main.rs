@@ -65,6 +65,11 @@ struct ImportArgs {
     #[arg(long, value_name = "N", default_value_t = tessera_server::import::DEFAULT_BATCH_SAMPLES)]
     batch_samples: usize,
 
+    /// Memory for keeping the validated samples (24 bytes each) so the files are parsed
+    /// once; larger inputs are parsed twice (validate, then write). 0 = always twice.
+    #[arg(long, value_name = "BYTES", default_value_t = tessera_server::import::DEFAULT_CACHE_BYTES)]
+    cache_bytes: usize,
+
     /// Exposition files with a timestamp on every sample.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
@@ -212,6 +217,7 @@ fn import(args: ImportArgs) -> ExitCode {
         files: args.files,
         config,
         batch_samples: args.batch_samples,
+        cache_bytes: args.cache_bytes,
     };
     match tessera_server::import::run(&opts) {
         Ok(s) => {

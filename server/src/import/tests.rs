@@ -20,6 +20,7 @@ fn opts(dir: &Path, files: Vec<PathBuf>, batch: usize) -> ImportOptions {
         files,
         config: Config::default(),
         batch_samples: batch,
+        cache_bytes: DEFAULT_CACHE_BYTES,
     }
 }
 
@@ -63,19 +64,25 @@ fn imported_series_are_sorted_by_time_and_readable_through_the_tenant() {
     }
     text.push_str(&format!("cpu{{mode=\"x\",host=\"a\"}} 50 {}\n", t0 + 50_000));
     let f = write(tmp.path(), "in.prom", &text);
-    let data = tmp.path().join("data");
-    let mut o = opts(&data, vec![f], 7);
-    o.tenant = "team-a".into();
-    let s = run(&o).expect("import");
-    assert_eq!((s.samples, s.series, s.min_t, s.max_t), (101, 2, t0, t0 + 50_000));
+    // Pass 2 from pass 1's memory, and parsing the file again: the same result.
+    for cache_bytes in [DEFAULT_CACHE_BYTES, 0] {
+        let data = tmp.path().join(format!("data-{cache_bytes}"));
+        let mut o = opts(&data, vec![f.clone()], 7);
+        o.tenant = "team-a".into();
+        o.cache_bytes = cache_bytes;
+        let s = run(&o).expect("import");
+        assert_eq!((s.samples, s.series, s.min_t, s.max_t), (101, 2, t0, t0 + 50_000));
 
-    let got = select_all(&data, "team-a", "cpu");
-    assert_eq!(got.len(), 2);
-    let x = got.iter().find(|s| s.labels.iter().any(|l| l.value == "x")).expect("series x");
-    assert_eq!(x.samples.len(), 51);
-    assert!(x.samples.windows(2).all(|w| w[0].t < w[1].t));
-    assert_eq!(x.samples[50].v, 50.0);
-    assert!(select_all(&data, "anonymous", "cpu").is_empty(), "other tenants see nothing");
+        let got = select_all(&data, "team-a", "cpu");
+        assert_eq!(got.len(), 2);
+        let x = got.iter().find(|s| s.labels.iter().any(|l| l.value == "x")).expect("series x");
+        assert_eq!(x.samples.len(), 51, "cache_bytes {cache_bytes}");
+        assert!(x.samples.windows(2).all(|w| w[0].t < w[1].t));
+        assert_eq!(x.samples[50].v, 50.0);
+        let y = got.iter().find(|s| s.labels.iter().any(|l| l.value == "y")).expect("series y");
+        assert_eq!(y.samples.iter().map(|s| s.v).sum::<f64>(), (0..50).map(|i| f64::from(i * 2)).sum::<f64>());
+        assert!(select_all(&data, "anonymous", "cpu").is_empty(), "other tenants see nothing");
+    }
 }
 
 #[test]
