@@ -16,7 +16,9 @@
 //! hashed to shards by `shards::series_hash` through [`Shards::push`], so a server
 //! started on the directory afterwards finds them.
 //!
-//! **Fast.** When the samples fit in `cache_bytes` (24 bytes each), pass 1 keeps them
+//! **Fast.** Pass 1 parses each file in 4 MiB blocks on up to 4 threads (the checks
+//! that depend on order then run over the blocks in file order). When the samples fit
+//! in `cache_bytes` (24 bytes each), pass 1 keeps them
 //! and pass 2 does not parse the files again. Pass 2 groups samples by series in batches of `batch_samples`, sorts each
 //! series' samples by time, and hands each batch to a writer thread (parsing the next
 //! batch overlaps writing this one); `Shards::push` appends every shard's part in
@@ -201,6 +203,133 @@ impl SeriesIndex {
     }
 }
 
+/// Time and value of a sample line.
+struct SampleTV {
+    t: i64,
+    value: f64,
+}
+
+/// A sample line as a parsing worker hands it to the sequential checks.
+enum Parsed {
+    /// A series spelling already in the index.
+    Known { id: u32, t: i64, v: f64 },
+    /// A spelling the index did not have when the block was parsed: the whole line, to
+    /// be parsed again and resolved in order.
+    New(String),
+}
+
+/// What a worker found on one line.
+enum Entry {
+    Sample(u64, Parsed),
+    Bad(u64, String),
+    Eof(u64),
+    /// A non-blank line that stores nothing (a comment): refused after `# EOF`.
+    Other(u64),
+}
+
+/// Bytes per block a parsing worker takes (cut at a line end).
+const BLOCK_BYTES: usize = 4 << 20;
+
+/// Pass 1's reader: parses the file in blocks on several threads, then hands the
+/// results to `f` (samples) and `bad` (refused lines) in file order, one block after
+/// the other, with 1-based line numbers. Workers only read the index; `f` may extend it.
+fn parse_parallel(
+    path: &Path,
+    format: Format,
+    index: &mut SeriesIndex,
+    bad: &dyn Fn(u64, String),
+    mut f: impl FnMut(&mut SeriesIndex, u64, Parsed),
+) -> anyhow::Result<()> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let mut carry: Vec<u8> = Vec::new();
+    let mut at_end = false;
+    let mut first_line = 0u64;
+    let mut seen_eof = false;
+    while !at_end {
+        let mut blocks: Vec<Vec<u8>> = Vec::with_capacity(threads);
+        while blocks.len() < threads && !at_end {
+            let mut buf = std::mem::take(&mut carry);
+            let want = buf.len() + BLOCK_BYTES;
+            while buf.len() < want {
+                let old = buf.len();
+                buf.resize(want, 0);
+                let n = file.read(&mut buf[old..]).with_context(|| format!("cannot read {}", path.display()))?;
+                buf.truncate(old + n);
+                if n == 0 {
+                    at_end = true;
+                    break;
+                }
+            }
+            if !at_end {
+                match buf.iter().rposition(|&c| c == b'\n') {
+                    Some(p) => carry = buf.split_off(p + 1),
+                    // A line longer than a block: keep reading into it.
+                    None => {
+                        carry = buf;
+                        continue;
+                    }
+                }
+            }
+            if !buf.is_empty() {
+                blocks.push(buf);
+            }
+        }
+        let by_text = &index.by_text;
+        let results: Vec<(Vec<Entry>, u64)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = blocks.iter().map(|b| scope.spawn(move || parse_block(b, format, by_text))).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        });
+        for (entries, lines) in results {
+            for entry in entries {
+                match entry {
+                    Entry::Sample(l, _) | Entry::Bad(l, _) | Entry::Other(l) | Entry::Eof(l) if seen_eof => {
+                        bad(first_line + l, "content after `# EOF`".into());
+                    }
+                    Entry::Sample(l, p) => f(index, first_line + l, p),
+                    Entry::Bad(l, msg) => bad(first_line + l, msg),
+                    Entry::Eof(_) => seen_eof = true,
+                    Entry::Other(_) => {}
+                }
+            }
+            first_line += lines;
+        }
+    }
+    Ok(())
+}
+
+/// Parses the lines of one block; line numbers in the entries are 1-based within it.
+/// Returns the entries and the number of lines.
+fn parse_block(block: &[u8], format: Format, by_text: &HashMap<String, u32, Xxh3DefaultBuilder>) -> (Vec<Entry>, u64) {
+    let body = block.strip_suffix(b"\n").unwrap_or(block);
+    let mut entries = Vec::with_capacity(block.len() / 64);
+    let mut lines = 0u64;
+    for raw in body.split(|&c| c == b'\n') {
+        lines += 1;
+        let Ok(text) = std::str::from_utf8(raw) else {
+            entries.push(Entry::Bad(lines, "line is not valid UTF-8".into()));
+            continue;
+        };
+        match parse_line(text, format) {
+            Ok(Line::Skip) => {
+                if !text.trim().is_empty() {
+                    entries.push(Entry::Other(lines));
+                }
+            }
+            Ok(Line::Eof) => entries.push(Entry::Eof(lines)),
+            Ok(Line::Sample(s)) => {
+                let parsed = match by_text.get(s.series_text) {
+                    Some(&id) => Parsed::Known { id, t: s.t, v: s.value },
+                    None => Parsed::New(text.to_owned()),
+                };
+                entries.push(Entry::Sample(lines, parsed));
+            }
+            Err(e) => entries.push(Entry::Bad(lines, e)),
+        }
+    }
+    (entries, lines)
+}
+
 /// One sample kept from pass 1 (24 bytes).
 struct Cached {
     t: i64,
@@ -306,11 +435,21 @@ fn validate_all(
                 e.0.push(format!("{shown}:{line}: {msg}"));
             }
         };
-        for_each_line(path, format, &report, |line, s| {
-            let id = match index.resolve(&s, tenant, &opts.config) {
-                Ok(id) => id as usize,
-                Err(e) => return report(line, e),
+        parse_parallel(path, format, index, &report, |index, line, s| {
+            let (id, t, v) = match s {
+                Parsed::Known { id, t, v } => (id as usize, t, v),
+                Parsed::New(text) => {
+                    let s = match parse_line(&text, format) {
+                        Ok(Line::Sample(s)) => s,
+                        _ => return report(line, "line changed while it was read".into()),
+                    };
+                    match index.resolve(&s, tenant, &opts.config) {
+                        Ok(id) => (id as usize, s.t, s.value),
+                        Err(e) => return report(line, e),
+                    }
+                }
             };
+            let s = SampleTV { t, value: v };
             if s.t > max_t_allowed {
                 return report(
                     line,

@@ -179,3 +179,36 @@ fn an_invalid_tenant_is_refused() {
     let e = run(&o).expect_err("tenant").to_string();
     assert!(e.contains("--tenant"), "{e}");
 }
+
+#[test]
+fn files_larger_than_a_parsing_block_keep_every_sample_and_exact_line_numbers() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t0 = now() - 1_000_000;
+    let pad = "p".repeat(80);
+    let mut lines = Vec::new();
+    for i in 0..1000i64 {
+        for g in 0..40 {
+            lines.push(format!("big{{g=\"{g}\",pad=\"{pad}\"}} {i} {}", t0 + i * 1000));
+        }
+    }
+    let text = lines.join("\n");
+    assert!(text.len() > BLOCK_BYTES, "the input must span several blocks");
+    let f = write(tmp.path(), "big.prom", &text);
+    let s = run(&opts(&tmp.path().join("ok"), vec![f], DEFAULT_BATCH_SAMPLES)).expect("import");
+    assert_eq!((s.samples, s.series), (40_000, 40));
+
+    lines[38_999] = "big{g=\"1\" 1 1".into();
+    let f = write(tmp.path(), "bad.prom", &(lines.join("\n") + "\n"));
+    let e = run(&opts(&tmp.path().join("bad"), vec![f.clone()], DEFAULT_BATCH_SAMPLES)).expect_err("bad").to_string();
+    assert!(e.contains(&format!("{}:39000: label set has no closing", f.display())), "{e}");
+    assert!(e.starts_with("1 bad line(s)"), "{e}");
+}
+
+#[test]
+fn content_after_eof_is_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let secs = now() / 1000;
+    let f = write(tmp.path(), "x.om", &format!("up 1 {secs}\n# EOF\nup 2 {}\n# EOF\n", secs + 1));
+    let e = run(&opts(&tmp.path().join("d"), vec![f.clone()], 10)).expect_err("after EOF").to_string();
+    assert!(e.contains(&format!("{}:3: content after `# EOF`", f.display())), "{e}");
+}
