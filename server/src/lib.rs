@@ -16,6 +16,7 @@ pub mod error;
 #[cfg(test)]
 mod fuzz;
 pub mod http;
+pub mod import;
 pub mod ingest;
 pub mod metadata;
 pub mod metrics;

@@ -232,9 +232,8 @@ async fn retention_loop(state: AppState, shutdown: CancellationToken) {
     }
 }
 
-/// Records the shard count on first start and refuses a different one later: every
-/// stored series lives in the shard `series_hash mod S` picked when it was written.
-fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
+/// The shard count recorded in `data_dir` (`None` if the directory has none yet).
+pub(crate) fn recorded_shard_count(data_dir: &Path) -> anyhow::Result<Option<u32>> {
     let path = data_dir.join(CLUSTER_FILE);
     match std::fs::read_to_string(&path) {
         Ok(text) => {
@@ -243,17 +242,30 @@ fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
                 shards: u32,
             }
             let c: Cluster = toml::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))?;
-            if c.shards != shards {
+            Ok(Some(c.shards))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),
+    }
+}
+
+/// Records the shard count on first start and refuses a different one later: every
+/// stored series lives in the shard `series_hash mod S` picked when it was written.
+/// Writes nothing when the directory already records a count.
+pub(crate) fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
+    let path = data_dir.join(CLUSTER_FILE);
+    match recorded_shard_count(data_dir)? {
+        Some(recorded) => {
+            if recorded != shards {
                 anyhow::bail!(
-                    "data directory {} was created with {} shards but the configuration says {shards}; \
+                    "data directory {} was created with {recorded} shards but the configuration says {shards}; \
                      the shard count cannot change (series are placed by hash mod shards)",
                     data_dir.display(),
-                    c.shards
                 );
             }
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        None => {
             let text = format!(
                 "# Written by tessera on first start. Do not edit: series are placed in\n\
                  # shard xxh3_64(tenant, labels) mod shards (server/src/shards/hash.rs).\n\
@@ -274,6 +286,5 @@ fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),
     }
 }

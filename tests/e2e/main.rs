@@ -4,6 +4,7 @@
 mod bad_input;
 mod durability;
 mod harness;
+mod import;
 mod prometheus_agent;
 mod query_api;
 mod remote_write;
