@@ -61,7 +61,7 @@ impl TenantData for ShardsData {
 
     fn total_series(&self) -> Option<u64> {
         let shards = self.state.shards_if_ready()?;
-        Some(shards.stats().iter().map(|s| s.total_series).sum())
+        Some(shards.stats().iter().map(|(_, s)| s.total_series).sum())
     }
 }
 

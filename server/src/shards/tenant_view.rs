@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tessera_query::{ErrorKind, Labels, QueryError, QueryOptions, Queryable, Series};
 use tessera_storage::{Interrupt, MatchOp, Matcher};
 
-use super::{tenant_matchers, Shards, TENANT_LABEL};
+use super::{tenant_matchers, ShardError, ShardErrorKind, ShardId, Shards, TENANT_LABEL};
 
 /// A tenant-scoped, synchronous read view of the shards.
 #[derive(Clone)]
@@ -41,19 +41,29 @@ fn to_storage_matcher(m: &tessera_query::Matcher) -> Result<Matcher, QueryError>
     Matcher::new(&m.name, op, &m.value).map_err(|e| QueryError::bad_data(e.to_string()))
 }
 
-/// A storage error as the query engine's: an interrupted scan keeps its class (timeout
-/// 503, canceled 499), so a query stopped inside storage answers like one stopped in the
-/// evaluator.
-fn query_error(shard: usize, e: tessera_storage::Error) -> QueryError {
-    match e.kind() {
-        tessera_storage::ErrorKind::Timeout => {
-            QueryError::new(ErrorKind::Timeout, format!("query timed out in storage (shard {shard}): {e}"))
-        }
-        tessera_storage::ErrorKind::Canceled => {
-            QueryError::new(ErrorKind::Canceled, format!("query was canceled in storage (shard {shard})"))
-        }
-        _ => QueryError::internal(format!("shard {shard}: {}", e.chain())),
+/// A shard error as the query engine's: every class is kept (an interrupted scan is a
+/// timeout 503 or canceled 499 as if stopped in the evaluator; a poisoned or busy shard
+/// is unavailable 503; corruption is internal 500).
+pub(crate) fn query_error(e: ShardError) -> QueryError {
+    let kind = match e.kind {
+        ShardErrorKind::BadData => ErrorKind::BadData,
+        ShardErrorKind::Unavailable => ErrorKind::Unavailable,
+        ShardErrorKind::Timeout => ErrorKind::Timeout,
+        ShardErrorKind::Canceled => ErrorKind::Canceled,
+        ShardErrorKind::Internal => ErrorKind::Internal,
+    };
+    QueryError::new(kind, e.message)
+}
+
+/// A storage error of shard `id` as the query engine's, classified by [`super::classify`].
+fn storage_query_error(id: ShardId, e: &tessera_storage::Error) -> QueryError {
+    let mut err = query_error(ShardError::from_storage(Some(id), e));
+    match err.kind {
+        ErrorKind::Timeout => err.message = format!("query timed out in storage (shard {id}): {e}"),
+        ErrorKind::Canceled => err.message = format!("query was canceled in storage (shard {id})"),
+        _ => {}
     }
+    err
 }
 
 impl Queryable for TenantView {
@@ -69,19 +79,20 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<Vec<Series>, QueryError> {
         let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
-        let ms = tenant_matchers(&self.tenant, &user).map_err(|e| QueryError::bad_data(e.message))?;
+        let ms = tenant_matchers(&self.tenant, &user).map_err(query_error)?;
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
         let engines = &self.shards.engines;
         let parts: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> = engines.iter().map(|e| s.spawn(|| e.select_until(&ms, mint, maxt, &stop))).collect();
+            let handles: Vec<_> =
+                engines.iter().map(|(id, e)| (*id, s.spawn(|| e.select_until(&ms, mint, maxt, &stop)))).collect();
             handles
                 .into_iter()
-                .map(|h| h.join().map_err(|_| QueryError::internal("a shard's select thread panicked")))
+                .map(|(id, h)| (id, h.join().map_err(|_| QueryError::internal("a shard's select thread panicked"))))
                 .collect()
         });
         let mut out = Vec::new();
-        for (i, part) in parts.into_iter().enumerate() {
-            let part = part?.map_err(|e| query_error(i, e))?;
+        for (id, part) in parts {
+            let part = part?.map_err(|e| storage_query_error(id, &e))?;
             for s in part {
                 // Storage labels are sorted and unique; dropping one keeps them so.
                 let labels: Vec<tessera_query::Label> = s

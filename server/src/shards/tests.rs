@@ -139,12 +139,12 @@ async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
 
     let (expired, _guard) = request_interrupt(std::time::Instant::now());
     let err = shards.label_names_until("a", &[], i64::MIN, i64::MAX, expired).await.expect_err("deadline passed");
-    assert_eq!(err.kind, ErrorKind::Timeout, "{}", err.message);
+    assert_eq!(err.kind, ShardErrorKind::Timeout, "{}", err.message);
 
     let (stop, guard) = request_interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
     drop(guard);
     let err = shards.series_until("a", &[name_eq("new")], i64::MIN, i64::MAX, stop).await.expect_err("canceled");
-    assert_eq!(err.kind, ErrorKind::Canceled, "{}", err.message);
+    assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
 
     // Bounded by the data that exists, a scan over all time is quick and complete.
     let started = std::time::Instant::now();
