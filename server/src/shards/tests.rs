@@ -172,3 +172,57 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
     .expect_err("deadline passed");
     assert_eq!(err.kind, tessera_query::ErrorKind::Timeout, "{}", err.message);
 }
+
+/// Shards are addressed by their logical id: a process that opens shards 1 and 3 of 4
+/// stores into `shard-0001` and `shard-0003`, takes the series that hash there, and
+/// refuses (unavailable, nothing written) a push with a series of a shard it does not
+/// serve.
+#[tokio::test]
+async fn a_process_owning_some_shards_serves_only_those() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let owned = [ShardId(1), ShardId(3)];
+    let shards = Shards::open_ids(dir.path(), 4, &owned, &EngineConfig::default(), 2, &|_, _| {}).expect("open");
+    assert_eq!(shards.len(), 2);
+    assert_eq!(shards.total(), 4);
+    assert_eq!(shards.ids().collect::<Vec<_>>(), owned);
+    assert!(dir.path().join("shard-0001").is_dir() && dir.path().join("shard-0003").is_dir());
+    assert!(!dir.path().join("shard-0000").exists());
+
+    // One series of each of the 4 shards.
+    let mut by_shard: Vec<Option<PushSeries>> = vec![None, None, None, None];
+    for i in 0.. {
+        let s = series("a", &[("__name__", "m"), ("i", &i.to_string())], &[(1000, 1.0)]);
+        let id = ShardId::of(s.hash, 4);
+        by_shard[id.0 as usize].get_or_insert(s);
+        if by_shard.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let by_shard: Vec<PushSeries> = by_shard.into_iter().flatten().collect();
+    let out = shards.push("a", vec![by_shard[1].clone(), by_shard[3].clone()]).await.expect("owned shards");
+    assert_eq!(out.accepted, 2);
+    let ids: Vec<ShardId> = out.shard_seconds.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, owned, "each part went to its logical shard");
+
+    let err = shards.push("a", vec![by_shard[1].clone(), by_shard[0].clone()]).await.expect_err("shard 0 not here");
+    assert_eq!(err.kind, ShardErrorKind::Unavailable);
+    assert!(err.message.contains("shard 0 is not served"), "{}", err.message);
+    let got = shards.series("a", &[name_eq("m")], 0, 2000).await.expect("series");
+    assert_eq!(got.len(), 2, "the refused push wrote nothing, the owned series are there");
+
+    let bad = Shards::open_ids(dir.path(), 4, &[ShardId(4)], &EngineConfig::default(), 2, &|_, _| {});
+    assert!(bad.is_err(), "shard 4 does not exist among 4");
+}
+
+/// The PromQL engine sees a shard that cannot serve now as unavailable (503), and
+/// lasting damage as internal (500), not everything as internal.
+#[test]
+fn storage_failures_reach_the_query_engine_with_their_class() {
+    let poisoned = tessera_storage::Error::Poisoned { cause: "a WAL fsync failed".into() };
+    let e = tenant_view::query_error(ShardError::from_storage(Some(ShardId(2)), &poisoned));
+    assert_eq!(e.kind, tessera_query::ErrorKind::Unavailable, "{}", e.message);
+    assert!(e.message.contains("shard 2"), "{}", e.message);
+    let corrupt = tessera_storage::Error::Corrupt { what: "chunk", detail: "bad crc".into() };
+    let e = tenant_view::query_error(ShardError::from_storage(Some(ShardId(0)), &corrupt));
+    assert_eq!(e.kind, tessera_query::ErrorKind::Internal);
+}
