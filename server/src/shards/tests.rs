@@ -106,11 +106,12 @@ async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     let got = tokio::task::spawn_blocking(move || {
         let m =
             tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
-        view.select(&[m], 0, 100)
+        view.select(&[m], &tessera_query::SelectHints::range(0, 100), &Default::default())
     })
     .await
     .expect("join")
-    .expect("select");
+    .expect("select")
+    .data;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].labels.get("job"), Some("n"));
     assert_eq!(got[0].labels.get(TENANT_LABEL), None);
@@ -154,7 +155,7 @@ async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }
 
-/// The query engine's deadline reaches storage through `select_controlled`.
+/// The query engine's deadline reaches storage through `select`'s controls.
 #[tokio::test]
 async fn tenant_view_select_stops_at_the_query_deadline() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -165,7 +166,7 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
         let m =
             tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
         let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
-        view.select_controlled(&[m], 0, 100, &ctl)
+        view.select(&[m], &tessera_query::SelectHints::range(0, 100), &ctl)
     })
     .await
     .expect("join")

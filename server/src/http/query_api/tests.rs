@@ -32,25 +32,32 @@ struct MemTenants {
 struct MemQueryable(Vec<Series>);
 
 impl Queryable for MemQueryable {
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
-        Ok(self
-            .0
-            .iter()
-            .filter(|s| {
-                matchers.iter().all(|m| {
-                    let v = s.labels.get(&m.name).unwrap_or("");
-                    match m.op {
-                        MatchOp::Equal => v == m.value,
-                        MatchOp::NotEqual => v != m.value,
-                        _ => false,
-                    }
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        hints: &tessera_query::SelectHints,
+        _ctl: &tessera_query::QueryOptions,
+    ) -> Result<tessera_query::SelectResult, QueryError> {
+        let (mint, maxt) = (hints.start, hints.end);
+        Ok(tessera_query::ReadResult::new(
+            self.0
+                .iter()
+                .filter(|s| {
+                    matchers.iter().all(|m| {
+                        let v = s.labels.get(&m.name).unwrap_or("");
+                        match m.op {
+                            MatchOp::Equal => v == m.value,
+                            MatchOp::NotEqual => v != m.value,
+                            _ => false,
+                        }
+                    })
                 })
-            })
-            .map(|s| Series {
-                labels: s.labels.clone(),
-                samples: s.samples.iter().copied().filter(|x| x.t >= mint && x.t <= maxt).collect(),
-            })
-            .collect())
+                .map(|s| Series {
+                    labels: s.labels.clone(),
+                    samples: s.samples.iter().copied().filter(|x| x.t >= mint && x.t <= maxt).collect(),
+                })
+                .collect(),
+        ))
     }
 }
 
@@ -96,7 +103,8 @@ impl TestEvaluator {
     fn select_latest(data: &dyn Queryable, name: &str, t: i64) -> Result<Vec<VectorElem>, QueryError> {
         let m = [Matcher { name: "__name__".into(), op: MatchOp::Equal, value: name.into() }];
         Ok(data
-            .select(&m, t - 300_000, t)?
+            .select(&m, &tessera_query::SelectHints::range(t - 300_000, t), &Default::default())?
+            .data
             .into_iter()
             .filter_map(|s| s.samples.last().map(|x| VectorElem { labels: s.labels.clone(), t, v: x.v }))
             .collect())
