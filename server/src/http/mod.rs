@@ -10,8 +10,10 @@
 //! | `/-/healthy`, `/-/ready`, `/metrics` | `health.rs` |
 //! | `/api/v1/query`, `/api/v1/query_range`, `/api/v1/status/*`, ... | `query_api.rs` (added by the query API work; mounted in [`router`]) |
 //!
-//! Handlers never call storage directly: they go through [`crate::shards::Shards`],
-//! which owns tenancy and the blocking pool.
+//! Handlers never call storage directly. Reads go through the tenant's
+//! [`tessera_query::Queryable`] ([`ServerState::queryable`]), writes through the
+//! [`crate::distributor::Distributor`]; behind both, [`crate::shards::Shards`] owns
+//! tenancy and the blocking pool.
 
 pub mod connections;
 pub mod health;
@@ -106,6 +108,13 @@ impl ServerState {
     /// blocking thread). The tenant comes from [`params::tenant`].
     pub fn tenant_view(&self, tenant: &str) -> Result<TenantView, ShardError> {
         Ok(self.shards()?.tenant_view(tenant))
+    }
+
+    /// The tenant's data as the read trait every read endpoint goes through (503 while
+    /// the WAL replay runs). Call it on the runtime: the index reads of the returned
+    /// view run on it.
+    pub fn queryable(&self, tenant: &str) -> Result<Arc<dyn tessera_query::Queryable>, ShardError> {
+        Ok(Arc::new(self.tenant_view(tenant)?))
     }
 }
 

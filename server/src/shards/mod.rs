@@ -493,6 +493,13 @@ pub fn request_interrupt(deadline: Instant) -> (Interrupt, CancelOnDrop) {
     (Interrupt::new(Some(deadline), Some(Arc::clone(&flag))), CancelOnDrop(flag))
 }
 
+/// [`request_interrupt`] as the read trait's controls (deadline and cancel flag), for
+/// reads through [`tessera_query::Queryable`].
+pub fn request_controls(deadline: Instant) -> (tessera_query::QueryOptions, CancelOnDrop) {
+    let flag = Arc::new(AtomicBool::new(false));
+    (tessera_query::QueryOptions { deadline: Some(deadline), cancel: Some(Arc::clone(&flag)) }, CancelOnDrop(flag))
+}
+
 /// Raises a cancel flag when dropped (see [`request_interrupt`]).
 pub struct CancelOnDrop(Arc<AtomicBool>);
 
