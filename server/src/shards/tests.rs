@@ -227,3 +227,33 @@ fn storage_failures_reach_the_query_engine_with_their_class() {
     let e = tenant_view::query_error(ShardError::from_storage(Some(ShardId(0)), &corrupt));
     assert_eq!(e.kind, tessera_query::ErrorKind::Internal);
 }
+
+/// The index reads of the read trait answer from the index, for the view's tenant only,
+/// from a blocking thread of the runtime the view was made on.
+#[tokio::test]
+async fn tenant_view_serves_series_label_names_and_values_through_the_read_trait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = open(dir.path(), 3);
+    shards.push("a", vec![series("a", &[("__name__", "up"), ("job", "x")], &[(10, 1.0)])]).await.expect("push");
+    shards.push("a", vec![series("a", &[("__name__", "up"), ("job", "y")], &[(10, 1.0)])]).await.expect("push");
+    shards.push("b", vec![series("b", &[("__name__", "up"), ("zone", "z")], &[(10, 1.0)])]).await.expect("push");
+    let view = shards.tenant_view("a");
+    let (series, names, values) = tokio::task::spawn_blocking(move || {
+        let hints = tessera_query::SelectHints::range(0, 100);
+        let ctl = tessera_query::QueryOptions::default();
+        let up =
+            [tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() }];
+        (
+            view.series(&up, &hints, &ctl).expect("series").data,
+            view.label_names(&[], &hints, &ctl).expect("names").data,
+            view.label_values("job", &[], &hints, &ctl).expect("values").data,
+        )
+    })
+    .await
+    .expect("join");
+    let jobs: Vec<Option<&str>> = series.iter().map(|ls| ls.get("job")).collect();
+    assert_eq!(jobs, vec![Some("x"), Some("y")]);
+    assert!(series.iter().all(|ls| ls.get(TENANT_LABEL).is_none()));
+    assert_eq!(names, vec!["__name__", "job"], "no zone (tenant b), no __tenant__");
+    assert_eq!(values, vec!["x", "y"]);
+}
