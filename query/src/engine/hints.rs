@@ -77,10 +77,12 @@ fn walk<'a>(e: &'a Expr, path: &mut Vec<Step<'a>>, out: &mut HashMap<usize, Sele
 fn context(path: &[Step<'_>]) -> SelectorContext {
     // The nearest call or aggregation names the function; a binary operator nearer
     // than either means the selector feeds an operator, not a function.
-    let func = path.iter().rev().find_map(|s| match s {
-        Step::Call(name) => Some(Some((*name).to_owned())),
-        Step::Aggregate { op, .. } => Some(Some(op.clone())),
-        Step::Binary => Some(None),
+    // Only calls, aggregations and binary operators are on the path (the other nodes
+    // are transparent), so the nearest of them is the last step.
+    let func = path.last().and_then(|s| match s {
+        Step::Call(name) => Some((*name).to_owned()),
+        Step::Aggregate { op, .. } => Some(op.clone()),
+        Step::Binary => None,
     });
     // The nearest aggregation, whatever lies between, gives the grouping.
     let (by, grouping) = path
@@ -95,7 +97,7 @@ fn context(path: &[Step<'_>]) -> SelectorContext {
             _ => None,
         })
         .unwrap_or((false, Vec::new()));
-    SelectorContext { func: func.flatten(), grouping, by }
+    SelectorContext { func, grouping, by }
 }
 
 #[cfg(test)]

@@ -192,7 +192,7 @@ fn selects_carry_hints_and_source_warnings_reach_the_answer() {
     let hints = q.hints.lock().expect("lock").clone();
     assert_eq!(hints.len(), 1);
     let h = &hints[0];
-    assert_eq!((h.start, h.end), (300_000 - 300_000 + 1, 600_000), "the samples the windows need");
+    assert_eq!((h.start, h.end), (1, 600_000), "the samples the windows need: (start - range, end]");
     assert_eq!((h.step, h.range), (60_000, 300_000));
     assert_eq!(h.func.as_deref(), Some("rate"));
     assert_eq!((h.grouping.clone(), h.by), (vec!["job".to_owned()], true));
