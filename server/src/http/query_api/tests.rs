@@ -129,6 +129,10 @@ impl TestEvaluator {
                 infos: vec!["PromQL info: i0".into()],
             }),
             "execution_error" => Err(QueryError::execution("found duplicate series for the match group")),
+            "shard_unavailable" => Err(QueryError::new(
+                ErrorKind::Unavailable,
+                "shard 3: storage: storage engine refuses writes until restarted: a WAL fsync failed",
+            )),
             "wait_for_cancel" | "slow" => {
                 let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
                 self.max_running.fetch_max(now, Ordering::SeqCst);
@@ -446,6 +450,15 @@ async fn execution_error_returns_422() {
         body,
         r#"{"status":"error","errorType":"execution","error":"found duplicate series for the match group"}"#
     );
+}
+
+/// A data source that cannot serve now (a poisoned or busy shard) answers 503
+/// `unavailable`, so clients retry, not 500.
+#[tokio::test]
+async fn an_unavailable_source_returns_503_unavailable() {
+    let (status, body) = get(api(), "/api/v1/query?query=shard_unavailable&time=1").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with(r#"{"status":"error","errorType":"unavailable","error":"shard 3: "#), "{body}");
 }
 
 #[test]
