@@ -1,13 +1,16 @@
 //! Query errors, classified with Prometheus' error types.
 
 /// What kind of failure; the server maps it to an HTTP status and Prometheus `errorType`
-/// (bad_data 400, execution 422, canceled 499, timeout 503, internal 500).
+/// (bad_data 400, execution 422, canceled 499, timeout 503, unavailable 503, internal 500).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     BadData,
     Execution,
     Canceled,
     Timeout,
+    /// The data source cannot serve now but may later (a shard not open, shutting
+    /// down, poisoned, or a transient I/O condition); the client should retry.
+    Unavailable,
     Internal,
 }
 

@@ -109,27 +109,116 @@ pub struct Matcher {
     pub value: String,
 }
 
-/// The only way data enters the engine. Implemented by the local shards (server) and by
-/// the in-memory store the promqltest runner uses.
-pub trait Queryable: Send + Sync {
-    /// Every series matching all `matchers`, with its samples `mint <= t <= maxt`
-    /// (milliseconds, both inclusive) in time order. Series with no sample in the range
-    /// may be omitted. Stale markers (NaN with bits `0x7ff0000000000002`) are returned
-    /// as stored; the engine interprets them.
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, crate::QueryError>;
+/// What the reader of a select will do with the data, so a data source can prune or
+/// push work down (Prometheus' `storage.SelectHints`). `start` and `end` bound the
+/// samples wanted; the rest is advice a source may ignore.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SelectHints {
+    /// Earliest sample wanted, ms since the epoch, inclusive.
+    pub start: i64,
+    /// Latest sample wanted, ms since the epoch, inclusive.
+    pub end: i64,
+    /// Step of the evaluation grid, ms; 0 for an instant evaluation or an index read.
+    pub step: i64,
+    /// The range of a matrix selector (`x[5m]` → 300000), ms; 0 for an instant selector.
+    pub range: i64,
+    /// The function or aggregation the selector feeds (`rate`, `sum`), as Prometheus
+    /// names it; `"series"` for an index read that wants label sets only; `None` when
+    /// the selector feeds a binary operator or stands alone.
+    pub func: Option<String>,
+    /// The grouping labels of the aggregation the selector is under, if any.
+    pub grouping: Vec<String>,
+    /// Whether `grouping` is a `by` list (true) or a `without` list (false).
+    pub by: bool,
+}
 
-    /// `select` for an evaluation that must stop at `ctl.deadline` or once `ctl.cancel` is
-    /// set; the engine calls this one. Sources whose reads can take long (storage scans)
-    /// pass the controls down and stop with a timeout or canceled error; the default
-    /// ignores them (the engine still checks them between selects).
-    fn select_controlled(
+impl SelectHints {
+    /// Hints that only bound the time range.
+    pub fn range(start: i64, end: i64) -> Self {
+        SelectHints { start, end, ..Default::default() }
+    }
+}
+
+/// A read's answer plus the warnings of a source that answered partially (a shard or
+/// replica missing when the user allowed partial results), which the API passes on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReadResult<T> {
+    pub data: T,
+    pub warnings: Vec<String>,
+}
+
+impl<T> ReadResult<T> {
+    pub fn new(data: T) -> Self {
+        ReadResult { data, warnings: Vec::new() }
+    }
+}
+
+/// The result of [`Queryable::select`].
+pub type SelectResult = ReadResult<Vec<Series>>;
+
+/// The only way data enters the engine and the read API: samples for PromQL and remote
+/// read, label sets, names and values for the index endpoints. Implemented by the local
+/// shards (server), later by a querier over remote ingesters, and by the in-memory
+/// store the promqltest runner uses.
+///
+/// Calls are synchronous: the engine evaluates on its own thread and the API calls the
+/// index methods from the blocking pool. Every call gets the request's deadline and
+/// cancel flag in `ctl`; sources whose reads can take long stop with a timeout or
+/// canceled error.
+pub trait Queryable: Send + Sync {
+    /// Every series matching all `matchers`, with its samples
+    /// `hints.start <= t <= hints.end` (milliseconds, both inclusive) in time order.
+    /// Series with no sample in the range may be omitted. Stale markers (NaN with bits
+    /// `0x7ff0000000000002`) are returned as stored; the engine interprets them.
+    fn select(
         &self,
         matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
+        hints: &SelectHints,
         ctl: &crate::QueryOptions,
-    ) -> Result<Vec<Series>, crate::QueryError> {
-        let _ = ctl;
-        self.select(matchers, mint, maxt)
+    ) -> Result<SelectResult, crate::QueryError>;
+
+    /// The label sets of the series matching all `matchers` with data in
+    /// `[hints.start, hints.end]`, sorted and unique. The default reads them through
+    /// [`Queryable::select`]; an indexed source answers from its index.
+    fn series(
+        &self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &crate::QueryOptions,
+    ) -> Result<ReadResult<Vec<Labels>>, crate::QueryError> {
+        let r = self.select(matchers, hints, ctl)?;
+        let mut labels: Vec<Labels> = r.data.into_iter().map(|s| s.labels).collect();
+        labels.sort();
+        labels.dedup();
+        Ok(ReadResult { data: labels, warnings: r.warnings })
+    }
+
+    /// The label names used by the series matching all `matchers` (all series when
+    /// empty) with data in the range, sorted and unique.
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &crate::QueryOptions,
+    ) -> Result<ReadResult<Vec<String>>, crate::QueryError> {
+        let r = self.series(matchers, hints, ctl)?;
+        let names: std::collections::BTreeSet<String> =
+            r.data.iter().flat_map(|ls| ls.iter().map(|l| l.name.clone())).collect();
+        Ok(ReadResult { data: names.into_iter().collect(), warnings: r.warnings })
+    }
+
+    /// The values of label `name` among the series matching all `matchers` (all series
+    /// when empty) with data in the range, sorted and unique.
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &crate::QueryOptions,
+    ) -> Result<ReadResult<Vec<String>>, crate::QueryError> {
+        let r = self.series(matchers, hints, ctl)?;
+        let values: std::collections::BTreeSet<String> =
+            r.data.iter().filter_map(|ls| ls.get(name).map(str::to_owned)).collect();
+        Ok(ReadResult { data: values.into_iter().collect(), warnings: r.warnings })
     }
 }

@@ -11,6 +11,9 @@ use std::path::PathBuf;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use crate::distributor::IngestError;
+use crate::shards::{ShardError, ShardErrorKind};
+
 /// Result alias for request handling.
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
@@ -113,28 +116,56 @@ impl ApiError {
     }
 }
 
-impl From<tessera_storage::Error> for ApiError {
-    /// Storage errors keep their class: bad input stays 400, a poisoned shard is 503
-    /// (the sender retries against a restarted server), disk trouble is 500.
-    fn from(e: tessera_storage::Error) -> Self {
-        use tessera_storage::ErrorKind as K;
-        let kind = match e.kind() {
-            K::BadData => ErrorKind::BadData,
-            K::Unavailable => ErrorKind::Unavailable,
-            K::Internal => ErrorKind::Internal,
-            K::Timeout => ErrorKind::Timeout,
-            K::Canceled => ErrorKind::Canceled,
+impl From<ShardError> for ApiError {
+    /// Shard errors keep their class: bad input stays 400, an unavailable shard (not
+    /// ready, shutting down, poisoned, a transient I/O condition; see
+    /// `shards::classify`) is 503 so the client retries, corruption or disk trouble 500.
+    fn from(e: ShardError) -> Self {
+        let kind = match e.kind {
+            ShardErrorKind::BadData => ErrorKind::BadData,
+            ShardErrorKind::Unavailable => ErrorKind::Unavailable,
+            ShardErrorKind::Internal => ErrorKind::Internal,
+            ShardErrorKind::Timeout => ErrorKind::Timeout,
+            ShardErrorKind::Canceled => ErrorKind::Canceled,
         };
-        // The storage error's message plus its source chain, so "rocksdb put" says why.
-        let mut message = format!("storage: {e}");
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            message.push_str(&format!(": {s}"));
-            src = s.source();
-        }
-        ApiError::new(kind, message)
+        ApiError { kind, message: e.message, retry_after_secs: e.retry_after_secs }
     }
 }
+
+impl From<tessera_storage::Error> for ApiError {
+    /// Classified like every shard error (see `From<ShardError>`).
+    fn from(e: tessera_storage::Error) -> Self {
+        ShardError::from(e).into()
+    }
+}
+
+/// THE mapping of the write path's errors to HTTP: 400 for what a retry cannot fix,
+/// 413 over a per-request limit, 429 + `Retry-After` for the rate limit and the
+/// active-series cap, 503 (+ `Retry-After` when known) when the server cannot write
+/// now, 500 otherwise.
+impl From<IngestError> for ApiError {
+    fn from(e: IngestError) -> Self {
+        match e {
+            IngestError::Invalid(message) | IngestError::Rejected { message, .. } => ApiError::bad_data(message),
+            IngestError::TooLarge(message) => ApiError::new(ErrorKind::TooLarge, message),
+            IngestError::RateLimited { message, retry_after_secs }
+            | IngestError::SeriesLimited { message, retry_after_secs, .. } => {
+                ApiError::too_many_requests(message, retry_after_secs)
+            }
+            IngestError::Unavailable { message, retry_after_secs } => {
+                ApiError { kind: ErrorKind::Unavailable, message, retry_after_secs }
+            }
+            IngestError::Internal(message) => ApiError::internal(message),
+        }
+    }
+}
+
+// The gRPC front end maps the same errors in a sibling function here, e.g.
+// `fn grpc_code_of(&IngestError) -> tonic::Code`: Invalid and Rejected →
+// InvalidArgument, TooLarge → ResourceExhausted (no retry), RateLimited and
+// SeriesLimited → ResourceExhausted with a retry delay, Unavailable → Unavailable,
+// Internal → Internal; and `ShardErrorKind` likewise, Timeout → DeadlineExceeded,
+// Canceled → Cancelled.
 
 /// A JSON-API handler's error: renders [`ApiError`] in Prometheus' envelope.
 pub struct JsonError(pub ApiError);
@@ -157,6 +188,12 @@ impl From<tessera_storage::Error> for JsonError {
     }
 }
 
+impl From<ShardError> for JsonError {
+    fn from(e: ShardError) -> Self {
+        JsonError(e.into())
+    }
+}
+
 /// A remote-write/read handler's error: renders [`ApiError`] as plain text.
 pub struct TextError(pub ApiError);
 
@@ -174,6 +211,12 @@ impl From<ApiError> for TextError {
 
 impl From<tessera_storage::Error> for TextError {
     fn from(e: tessera_storage::Error) -> Self {
+        TextError(e.into())
+    }
+}
+
+impl From<ShardError> for TextError {
+    fn from(e: ShardError) -> Self {
         TextError(e.into())
     }
 }
@@ -220,6 +263,66 @@ mod tests {
         assert!(corrupt.message.contains("bad crc"));
         let bad: ApiError = tessera_storage::Error::InvalidInput("label too long".into()).into();
         assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    }
+
+    /// Every write-path error class has one status; the refused-series variants and the
+    /// limits carry `Retry-After` only when a retry can succeed.
+    #[test]
+    fn ingest_errors_map_to_the_remote_write_statuses() {
+        let cases: [(IngestError, StatusCode, Option<&str>); 7] = [
+            (IngestError::Invalid("not snappy".into()), StatusCode::BAD_REQUEST, None),
+            (IngestError::Rejected { message: "series up{}".into(), written: 3 }, StatusCode::BAD_REQUEST, None),
+            (IngestError::TooLarge("too big".into()), StatusCode::PAYLOAD_TOO_LARGE, None),
+            (
+                IngestError::RateLimited { message: "rate".into(), retry_after_secs: 2 },
+                StatusCode::TOO_MANY_REQUESTS,
+                Some("2"),
+            ),
+            (
+                IngestError::SeriesLimited { message: "cap".into(), written: 1, retry_after_secs: 30 },
+                StatusCode::TOO_MANY_REQUESTS,
+                Some("30"),
+            ),
+            (
+                IngestError::Unavailable { message: "poisoned".into(), retry_after_secs: None },
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+            ),
+            (IngestError::Internal("corrupt".into()), StatusCode::INTERNAL_SERVER_ERROR, None),
+        ];
+        for (e, status, retry) in cases {
+            let what = format!("{e:?}");
+            let message = e.to_string();
+            let resp = ApiError::from(e).into_text_response();
+            assert_eq!(resp.status(), status, "{what}");
+            assert_eq!(resp.headers().get(header::RETRY_AFTER).and_then(|v| v.to_str().ok()), retry, "{what}");
+            assert!(!message.is_empty());
+        }
+    }
+
+    /// A shard that cannot serve now answers 503 `unavailable` (retry), in the JSON API
+    /// too; only lasting trouble is 500.
+    #[test]
+    fn unavailable_shard_errors_are_503_unavailable() {
+        for e in [
+            ShardError::not_ready(),
+            ShardError::shutting_down(),
+            ShardError::from(tessera_storage::Error::Poisoned { cause: "fsync".into() }),
+            ShardError::from(tessera_storage::Error::Io {
+                op: "open",
+                path: "/d".into(),
+                source: std::io::ErrorKind::StorageFull.into(),
+            }),
+        ] {
+            let api = ApiError::from(e.clone());
+            assert_eq!(status_of(api.kind), (StatusCode::SERVICE_UNAVAILABLE, "unavailable"), "{e:?}");
+        }
+        assert_eq!(ApiError::from(ShardError::not_ready()).retry_after_secs, Some(5));
+        let broken = ApiError::from(ShardError::from(tessera_storage::Error::Corrupt {
+            what: "chunk",
+            detail: "bad crc".into(),
+        }));
+        assert_eq!(status_of(broken.kind), (StatusCode::INTERNAL_SERVER_ERROR, "internal"));
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! reserved `__tenant__` label is added and stripped in `shards` and nowhere else).
 //! It never reads or writes RocksDB or WAL files itself.
 //!
-//! Write path: `http/write.rs` → `ingest/decode.rs` + `ingest/validate.rs` →
-//! `ingest/limits.rs` → `shards/mod.rs` (`Shards::push`, hash in `shards/hash.rs`) →
-//! `tessera_storage::Engine::append`.
+//! Write path: `http/write.rs` (content type, body) → `distributor/` (`Distributor::push`:
+//! `ingest/decode.rs` + `ingest/validate.rs`, time window, `ingest/limits.rs`) →
+//! `shards/mod.rs` (`Shards::push` through the `ShardWriter` trait, hash in
+//! `shards/hash.rs`) → `tessera_storage::Engine::append`.
 
 pub mod cluster;
 pub mod config;
+pub mod distributor;
 pub mod error;
 #[cfg(test)]
 mod fuzz;

@@ -101,8 +101,8 @@ pub struct Metrics {
     pub samples_received: AtomicU64,
     pub samples_written: AtomicU64,
     /// Float samples not written, by reason (`invalid_series`, `too_far_in_future`,
-    /// `too_far_in_past`, `too_old`, `duplicate`, `rate_limited`, `series_limit`,
-    /// `storage_error`).
+    /// `too_far_in_past`, `too_old`, `duplicate`, `unreadable`, `rate_limited`,
+    /// `series_limit`, `storage_error`).
     pub samples_rejected: CounterVec,
     /// HTTP requests by handler (route) and status code.
     pub requests: CounterVec,
@@ -250,7 +250,7 @@ impl Metrics {
             ];
             for (name, help, kind, f) in per_shard {
                 header(&mut out, name, help, kind);
-                for (i, s) in stats.iter().enumerate() {
+                for (i, s) in &stats {
                     let _ = writeln!(out, "{name}{{shard=\"{i}\"}} {}", f(s));
                 }
             }
@@ -261,10 +261,10 @@ impl Metrics {
 }
 
 /// `tessera_wal_fsync_duration_seconds`, per shard, from the engines' own histograms.
-fn wal_fsync_histogram(out: &mut String, stats: &[tessera_storage::Stats]) {
+fn wal_fsync_histogram(out: &mut String, stats: &[(crate::shards::ShardId, tessera_storage::Stats)]) {
     const NAME: &str = "tessera_wal_fsync_duration_seconds";
     header(out, NAME, "Latency of WAL fsyncs (what an acknowledged write waits for), per shard.", "histogram");
-    for (i, s) in stats.iter().enumerate() {
+    for (i, s) in stats {
         let f = &s.wal_fsync;
         for (le, n) in tessera_storage::FSYNC_BUCKETS_SECONDS.iter().zip(f.buckets) {
             let _ = writeln!(out, "{NAME}_bucket{{shard=\"{i}\",le=\"{le}\"}} {n}");

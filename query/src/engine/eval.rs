@@ -34,6 +34,8 @@ pub(crate) struct Ctx {
     pub query_end: i64,
     /// The top-level step (ms); 0 for instant queries.
     pub query_step: i64,
+    /// What the tree says about each selector (function, grouping), for select hints.
+    pub selectors: std::collections::HashMap<usize, super::hints::SelectorContext>,
 }
 
 impl Ctx {
@@ -51,6 +53,7 @@ impl Ctx {
             query_start: start,
             query_end: end,
             query_step: 0,
+            selectors: std::collections::HashMap::new(),
         }
     }
 

@@ -11,6 +11,7 @@ mod binary;
 mod bounds;
 mod call;
 mod eval;
+mod hints;
 mod labels_util;
 pub mod limits;
 mod selector;
@@ -95,7 +96,8 @@ impl Engine {
     ) -> Result<QueryOutput, QueryError> {
         bounds::check_time("time", time_ms)?;
         let ast = parse_with_limits(expr, &self.opts.text)?;
-        let ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
+        let mut ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
+        ctx.selectors = hints::collect(&ast);
         let mut ev = Evaluator::new(q, &ctx, time_ms, time_ms, 1);
         let val = ev.eval(&ast)?;
         let value = match val {
@@ -157,6 +159,7 @@ impl Engine {
         }
         let mut ctx = Ctx::new(&self.opts, opts, expr, start_ms, end_ms);
         ctx.query_step = step_ms;
+        ctx.selectors = hints::collect(&ast);
         let mut ev = Evaluator::new(q, &ctx, start_ms, end_ms, step_ms);
         let val = ev.eval(&ast)?;
         let value = match val {

@@ -10,7 +10,7 @@ use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
 use super::labels_util::{is_stale_nan, NAME};
 use super::types::StepSeries;
 use crate::error::QueryError;
-use crate::model::{Labels, MatchOp, Matcher, Series};
+use crate::model::{Labels, MatchOp, Matcher, SelectHints, Series};
 
 /// Converts the parser's matchers (plus the metric name, which the parser keeps apart)
 /// into the `Queryable` contract's matcher sets, one per `or` alternative.
@@ -35,17 +35,44 @@ pub(crate) fn matcher_sets(vs: &VectorSelector) -> Vec<Vec<Matcher>> {
 
 impl Evaluator<'_> {
     /// Reads every series matching `vs` with samples in `[mint, maxt]`, sorted by labels.
-    pub(crate) fn select(&self, vs: &VectorSelector, mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
+    /// `range` is the matrix selector's range (ms), 0 for an instant selector; with the
+    /// grid's step and the selector's place in the tree it makes the select's hints. The
+    /// source's warnings become the query's.
+    pub(crate) fn select(
+        &self,
+        vs: &VectorSelector,
+        mint: i64,
+        maxt: i64,
+        range: i64,
+    ) -> Result<Vec<Series>, QueryError> {
         self.ctx.check_interrupt_now()?;
         let sets = matcher_sets(vs);
         let ctl = self.ctx.controls();
+        let place = self.ctx.selectors.get(&super::hints::key(vs)).cloned().unwrap_or_default();
+        let hints = SelectHints {
+            start: mint,
+            end: maxt,
+            // An instant evaluation has no step, as in Prometheus' hints.
+            step: if self.start == self.end { 0 } else { self.step },
+            range,
+            func: place.func,
+            grouping: place.grouping,
+            by: place.by,
+        };
+        let read = |set: &[Matcher]| -> Result<Vec<Series>, QueryError> {
+            let r = self.q.select(set, &hints, &ctl)?;
+            for w in r.warnings {
+                self.ctx.warn(w);
+            }
+            Ok(r.data)
+        };
         let mut out = if sets.len() == 1 {
-            self.q.select_controlled(&sets[0], mint, maxt, &ctl)?
+            read(&sets[0])?
         } else {
             // `{a="x" or b="y"}`: the union of the alternatives, each series once.
             let mut by_labels: BTreeMap<Labels, Series> = BTreeMap::new();
             for set in &sets {
-                for s in self.q.select_controlled(set, mint, maxt, &ctl)? {
+                for s in read(set)? {
                     by_labels.entry(s.labels.clone()).or_insert(s);
                 }
             }
@@ -73,7 +100,7 @@ impl Evaluator<'_> {
             Some(a) => (a - offset, a - offset),
             None => (self.start - offset, self.end - offset),
         };
-        let series = self.select(vs, rmin - lookback + 1, rmax)?;
+        let series = self.select(vs, rmin - lookback + 1, rmax, 0)?;
         let mut out = Vec::with_capacity(series.len());
         for s in series {
             self.ctx.check_interrupt()?;
@@ -113,7 +140,7 @@ impl Evaluator<'_> {
             Some(a) => (a - offset, a - offset),
             None => (self.start - offset, self.end - offset),
         };
-        let series = self.select(vs, rmin - range + 1, rmax)?;
+        let series = self.select(vs, rmin - range + 1, rmax, range)?;
         let series = series
             .into_iter()
             .map(|s| RangeSeries {

@@ -158,3 +158,47 @@ fn step_invariant_expansion_counts_against_the_sample_limit() {
         .expect_err("11 points > 5");
     assert!(err.message.contains("too many samples"), "{}", err.message);
 }
+
+/// A source that records the hints of every select and answers with a warning.
+struct Recording {
+    inner: MemStore,
+    hints: std::sync::Mutex<Vec<crate::model::SelectHints>>,
+}
+
+impl Queryable for Recording {
+    fn select(
+        &self,
+        matchers: &[crate::model::Matcher],
+        hints: &crate::model::SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<crate::model::SelectResult, QueryError> {
+        self.hints.lock().expect("lock").push(hints.clone());
+        let mut r = self.inner.select(matchers, hints, ctl)?;
+        r.warnings.push("shard 3 did not answer: partial result".into());
+        Ok(r)
+    }
+}
+
+/// The engine tells the source what it will do with a select (Prometheus'
+/// `SelectHints`), and a source's warnings reach the query's answer.
+#[test]
+fn selects_carry_hints_and_source_warnings_reach_the_answer() {
+    let q = Recording { inner: store(), hints: Default::default() };
+    let e = Engine::new(EngineOptions::default());
+    let out = e
+        .range_query(&q, "sum by (job) (rate(up_total[5m]))", 300_000, 600_000, 60_000, &QueryOptions::default())
+        .expect("query");
+    assert_eq!(out.warnings, vec!["shard 3 did not answer: partial result".to_owned()]);
+    let hints = q.hints.lock().expect("lock").clone();
+    assert_eq!(hints.len(), 1);
+    let h = &hints[0];
+    assert_eq!((h.start, h.end), (1, 600_000), "the samples the windows need: (start - range, end]");
+    assert_eq!((h.step, h.range), (60_000, 300_000));
+    assert_eq!(h.func.as_deref(), Some("rate"));
+    assert_eq!((h.grouping.clone(), h.by), (vec!["job".to_owned()], true));
+
+    let q = Recording { inner: store(), hints: Default::default() };
+    e.instant_query(&q, "up_total", 300_000, &QueryOptions::default()).expect("query");
+    let h = q.hints.lock().expect("lock")[0].clone();
+    assert_eq!((h.step, h.range, h.func), (0, 0, None), "an instant selector on its own");
+}

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use regex::Regex;
 
 use crate::error::QueryError;
-use crate::model::{Labels, MatchOp, Matcher, Queryable, Sample, Series};
+use crate::model::{Labels, MatchOp, Matcher, Queryable, Sample, SelectHints, SelectResult, Series};
 
 /// Where a script's `load` data goes and what its evals read: [`MemStore`] here, and
 /// the real storage engine in the server's conformance test.
@@ -84,7 +84,13 @@ impl MemStore {
 }
 
 impl Queryable for MemStore {
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        _ctl: &crate::QueryOptions,
+    ) -> Result<SelectResult, QueryError> {
+        let (mint, maxt) = (hints.start, hints.end);
         let mut out = Vec::new();
         'series: for (labels, samples) in &self.series {
             for m in matchers {
@@ -99,6 +105,6 @@ impl Queryable for MemStore {
                 out.push(Series { labels: labels.clone(), samples: samples[lo..hi].to_vec() });
             }
         }
-        Ok(out)
+        Ok(SelectResult::new(out))
     }
 }

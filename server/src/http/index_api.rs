@@ -2,12 +2,16 @@
 //! never chunk data) and `/api/v1/metadata`, with Prometheus' parameters and JSON
 //! envelope. GET reads the URL query string; POST also reads a form-encoded body.
 //!
-//! The index reads are bounded like queries: each request gets the query timeout
-//! (`[query] timeout_secs`) as a deadline and a cancel flag raised when its future is
-//! dropped (client gone), both handed to storage, which stops scanning and frees its
-//! storage slot when either fires (503 `timeout` / 499 `canceled`).
+//! The handlers read through the tenant's [`Queryable`] (`series`, `label_names`,
+//! `label_values`), never the shards, so a querier over remote ingesters can serve
+//! them unchanged; the calls run on the blocking pool. The index reads are bounded like
+//! queries: each request gets the query timeout (`[query] timeout_secs`) as a deadline
+//! and a cancel flag raised when its future is dropped (client gone), both handed to
+//! the source, which stops scanning and frees its storage slot when either fires (503
+//! `timeout` / 499 `canceled`). A source's warnings are passed on in the envelope.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::PathRejection;
@@ -16,27 +20,87 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
+use tessera_query::{QueryOptions, Queryable, ReadResult, SelectHints};
 use tessera_storage::Matcher;
 
 use super::{params, AppState};
 use crate::error::{ApiError, JsonError};
 use crate::ingest::validate::valid_label_name;
-use crate::shards::request_interrupt;
+use crate::shards::request_controls;
 
-/// `{"status":"success","data":...}` plus `warnings` when a limit truncated the data.
-fn success<T: Serialize>(data: T, truncated: bool) -> Response {
+/// `{"status":"success","data":...}` plus `warnings`: the source's, and one more when a
+/// limit truncated the data.
+fn success<T: Serialize>(data: T, mut warnings: Vec<String>, truncated: bool) -> Response {
     let mut body = json!({"status": "success", "data": data});
     if truncated {
-        body["warnings"] = json!(["results truncated due to limit"]);
+        warnings.push("results truncated due to limit".to_owned());
+    }
+    if !warnings.is_empty() {
+        body["warnings"] = json!(warnings);
     }
     ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
-/// Sorting, de-duplicating and rendering a large answer (tens of thousands of series)
-/// is CPU work: it runs on the blocking pool so the async workers stay free for
+/// Rendering a large answer (tens of thousands of series) is CPU work: like the reads
+/// and the sort in [`read_union`], it runs on the blocking pool so the async workers stay free for
 /// `/-/ready`, `/metrics` and writes while many index calls are in flight.
 async fn render_off_runtime(f: impl FnOnce() -> Response + Send + 'static) -> Result<Response, JsonError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("rendering task failed: {e}")).into())
+}
+
+/// A compiled (validated) matcher as the read trait's.
+pub(super) fn query_matcher(m: &Matcher) -> tessera_query::Matcher {
+    let op = match m.op() {
+        tessera_storage::MatchOp::Equal => tessera_query::MatchOp::Equal,
+        tessera_storage::MatchOp::NotEqual => tessera_query::MatchOp::NotEqual,
+        tessera_storage::MatchOp::Regex => tessera_query::MatchOp::Regex,
+        tessera_storage::MatchOp::NotRegex => tessera_query::MatchOp::NotRegex,
+    };
+    tessera_query::Matcher { name: m.name().to_owned(), op, value: m.value().to_owned() }
+}
+
+/// Runs `read` once per selector (one empty selector when there are none) on the
+/// blocking pool and merges the answers sorted and unique, with every warning once.
+async fn read_union<T, F>(
+    q: Arc<dyn Queryable>,
+    selectors: &[Vec<Matcher>],
+    read: F,
+) -> Result<ReadResult<Vec<T>>, ApiError>
+where
+    T: Ord + Send + 'static,
+    F: Fn(&dyn Queryable, &[tessera_query::Matcher]) -> Result<ReadResult<Vec<T>>, tessera_query::QueryError>
+        + Send
+        + 'static,
+{
+    let sets: Vec<Vec<tessera_query::Matcher>> = if selectors.is_empty() {
+        vec![Vec::new()]
+    } else {
+        selectors.iter().map(|s| s.iter().map(query_matcher).collect()).collect()
+    };
+    let r = tokio::task::spawn_blocking(move || -> Result<ReadResult<Vec<T>>, tessera_query::QueryError> {
+        let mut out = ReadResult::new(Vec::new());
+        for set in &sets {
+            let r = read(&*q, set)?;
+            out.data.extend(r.data);
+            for w in r.warnings {
+                if !out.warnings.contains(&w) {
+                    out.warnings.push(w);
+                }
+            }
+        }
+        out.data.sort();
+        out.data.dedup();
+        Ok(out)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("index read task failed: {e}")))??;
+    Ok(r)
+}
+
+/// The request's deadline (the query timeout) and a cancel flag raised when the
+/// returned guard (kept in the handler's future) drops.
+fn controls(st: &AppState) -> (QueryOptions, crate::shards::CancelOnDrop) {
+    request_controls(std::time::Instant::now() + st.config.query.timeout())
 }
 
 /// Truncates to `limit` and says whether anything was cut.
@@ -65,21 +129,19 @@ pub async fn series(
     }
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
-    let shards = st.shards()?;
-    let (stop, _cancel_on_drop) = request_interrupt(std::time::Instant::now() + st.config.query.timeout());
+    let q = st.queryable(&tenant)?;
+    let (ctl, _cancel_on_drop) = controls(&st);
+    // Prometheus' hint for a read that wants label sets only.
+    let hints = SelectHints { func: Some("series".into()), ..SelectHints::range(start, end) };
     // Several match[] are a union; a series matched by two selectors is listed once.
-    let mut all = Vec::new();
-    for sel in &selectors {
-        all.extend(shards.series_until(&tenant, sel, start, end, stop.clone()).await?);
-    }
+    let ReadResult { data: mut all, warnings } =
+        read_union(q, &selectors, move |q, set| q.series(set, &hints, &ctl)).await?;
     render_off_runtime(move || {
-        all.sort();
-        all.dedup();
         let truncated = apply_limit(&mut all, limit);
         // A BTreeMap serializes as a JSON object with sorted keys, as Prometheus prints it.
         let data: Vec<BTreeMap<String, String>> =
-            all.into_iter().map(|ls| ls.into_iter().map(|l| (l.name, l.value)).collect()).collect();
-        success(data, truncated)
+            all.into_iter().map(|ls| ls.into_vec().into_iter().map(|l| (l.name, l.value)).collect()).collect();
+        success(data, warnings, truncated)
     })
     .await
 }
@@ -95,17 +157,14 @@ pub async fn label_names(
     let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
-    let shards = st.shards()?;
-    let (stop, _cancel_on_drop) = request_interrupt(std::time::Instant::now() + st.config.query.timeout());
-    let mut names = Vec::new();
-    for sel in selectors_or_all(&selectors) {
-        names.extend(shards.label_names_until(&tenant, sel, start, end, stop.clone()).await?);
-    }
+    let q = st.queryable(&tenant)?;
+    let (ctl, _cancel_on_drop) = controls(&st);
+    let hints = SelectHints::range(start, end);
+    let ReadResult { data: mut names, warnings } =
+        read_union(q, &selectors, move |q, set| q.label_names(set, &hints, &ctl)).await?;
     render_off_runtime(move || {
-        names.sort();
-        names.dedup();
         let truncated = apply_limit(&mut names, limit);
-        success(names, truncated)
+        success(names, warnings, truncated)
     })
     .await
 }
@@ -130,17 +189,14 @@ pub async fn label_values(
     let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
     let (start, end) = params::time_range(&pairs)?;
     let limit = params::limit(&pairs)?;
-    let shards = st.shards()?;
-    let (stop, _cancel_on_drop) = request_interrupt(std::time::Instant::now() + st.config.query.timeout());
-    let mut values = Vec::new();
-    for sel in selectors_or_all(&selectors) {
-        values.extend(shards.label_values_until(&tenant, &name, sel, start, end, stop.clone()).await?);
-    }
+    let q = st.queryable(&tenant)?;
+    let (ctl, _cancel_on_drop) = controls(&st);
+    let hints = SelectHints::range(start, end);
+    let ReadResult { data: mut values, warnings } =
+        read_union(q, &selectors, move |q, set| q.label_values(&name, set, &hints, &ctl)).await?;
     render_off_runtime(move || {
-        values.sort();
-        values.dedup();
         let truncated = apply_limit(&mut values, limit);
-        success(values, truncated)
+        success(values, warnings, truncated)
     })
     .await
 }
@@ -167,15 +223,5 @@ pub async fn metadata(
     let limit = parse_limit("limit")?;
     let per_metric = parse_limit("limit_per_metric")?;
     let data = st.metadata.query(&tenant, params::one(&pairs, "metric"), limit, per_metric);
-    Ok(success(data, false))
-}
-
-/// The selectors to query: the given ones, or one empty selector (no filter besides the
-/// tenant) when no `match[]` was given.
-fn selectors_or_all(selectors: &[Vec<Matcher>]) -> Vec<&[Matcher]> {
-    if selectors.is_empty() {
-        vec![&[]]
-    } else {
-        selectors.iter().map(|s| s.as_slice()).collect()
-    }
+    Ok(success(data, Vec::new(), false))
 }

@@ -10,8 +10,10 @@
 //! | `/-/healthy`, `/-/ready`, `/metrics` | `health.rs` |
 //! | `/api/v1/query`, `/api/v1/query_range`, `/api/v1/status/*`, ... | `query_api.rs` (added by the query API work; mounted in [`router`]) |
 //!
-//! Handlers never call storage directly: they go through [`crate::shards::Shards`],
-//! which owns tenancy and the blocking pool.
+//! Handlers never call storage directly. Reads go through the tenant's
+//! [`tessera_query::Queryable`] ([`ServerState::queryable`]), writes through the
+//! [`crate::distributor::Distributor`]; behind both, [`crate::shards::Shards`] owns
+//! tenancy and the blocking pool.
 
 pub mod connections;
 pub mod health;
@@ -32,11 +34,11 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::config::Config;
-use crate::error::ApiError;
-use crate::ingest::limits::{ActiveSeries, RateLimiter};
+use crate::distributor::Distributor;
+use crate::ingest::limits::ActiveSeries;
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
-use crate::shards::{Shards, TenantView};
+use crate::shards::{ShardError, Shards, TenantView};
 
 /// State shared by every handler. Clone is cheap (one `Arc`).
 pub type AppState = Arc<ServerState>;
@@ -47,14 +49,12 @@ pub struct ServerState {
     /// Set once every shard has replayed its WAL; until then reads and writes get 503
     /// and `/-/ready` says not ready.
     shards: OnceLock<Arc<Shards>>,
-    pub metadata: MetadataStore,
-    pub metrics: Metrics,
-    pub rate_limiter: RateLimiter,
-    pub active_series: ActiveSeries,
-    /// Admission of write requests by decompressed size, one permit per KiB (see
-    /// `limits.max_inflight_write_bytes`).
-    /// Decoding charges its memory here too (see `ingest::decode::Budget`).
-    pub inflight_write_kib: Arc<tokio::sync::Semaphore>,
+    pub metadata: Arc<MetadataStore>,
+    pub metrics: Arc<Metrics>,
+    /// The active-series cap, shared with the distributor (purged by `serve`).
+    pub active_series: Arc<ActiveSeries>,
+    /// The write pipeline (`POST /api/v1/write` only reads the body and calls it).
+    pub distributor: Distributor,
     /// Remote-read requests served at once (`limits.max_concurrent_reads`).
     pub read_slots: tokio::sync::Semaphore,
     /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
@@ -64,23 +64,26 @@ pub struct ServerState {
 
 impl ServerState {
     pub fn new(config: Config) -> Self {
+        let metadata = Arc::new(MetadataStore::new(
+            config.limits.max_metadata_per_tenant,
+            config.limits.max_metadata_bytes_per_tenant,
+            config.limits.max_metadata_text_bytes,
+        ));
+        let metrics = Arc::new(Metrics::new());
+        let active_series = Arc::new(ActiveSeries::new(&config.limits));
         ServerState {
-            metadata: MetadataStore::new(
-                config.limits.max_metadata_per_tenant,
-                config.limits.max_metadata_bytes_per_tenant,
-                config.limits.max_metadata_text_bytes,
+            distributor: Distributor::new(
+                &config,
+                Arc::clone(&active_series),
+                Arc::clone(&metadata),
+                Arc::clone(&metrics),
             ),
+            metadata,
             read_slots: tokio::sync::Semaphore::new(config.limits.max_concurrent_reads),
-            rate_limiter: RateLimiter::new(&config.limits),
-            active_series: ActiveSeries::new(&config.limits),
-            metrics: Metrics::new(),
+            active_series,
+            metrics,
             shards: OnceLock::new(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
-            // One spare permit: a request's body and its decoded memory are each rounded
-            // up to whole KiB, so the largest request allowed by `Config::validate` fits.
-            inflight_write_kib: Arc::new(tokio::sync::Semaphore::new(
-                config.limits.max_inflight_write_bytes.div_ceil(1024) + 1,
-            )),
             config,
         }
     }
@@ -92,12 +95,8 @@ impl ServerState {
     }
 
     /// The shards, or 503 while the WAL replay is still running.
-    pub fn shards(&self) -> Result<Arc<Shards>, ApiError> {
-        self.shards.get().cloned().ok_or_else(|| {
-            let mut e = ApiError::unavailable("not ready: WAL replay in progress");
-            e.retry_after_secs = Some(5);
-            e
-        })
+    pub fn shards(&self) -> Result<Arc<Shards>, ShardError> {
+        self.shards.get().cloned().ok_or_else(ShardError::not_ready)
     }
 
     /// The shards if already open (for `/metrics` and shutdown).
@@ -107,8 +106,15 @@ impl ServerState {
 
     /// A synchronous, tenant-scoped `Queryable` for the PromQL engine (call it from a
     /// blocking thread). The tenant comes from [`params::tenant`].
-    pub fn tenant_view(&self, tenant: &str) -> Result<TenantView, ApiError> {
+    pub fn tenant_view(&self, tenant: &str) -> Result<TenantView, ShardError> {
         Ok(self.shards()?.tenant_view(tenant))
+    }
+
+    /// The tenant's data as the read trait every read endpoint goes through (503 while
+    /// the WAL replay runs). Call it on the runtime: the index reads of the returned
+    /// view run on it.
+    pub fn queryable(&self, tenant: &str) -> Result<Arc<dyn tessera_query::Queryable>, ShardError> {
+        Ok(Arc::new(self.tenant_view(tenant)?))
     }
 }
 

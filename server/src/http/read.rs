@@ -1,8 +1,10 @@
 //! `POST /api/v1/read`: Prometheus remote read with the SAMPLES response type.
 //!
 //! Request and response are snappy block-compressed protobuf (`prometheus.ReadRequest`
-//! / `prometheus.ReadResponse`). Each query's matchers get the tenant matcher added by
-//! `Shards::select`, like every other read. Only the SAMPLES response type is served:
+//! / `prometheus.ReadResponse`). The queries are answered by the tenant's
+//! [`Queryable`] (which adds the tenant matcher, like every other read), on the
+//! blocking pool with the request's deadline and a cancel flag raised when the request
+//! goes away. Only the SAMPLES response type is served:
 //! a client that accepts only STREAMED_XOR_CHUNKS gets a 400 saying so.
 //!
 //! Bounds: at most `limits.max_read_queries_per_request` queries (400), decoded memory
@@ -18,13 +20,16 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use prost::Message;
+use std::sync::Arc;
+
 use tessera_proto::prometheus::{self, label_matcher, read_request::ResponseType};
+use tessera_query::{Queryable, SelectHints};
 use tessera_storage::{MatchOp, Matcher};
 
+use super::index_api::query_matcher;
 use super::{params, AppState};
 use crate::error::{ApiError, ErrorKind, TextError};
 use crate::ingest::decode;
-use crate::shards::Shards;
 
 /// Most samples one remote-read response may carry, so a careless query cannot make
 /// the server build a response of many gigabytes.
@@ -32,7 +37,7 @@ pub const MAX_READ_SAMPLES: usize = 50_000_000;
 
 pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, TextError> {
     let tenant = params::tenant(&headers)?;
-    let shards = st.shards()?;
+    let q = st.queryable(&tenant)?;
     // One deadline for the whole request, waiting for a slot included: the query
     // timeout, as for PromQL queries.
     let timeout = st.config.query.timeout();
@@ -48,7 +53,7 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
     };
     // Past this point the request stops where it is when the deadline passes: the
     // future is dropped, so no further query starts and no response is built.
-    match tokio::time::timeout_at(deadline, serve(&st, &tenant, &shards, &headers, body, deadline)).await {
+    match tokio::time::timeout_at(deadline, serve(&st, q, &headers, body, deadline)).await {
         Ok(r) => r.map_err(TextError),
         Err(_) => Err(TextError(timed_out())),
     }
@@ -56,8 +61,7 @@ pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: B
 
 async fn serve(
     st: &AppState,
-    tenant: &str,
-    shards: &Shards,
+    q: Arc<dyn Queryable>,
     headers: &HeaderMap,
     body: Body,
     deadline: tokio::time::Instant,
@@ -100,45 +104,45 @@ async fn serve(
     }
 
     // Queries run one after another: each already fans out over every shard, and the
-    // response must keep the request's order anyway.
-    let mut results = Vec::with_capacity(req.queries.len());
-    let mut total = 0usize;
-    // Storage checks this between series: when the deadline passes, or the request is
-    // dropped (the caller's `timeout_at`, a client that went away), the read stops
-    // inside storage and its blocking thread and permit are freed.
-    let (stop, _cancel_on_drop) = crate::shards::request_interrupt(deadline.into_std());
-    for q in &req.queries {
-        let matchers = q.matchers.iter().map(to_matcher).collect::<Result<Vec<_>, _>>()?;
-        let series =
-            shards.select_until(tenant, &matchers, q.start_timestamp_ms, q.end_timestamp_ms, stop.clone()).await?;
-        total += series.iter().map(|s| s.samples.len()).sum::<usize>();
-        if total > MAX_READ_SAMPLES {
-            return Err(ApiError::new(
-                ErrorKind::Execution,
-                format!(
-                    "remote read would return more than {MAX_READ_SAMPLES} samples; narrow the time range or matchers"
-                ),
-            ));
+    // response must keep the request's order anyway. Reading, building and encoding the
+    // response is blocking and CPU work: off the runtime, in one go. Storage stops at
+    // the deadline, or when this future is dropped (the guard raises the flag).
+    let (ctl, _cancel_on_drop) = crate::shards::request_controls(deadline.into_std());
+    let compressed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+        let mut results = Vec::with_capacity(req.queries.len());
+        let mut total = 0usize;
+        for rq in &req.queries {
+            let matchers: Vec<tessera_query::Matcher> =
+                rq.matchers.iter().map(|m| to_matcher(m).map(|m| query_matcher(&m))).collect::<Result<_, _>>()?;
+            let hints = SelectHints::range(rq.start_timestamp_ms, rq.end_timestamp_ms);
+            // Remote read has no warnings field; a partial answer is still an answer.
+            let series = q.select(&matchers, &hints, &ctl).map_err(ApiError::from)?.data;
+            total += series.iter().map(|s| s.samples.len()).sum::<usize>();
+            if total > MAX_READ_SAMPLES {
+                return Err(ApiError::new(
+                    ErrorKind::Execution,
+                    format!(
+                        "remote read would return more than {MAX_READ_SAMPLES} samples; narrow the time range or matchers"
+                    ),
+                ));
+            }
+            let timeseries = series
+                .into_iter()
+                .map(|s| prometheus::TimeSeries {
+                    labels: s.labels.into_vec().into_iter().map(|l| prometheus::Label::new(l.name, l.value)).collect(),
+                    samples: s.samples.iter().map(|p| prometheus::Sample { value: p.v, timestamp: p.t }).collect(),
+                    ..Default::default()
+                })
+                .collect();
+            results.push(prometheus::QueryResult { timeseries });
         }
-        let timeseries = series
-            .into_iter()
-            .map(|s| prometheus::TimeSeries {
-                labels: s.labels.into_iter().map(|l| prometheus::Label::new(l.name, l.value)).collect(),
-                samples: s.samples.iter().map(|p| prometheus::Sample { value: p.v, timestamp: p.t }).collect(),
-                ..Default::default()
-            })
-            .collect();
-        results.push(prometheus::QueryResult { timeseries });
-    }
-    // Encoding up to MAX_READ_SAMPLES samples is CPU work too.
-    let compressed = tokio::task::spawn_blocking(move || {
         let encoded = prometheus::ReadResponse { results }.encode_to_vec();
         snap::raw::Encoder::new()
             .compress_vec(&encoded)
             .map_err(|e| ApiError::internal(format!("snappy compression of the response failed: {e}")))
     })
     .await
-    .map_err(|e| ApiError::internal(format!("encode task failed: {e}")))??;
+    .map_err(|e| ApiError::internal(format!("remote read task failed: {e}")))??;
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-protobuf"), (header::CONTENT_ENCODING, "snappy")],

@@ -1,14 +1,14 @@
 //! [`ShardsData`]: the query API's view of a tenant's data ([`query_api::TenantData`]),
 //! served by the local shards.
 //!
-//! It only adapts: tenancy stays in `shards` (the `TenantView` and `Shards::series` add
-//! and strip the tenant label); errors are the server's `ApiError`, which the query API
-//! uses too.
+//! It only adapts: every read goes through the tenant's `Queryable` (the `TenantView`,
+//! where tenancy stays: it adds and strips the tenant label); errors are the server's
+//! `ApiError`, which the query API uses too.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use tessera_query::{Labels, Queryable};
+use tessera_query::{Labels, Queryable, SelectHints};
 
 use super::query_api::{HeadSummary, TenantData};
 use super::AppState;
@@ -27,29 +27,24 @@ impl ShardsData {
 
 impl TenantData for ShardsData {
     fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError> {
-        let view = self.state.tenant_view(tenant)?;
-        Ok(Arc::new(view))
+        Ok(self.state.queryable(tenant)?)
     }
 
     fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
         let state = Arc::clone(&self.state);
         let tenant = tenant.to_owned();
         Box::pin(async move {
-            let shards = state.shards()?;
+            // Through the read trait, like every read endpoint.
+            let q = state.queryable(&tenant)?;
             // The caller bounds this future with the query timeout; the same deadline (and
             // the cancel flag raised when the future is dropped) stops the scans in storage.
             let deadline = std::time::Instant::now() + state.config.query.timeout();
-            let (stop, _cancel_on_drop) = crate::shards::request_interrupt(deadline);
-            let all = shards.series_until(&tenant, &[], i64::MIN, i64::MAX, stop).await?;
-            Ok(all
-                .into_iter()
-                .map(|ls| {
-                    // Storage label sets are sorted and unique, and the tenant label is gone.
-                    Labels::from_sorted(
-                        ls.into_iter().map(|l| tessera_query::Label { name: l.name, value: l.value }).collect(),
-                    )
-                })
-                .collect())
+            let (ctl, _cancel_on_drop) = crate::shards::request_controls(deadline);
+            let hints = SelectHints { func: Some("series".into()), ..SelectHints::range(i64::MIN, i64::MAX) };
+            let r = tokio::task::spawn_blocking(move || q.series(&[], &hints, &ctl))
+                .await
+                .map_err(|e| ApiError::internal(format!("series listing task failed: {e}")))??;
+            Ok(r.data)
         })
     }
 
@@ -61,7 +56,7 @@ impl TenantData for ShardsData {
 
     fn total_series(&self) -> Option<u64> {
         let shards = self.state.shards_if_ready()?;
-        Some(shards.stats().iter().map(|s| s.total_series).sum())
+        Some(shards.stats().iter().map(|(_, s)| s.total_series).sum())
     }
 }
 

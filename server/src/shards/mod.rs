@@ -14,9 +14,11 @@
 //! shards' parts in parallel. [`TenantView`] is the synchronous (already on a blocking
 //! thread) view for the PromQL engine.
 
+mod error;
 mod hash;
 mod tenant_view;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,10 +29,33 @@ use tessera_storage::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+pub use error::{classify, ShardError, ShardErrorKind};
 pub use hash::{series_hash, shard_of};
 pub use tenant_view::TenantView;
 
-use crate::error::{ApiError, ErrorKind, Result};
+/// Result of a call on the shards.
+pub type Result<T, E = ShardError> = std::result::Result<T, E>;
+
+/// A logical shard: the value of [`shard_of`]`(hash, S)` for the series it holds, and
+/// the number in its directory name (`shard-NNNN`). It names the same shard in every
+/// process, so an ingester can own a subset of the ids and shards can move between
+/// processes; it is never a position in a local list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShardId(pub u32);
+
+impl ShardId {
+    /// The shard of a series hash among `total` logical shards (`total` > 0).
+    pub fn of(hash: u64, total: u32) -> ShardId {
+        // `shard_of` is below `total`, which is a u32.
+        ShardId(u32::try_from(shard_of(hash, total as usize)).unwrap_or(u32::MAX))
+    }
+}
+
+impl std::fmt::Display for ShardId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 /// The reserved label that carries the tenant inside storage.
 pub const TENANT_LABEL: &str = "__tenant__";
@@ -60,7 +85,7 @@ pub struct PushOutcome {
     /// The first rejected sample in request order.
     pub first_rejection: Option<FirstRejection>,
     /// Wall time of each shard's append (shard, seconds), for the latency histogram.
-    pub shard_seconds: Vec<(usize, f64)>,
+    pub shard_seconds: Vec<(ShardId, f64)>,
 }
 
 /// The first sample storage refused in a push, for the 400 message.
@@ -75,17 +100,22 @@ pub struct FirstRejection {
     pub reason: RejectReason,
 }
 
-/// The node's shards. Cheap to share as `Arc<Shards>`.
+/// The shards this process serves, keyed by their logical [`ShardId`]: all S of them in
+/// an all-in-one node, a subset in an ingester. Cheap to share as `Arc<Shards>`.
 pub struct Shards {
-    engines: Vec<Arc<Engine>>,
+    engines: BTreeMap<ShardId, Arc<Engine>>,
+    /// S, the number of logical shards of the whole data set (the modulus of
+    /// [`shard_of`]); not the number of engines here.
+    total: u32,
     /// Bounds concurrent storage calls from the async side (see the module doc).
     permits: Arc<Semaphore>,
 }
 
 impl Shards {
-    /// Opens (and WAL-replays) `count` engines under `data_dir/shard-NNNN`. Blocking: call
-    /// it from a blocking thread. Shards open in parallel on a few threads; `on_open` is
-    /// called after each one (for progress logging) with (shard index, engine).
+    /// Opens (and WAL-replays) all `count` logical shards under `data_dir/shard-NNNN`.
+    /// Blocking: call it from a blocking thread. Shards open in parallel on a few
+    /// threads; `on_open` is called after each one (for progress logging) with (shard
+    /// id, engine).
     pub fn open(
         data_dir: &Path,
         count: usize,
@@ -93,8 +123,31 @@ impl Shards {
         permits: usize,
         on_open: &(dyn Fn(usize, &Engine) + Sync),
     ) -> std::result::Result<Shards, tessera_storage::Error> {
+        let total = u32::try_from(count)
+            .map_err(|_| tessera_storage::Error::InvalidConfig(format!("{count} shards is more than {}", u32::MAX)))?;
+        let ids: Vec<ShardId> = (0..total).map(ShardId).collect();
+        Self::open_ids(data_dir, total, &ids, cfg, permits, on_open)
+    }
+
+    /// Opens only the shards `ids` of `total` logical shards, as a process that owns a
+    /// subset of them does. A push of a series whose shard is not among them is refused
+    /// (unavailable: another process serves it); reads see only these shards.
+    pub fn open_ids(
+        data_dir: &Path,
+        total: u32,
+        ids: &[ShardId],
+        cfg: &EngineConfig,
+        permits: usize,
+        on_open: &(dyn Fn(usize, &Engine) + Sync),
+    ) -> std::result::Result<Shards, tessera_storage::Error> {
+        if let Some(bad) = ids.iter().find(|id| id.0 >= total) {
+            return Err(tessera_storage::Error::InvalidConfig(format!(
+                "shard {bad} does not exist among {total} logical shards"
+            )));
+        }
         // Opening is mostly disk reads and WAL decoding; a few threads overlap the I/O
         // without oversubscribing a small machine.
+        let count = ids.len();
         let threads = count.clamp(1, 4);
         let next = AtomicUsize::new(0);
         let mut slots: Vec<Option<std::result::Result<Engine, tessera_storage::Error>>> =
@@ -107,24 +160,26 @@ impl Shards {
                     if i >= count {
                         break;
                     }
-                    let dir = data_dir.join(format!("shard-{i:04}"));
+                    let id = ids[i];
+                    let dir = data_dir.join(format!("shard-{:04}", id.0));
                     let r = Engine::open(&dir, cfg.clone());
                     if let Ok(e) = &r {
-                        log_replay_damage(i, e);
-                        on_open(i, e);
+                        log_replay_damage(id, e);
+                        on_open(id.0 as usize, e);
                     }
                     results.lock()[i] = Some(r);
                 });
             }
         });
-        let mut engines = Vec::with_capacity(count);
-        for r in slots {
-            let engine = r.expect("every shard index below count was claimed by a thread")?;
-            engines.push(Arc::new(engine));
+        let mut engines = BTreeMap::new();
+        for (id, r) in ids.iter().zip(slots) {
+            let engine = r.expect("every shard below count was claimed by a thread")?;
+            engines.insert(*id, Arc::new(engine));
         }
-        Ok(Shards { engines, permits: Arc::new(Semaphore::new(permits.max(1))) })
+        Ok(Shards { engines, total, permits: Arc::new(Semaphore::new(permits.max(1))) })
     }
 
+    /// Shards served by this process.
     pub fn len(&self) -> usize {
         self.engines.len()
     }
@@ -133,9 +188,19 @@ impl Shards {
         self.engines.is_empty()
     }
 
+    /// S, the number of logical shards of the data set (served here or not).
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// The ids of the shards served here, ascending.
+    pub fn ids(&self) -> impl Iterator<Item = ShardId> + '_ {
+        self.engines.keys().copied()
+    }
+
     /// Per-shard engine counters (cheap, no disk I/O beyond RocksDB properties).
-    pub fn stats(&self) -> Vec<Stats> {
-        self.engines.iter().map(|e| e.stats()).collect()
+    pub fn stats(&self) -> Vec<(ShardId, Stats)> {
+        self.engines.iter().map(|(id, e)| (*id, e.stats())).collect()
     }
 
     /// A synchronous, tenant-scoped view for the PromQL engine.
@@ -149,49 +214,58 @@ impl Shards {
         let acquired = match deadline {
             Some(d) => tokio::time::timeout_at(d.into(), acquire)
                 .await
-                .map_err(|_| ApiError::new(ErrorKind::Timeout, "timed out waiting for a storage slot"))?,
+                .map_err(|_| ShardError::new(ShardErrorKind::Timeout, "timed out waiting for a storage slot"))?,
             None => acquire.await,
         };
-        acquired.map_err(|_| ApiError::unavailable("server is shutting down"))
+        acquired.map_err(|_| ShardError::shutting_down())
     }
 
-    /// Runs `f` on shard `i`'s engine on the blocking pool, holding a semaphore permit
+    /// The engine of shard `id`, if this process serves it.
+    fn engine(&self, id: ShardId) -> Result<&Arc<Engine>> {
+        self.engines
+            .get(&id)
+            .ok_or_else(|| ShardError::unavailable(format!("shard {id} is not served by this process")))
+    }
+
+    /// Runs `f` on shard `id`'s engine on the blocking pool, holding a semaphore permit
     /// (waited for until `deadline` at most).
-    async fn on_shard<T, F>(&self, i: usize, deadline: Option<Instant>, f: F) -> Result<T>
+    async fn on_shard<T, F>(&self, id: ShardId, deadline: Option<Instant>, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Engine) -> std::result::Result<T, tessera_storage::Error> + Send + 'static,
     {
+        let engine = Arc::clone(self.engine(id)?);
         let permit = self.permit(deadline).await?;
-        let engine = Arc::clone(&self.engines[i]);
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             f(&engine)
         })
         .await
-        .map_err(|e| ApiError::internal(format!("storage task of shard {i} failed: {e}")))?
-        .map_err(|e| {
-            let mut err = ApiError::from(e);
-            err.message = format!("shard {i}: {}", err.message);
-            err
-        })
+        .map_err(|e| ShardError::internal(format!("storage task of shard {id} failed: {e}")))?
+        .map_err(|e| ShardError::from_storage(Some(id), &e))
     }
 
     /// Writes `series` for `tenant`. Each shard's part is appended in parallel; returns
     /// only when every part is durable (or failed). A storage failure of any shard is
-    /// an `Err` (→ 5xx, the sender retries; re-sent samples are idempotent no-ops).
+    /// an `Err` (the sender retries; re-sent samples are idempotent no-ops). A series
+    /// whose shard is not served here fails the whole push before anything is written.
     pub async fn push(&self, tenant: &str, series: Vec<PushSeries>) -> Result<PushOutcome> {
-        let n = self.engines.len();
+        if self.total == 0 {
+            return Err(ShardError::unavailable("no shards are configured"));
+        }
         // Per shard: the indexes (into `series`) of its series, in request order.
-        let mut parts: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let mut parts: BTreeMap<ShardId, Vec<usize>> = BTreeMap::new();
         for (i, s) in series.iter().enumerate() {
-            parts[shard_of(s.hash, n)].push(i);
+            parts.entry(ShardId::of(s.hash, self.total)).or_default().push(i);
+        }
+        for id in parts.keys() {
+            self.engine(*id)?;
         }
         // Storage wants the tenant label inside the sorted label set.
         let stored: Arc<Vec<(Vec<Label>, Vec<Sample>)>> =
             Arc::new(series.into_iter().map(|s| (with_tenant(tenant, s.labels), s.samples)).collect());
         let mut tasks = Vec::new();
-        for (shard, idx) in parts.into_iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+        for (shard, idx) in parts {
             let stored = Arc::clone(&stored);
             tasks.push(async move {
                 let idx2 = idx.clone();
@@ -206,7 +280,7 @@ impl Shards {
                         Ok((r, start.elapsed().as_secs_f64()))
                     })
                     .await?;
-                Ok::<_, ApiError>((shard, idx, report, secs))
+                Ok::<_, ShardError>((shard, idx, report, secs))
             });
         }
         let total: u64 = stored.iter().map(|s| s.1.len() as u64).sum();
@@ -355,9 +429,9 @@ impl Shards {
     /// thread (shutdown does).
     pub fn flush_all(&self) -> std::result::Result<(), tessera_storage::Error> {
         let mut first = Ok(());
-        for (i, e) in self.engines.iter().enumerate() {
+        for (id, e) in &self.engines {
             if let Err(err) = e.flush() {
-                tracing::error!(shard = i, error = %err, "flush failed");
+                tracing::error!(shard = id.0, error = %err, "flush failed");
                 if first.is_ok() {
                     first = Err(err);
                 }
@@ -369,9 +443,9 @@ impl Shards {
     /// Drops expired days on every shard (see `Engine::enforce_retention`); failures are
     /// logged per shard and do not stop the others.
     pub fn enforce_retention_all(&self) {
-        for (i, e) in self.engines.iter().enumerate() {
+        for (id, e) in &self.engines {
             if let Err(err) = e.enforce_retention() {
-                tracing::error!(shard = i, error = %err, "retention failed");
+                tracing::error!(shard = id.0, error = %err, "retention failed");
             }
         }
     }
@@ -385,21 +459,21 @@ impl Shards {
     {
         let f = Arc::new(f);
         let deadline = stop.deadline();
-        let tasks = (0..self.engines.len()).map(|i| {
+        let tasks = self.engines.keys().map(|&id| {
             let f = Arc::clone(&f);
             let stop = stop.clone();
-            self.on_shard(i, deadline, move |e| f(e, &stop))
+            self.on_shard(id, deadline, move |e| f(e, &stop))
         });
         futures::future::join_all(tasks).await.into_iter().collect()
     }
 }
 
 /// Logs what a shard's WAL replay lost to damage (the engine logs the details too).
-fn log_replay_damage(shard: usize, engine: &Engine) {
+fn log_replay_damage(shard: ShardId, engine: &Engine) {
     let r = engine.replay_report();
     if r.found_damage() {
         tracing::error!(
-            shard,
+            shard = shard.0,
             damaged_stretches = r.damaged.len(),
             records_dropped = r.records_dropped,
             samples_dropped = r.samples_dropped,
@@ -417,6 +491,13 @@ fn log_replay_damage(shard: usize, engine: &Engine) {
 pub fn request_interrupt(deadline: Instant) -> (Interrupt, CancelOnDrop) {
     let flag = Arc::new(AtomicBool::new(false));
     (Interrupt::new(Some(deadline), Some(Arc::clone(&flag))), CancelOnDrop(flag))
+}
+
+/// [`request_interrupt`] as the read trait's controls (deadline and cancel flag), for
+/// reads through [`tessera_query::Queryable`].
+pub fn request_controls(deadline: Instant) -> (tessera_query::QueryOptions, CancelOnDrop) {
+    let flag = Arc::new(AtomicBool::new(false));
+    (tessera_query::QueryOptions { deadline: Some(deadline), cancel: Some(Arc::clone(&flag)) }, CancelOnDrop(flag))
 }
 
 /// Raises a cancel flag when dropped (see [`request_interrupt`]).
@@ -445,10 +526,10 @@ pub fn strip_tenant(labels: &mut Vec<Label>) {
 /// `__tenant__` is refused: it could only be an attempt to see another tenant.
 pub fn tenant_matchers(tenant: &str, matchers: &[Matcher]) -> Result<Vec<Matcher>> {
     if matchers.iter().any(|m| m.name() == TENANT_LABEL) {
-        return Err(ApiError::bad_data(format!("label name {TENANT_LABEL:?} is reserved and cannot be matched")));
+        return Err(ShardError::bad_data(format!("label name {TENANT_LABEL:?} is reserved and cannot be matched")));
     }
     let mut out = Vec::with_capacity(matchers.len() + 1);
-    out.push(Matcher::new(TENANT_LABEL, MatchOp::Equal, tenant).map_err(ApiError::from)?);
+    out.push(Matcher::new(TENANT_LABEL, MatchOp::Equal, tenant).map_err(ShardError::from)?);
     out.extend(matchers.iter().cloned());
     Ok(out)
 }

@@ -106,11 +106,12 @@ async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     let got = tokio::task::spawn_blocking(move || {
         let m =
             tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
-        view.select(&[m], 0, 100)
+        view.select(&[m], &tessera_query::SelectHints::range(0, 100), &Default::default())
     })
     .await
     .expect("join")
-    .expect("select");
+    .expect("select")
+    .data;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].labels.get("job"), Some("n"));
     assert_eq!(got[0].labels.get(TENANT_LABEL), None);
@@ -139,12 +140,12 @@ async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
 
     let (expired, _guard) = request_interrupt(std::time::Instant::now());
     let err = shards.label_names_until("a", &[], i64::MIN, i64::MAX, expired).await.expect_err("deadline passed");
-    assert_eq!(err.kind, ErrorKind::Timeout, "{}", err.message);
+    assert_eq!(err.kind, ShardErrorKind::Timeout, "{}", err.message);
 
     let (stop, guard) = request_interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
     drop(guard);
     let err = shards.series_until("a", &[name_eq("new")], i64::MIN, i64::MAX, stop).await.expect_err("canceled");
-    assert_eq!(err.kind, ErrorKind::Canceled, "{}", err.message);
+    assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
 
     // Bounded by the data that exists, a scan over all time is quick and complete.
     let started = std::time::Instant::now();
@@ -154,7 +155,7 @@ async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }
 
-/// The query engine's deadline reaches storage through `select_controlled`.
+/// The query engine's deadline reaches storage through `select`'s controls.
 #[tokio::test]
 async fn tenant_view_select_stops_at_the_query_deadline() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -165,10 +166,94 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
         let m =
             tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
         let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
-        view.select_controlled(&[m], 0, 100, &ctl)
+        view.select(&[m], &tessera_query::SelectHints::range(0, 100), &ctl)
     })
     .await
     .expect("join")
     .expect_err("deadline passed");
     assert_eq!(err.kind, tessera_query::ErrorKind::Timeout, "{}", err.message);
+}
+
+/// Shards are addressed by their logical id: a process that opens shards 1 and 3 of 4
+/// stores into `shard-0001` and `shard-0003`, takes the series that hash there, and
+/// refuses (unavailable, nothing written) a push with a series of a shard it does not
+/// serve.
+#[tokio::test]
+async fn a_process_owning_some_shards_serves_only_those() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let owned = [ShardId(1), ShardId(3)];
+    let shards = Shards::open_ids(dir.path(), 4, &owned, &EngineConfig::default(), 2, &|_, _| {}).expect("open");
+    assert_eq!(shards.len(), 2);
+    assert_eq!(shards.total(), 4);
+    assert_eq!(shards.ids().collect::<Vec<_>>(), owned);
+    assert!(dir.path().join("shard-0001").is_dir() && dir.path().join("shard-0003").is_dir());
+    assert!(!dir.path().join("shard-0000").exists());
+
+    // One series of each of the 4 shards.
+    let mut by_shard: Vec<Option<PushSeries>> = vec![None, None, None, None];
+    for i in 0.. {
+        let s = series("a", &[("__name__", "m"), ("i", &i.to_string())], &[(1000, 1.0)]);
+        let id = ShardId::of(s.hash, 4);
+        by_shard[id.0 as usize].get_or_insert(s);
+        if by_shard.iter().all(Option::is_some) {
+            break;
+        }
+    }
+    let by_shard: Vec<PushSeries> = by_shard.into_iter().flatten().collect();
+    let out = shards.push("a", vec![by_shard[1].clone(), by_shard[3].clone()]).await.expect("owned shards");
+    assert_eq!(out.accepted, 2);
+    let ids: Vec<ShardId> = out.shard_seconds.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, owned, "each part went to its logical shard");
+
+    let err = shards.push("a", vec![by_shard[1].clone(), by_shard[0].clone()]).await.expect_err("shard 0 not here");
+    assert_eq!(err.kind, ShardErrorKind::Unavailable);
+    assert!(err.message.contains("shard 0 is not served"), "{}", err.message);
+    let got = shards.series("a", &[name_eq("m")], 0, 2000).await.expect("series");
+    assert_eq!(got.len(), 2, "the refused push wrote nothing, the owned series are there");
+
+    let bad = Shards::open_ids(dir.path(), 4, &[ShardId(4)], &EngineConfig::default(), 2, &|_, _| {});
+    assert!(bad.is_err(), "shard 4 does not exist among 4");
+}
+
+/// The PromQL engine sees a shard that cannot serve now as unavailable (503), and
+/// lasting damage as internal (500), not everything as internal.
+#[test]
+fn storage_failures_reach_the_query_engine_with_their_class() {
+    let poisoned = tessera_storage::Error::Poisoned { cause: "a WAL fsync failed".into() };
+    let e = tenant_view::query_error(ShardError::from_storage(Some(ShardId(2)), &poisoned));
+    assert_eq!(e.kind, tessera_query::ErrorKind::Unavailable, "{}", e.message);
+    assert!(e.message.contains("shard 2"), "{}", e.message);
+    let corrupt = tessera_storage::Error::Corrupt { what: "chunk", detail: "bad crc".into() };
+    let e = tenant_view::query_error(ShardError::from_storage(Some(ShardId(0)), &corrupt));
+    assert_eq!(e.kind, tessera_query::ErrorKind::Internal);
+}
+
+/// The index reads of the read trait answer from the index, for the view's tenant only,
+/// from a blocking thread of the runtime the view was made on.
+#[tokio::test]
+async fn tenant_view_serves_series_label_names_and_values_through_the_read_trait() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = open(dir.path(), 3);
+    shards.push("a", vec![series("a", &[("__name__", "up"), ("job", "x")], &[(10, 1.0)])]).await.expect("push");
+    shards.push("a", vec![series("a", &[("__name__", "up"), ("job", "y")], &[(10, 1.0)])]).await.expect("push");
+    shards.push("b", vec![series("b", &[("__name__", "up"), ("zone", "z")], &[(10, 1.0)])]).await.expect("push");
+    let view = shards.tenant_view("a");
+    let (series, names, values) = tokio::task::spawn_blocking(move || {
+        let hints = tessera_query::SelectHints::range(0, 100);
+        let ctl = tessera_query::QueryOptions::default();
+        let up =
+            [tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() }];
+        (
+            view.series(&up, &hints, &ctl).expect("series").data,
+            view.label_names(&[], &hints, &ctl).expect("names").data,
+            view.label_values("job", &[], &hints, &ctl).expect("values").data,
+        )
+    })
+    .await
+    .expect("join");
+    let jobs: Vec<Option<&str>> = series.iter().map(|ls| ls.get("job")).collect();
+    assert_eq!(jobs, vec![Some("x"), Some("y")]);
+    assert!(series.iter().all(|ls| ls.get(TENANT_LABEL).is_none()));
+    assert_eq!(names, vec!["__name__", "job"], "no zone (tenant b), no __tenant__");
+    assert_eq!(values, vec!["x", "y"]);
 }

@@ -24,6 +24,7 @@ impl From<QueryError> for ApiError {
             Q::Execution => ErrorKind::Execution,
             Q::Canceled => ErrorKind::Canceled,
             Q::Timeout => ErrorKind::Timeout,
+            Q::Unavailable => ErrorKind::Unavailable,
             Q::Internal => ErrorKind::Internal,
         };
         ApiError::new(kind, e.message)

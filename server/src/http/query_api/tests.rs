@@ -32,25 +32,32 @@ struct MemTenants {
 struct MemQueryable(Vec<Series>);
 
 impl Queryable for MemQueryable {
-    fn select(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Series>, QueryError> {
-        Ok(self
-            .0
-            .iter()
-            .filter(|s| {
-                matchers.iter().all(|m| {
-                    let v = s.labels.get(&m.name).unwrap_or("");
-                    match m.op {
-                        MatchOp::Equal => v == m.value,
-                        MatchOp::NotEqual => v != m.value,
-                        _ => false,
-                    }
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        hints: &tessera_query::SelectHints,
+        _ctl: &tessera_query::QueryOptions,
+    ) -> Result<tessera_query::SelectResult, QueryError> {
+        let (mint, maxt) = (hints.start, hints.end);
+        Ok(tessera_query::ReadResult::new(
+            self.0
+                .iter()
+                .filter(|s| {
+                    matchers.iter().all(|m| {
+                        let v = s.labels.get(&m.name).unwrap_or("");
+                        match m.op {
+                            MatchOp::Equal => v == m.value,
+                            MatchOp::NotEqual => v != m.value,
+                            _ => false,
+                        }
+                    })
                 })
-            })
-            .map(|s| Series {
-                labels: s.labels.clone(),
-                samples: s.samples.iter().copied().filter(|x| x.t >= mint && x.t <= maxt).collect(),
-            })
-            .collect())
+                .map(|s| Series {
+                    labels: s.labels.clone(),
+                    samples: s.samples.iter().copied().filter(|x| x.t >= mint && x.t <= maxt).collect(),
+                })
+                .collect(),
+        ))
     }
 }
 
@@ -96,7 +103,8 @@ impl TestEvaluator {
     fn select_latest(data: &dyn Queryable, name: &str, t: i64) -> Result<Vec<VectorElem>, QueryError> {
         let m = [Matcher { name: "__name__".into(), op: MatchOp::Equal, value: name.into() }];
         Ok(data
-            .select(&m, t - 300_000, t)?
+            .select(&m, &tessera_query::SelectHints::range(t - 300_000, t), &Default::default())?
+            .data
             .into_iter()
             .filter_map(|s| s.samples.last().map(|x| VectorElem { labels: s.labels.clone(), t, v: x.v }))
             .collect())
@@ -121,6 +129,10 @@ impl TestEvaluator {
                 infos: vec!["PromQL info: i0".into()],
             }),
             "execution_error" => Err(QueryError::execution("found duplicate series for the match group")),
+            "shard_unavailable" => Err(QueryError::new(
+                ErrorKind::Unavailable,
+                "shard 3: storage: storage engine refuses writes until restarted: a WAL fsync failed",
+            )),
             "wait_for_cancel" | "slow" => {
                 let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
                 self.max_running.fetch_max(now, Ordering::SeqCst);
@@ -438,6 +450,15 @@ async fn execution_error_returns_422() {
         body,
         r#"{"status":"error","errorType":"execution","error":"found duplicate series for the match group"}"#
     );
+}
+
+/// A data source that cannot serve now (a poisoned or busy shard) answers 503
+/// `unavailable`, so clients retry, not 500.
+#[tokio::test]
+async fn an_unavailable_source_returns_503_unavailable() {
+    let (status, body) = get(api(), "/api/v1/query?query=shard_unavailable&time=1").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body.starts_with(r#"{"status":"error","errorType":"unavailable","error":"shard 3: "#), "{body}");
 }
 
 #[test]
