@@ -351,3 +351,26 @@ impl HeadersFrom for reqwest::blocking::RequestBuilder {
         self
     }
 }
+
+/// An index call with a form body over the size limit gets 413 in the JSON envelope,
+/// like every other error of the API (not axum's plain text).
+#[test]
+fn oversized_index_form_gets_413_in_the_json_envelope() {
+    let _serial = crate::probe::serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start(&dir.path().join("data"));
+    let form = format!("match[]=up&start={}", "1".repeat(3 << 20));
+    // Label values is GET only (as in Prometheus); a GET may still carry a body.
+    for (post, path) in [(true, "/api/v1/series"), (true, "/api/v1/labels"), (false, "/api/v1/label/job/values")] {
+        let r = if post { s.http().post(s.url(path)) } else { s.http().get(s.url(path)) };
+        let r =
+            r.header("Content-Type", "application/x-www-form-urlencoded").body(form.clone()).send().expect("answer");
+        let (code, text) = status_and_text(r);
+        assert_eq!(code, 413, "{path}: {text}");
+        let body: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: not JSON ({e}): {text}"));
+        assert_eq!(body["status"], "error", "{path}: {body}");
+        assert_eq!(body["errorType"], "bad_data", "{path}: {body}");
+    }
+    assert_healthy(&s);
+}

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::rejection::PathRejection;
+use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
@@ -103,6 +103,19 @@ fn controls(st: &AppState) -> (QueryOptions, crate::shards::CancelOnDrop) {
     request_controls(std::time::Instant::now() + st.config.query.timeout())
 }
 
+/// The form body, or axum's rejection (over its 2 MiB default, or unreadable) in the
+/// JSON envelope: 413 for the size, 400 otherwise.
+fn form_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    body.map_err(|r| {
+        let kind = if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            crate::error::ErrorKind::TooLarge
+        } else {
+            crate::error::ErrorKind::BadData
+        };
+        ApiError::new(kind, format!("cannot read the form body: {}", r.body_text()))
+    })
+}
+
 /// Truncates to `limit` and says whether anything was cut.
 fn apply_limit<T>(v: &mut Vec<T>, limit: Option<usize>) -> bool {
     match limit {
@@ -118,8 +131,9 @@ pub async fn series(
     State(st): State<AppState>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, JsonError> {
+    let body = form_body(body)?;
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
@@ -150,8 +164,9 @@ pub async fn label_names(
     State(st): State<AppState>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, JsonError> {
+    let body = form_body(body)?;
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
@@ -174,12 +189,13 @@ pub async fn label_values(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, JsonError> {
     // axum's own rejection (e.g. `%ff`, not UTF-8 once decoded) is plain text; answer in
     // the JSON envelope like every other error of this API.
     let Path(name) =
         path.map_err(|r| ApiError::bad_data(format!("invalid label name in the URL path: {}", r.body_text())))?;
+    let body = form_body(body)?;
     let pairs = params::form_pairs(q.as_deref(), &body);
     let tenant = params::tenant(&headers)?;
     // The same name rules as the write path: a name we would never store cannot match.
