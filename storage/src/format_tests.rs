@@ -110,6 +110,9 @@ fn current_bytes() -> BTreeMap<&'static str, Vec<u8>> {
     m.insert("chunk_key", keys::chunk_key(7, T0).to_vec());
     m.insert("chunk_key_before_1970", keys::chunk_key(7, -1_000).to_vec());
     m.insert("chunk_value", keys::encode_chunk_value(Encoding::XorJitter, 1000, 31003, &chunk_bytes()));
+    // The engine writes the next series id as a big-endian u32 (`Engine`'s id save).
+    m.insert("meta_next_series_id_key", keys::META_NEXT_SERIES_ID.to_vec());
+    m.insert("meta_next_series_id_value", 8u32.to_be_bytes().to_vec());
     m.insert("meta_schema_version_key", keys::META_SCHEMA_VERSION.to_vec());
     m.insert("meta_schema_version_value", keys::SCHEMA_VERSION.to_be_bytes().to_vec());
     m.insert("meta_retention_watermark_key", keys::META_RETENTION_WATERMARK.to_vec());
@@ -180,6 +183,8 @@ fn frozen_bytes_decode_to_the_values_they_were_written_from() {
     let decoded = crate::chunk::decode(chunk, enc).expect("chunk");
     assert_eq!(decoded, vec![Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31003, 2.5)]);
 
+    assert_eq!(f["meta_next_series_id_key"], keys::META_NEXT_SERIES_ID);
+    assert_eq!(f["meta_next_series_id_value"], 8u32.to_be_bytes());
     assert_eq!(f["meta_schema_version_key"], keys::META_SCHEMA_VERSION);
     assert_eq!(f["meta_schema_version_value"], keys::SCHEMA_VERSION.to_be_bytes());
     assert_eq!(f["meta_retention_watermark_key"], keys::META_RETENTION_WATERMARK);
