@@ -97,12 +97,6 @@ where
     Ok(r)
 }
 
-/// The request's deadline (the query timeout) and a cancel flag raised when the
-/// returned guard (kept in the handler's future) drops.
-fn controls(st: &AppState) -> (QueryOptions, crate::shards::CancelOnDrop) {
-    request_controls(std::time::Instant::now() + st.config.query.timeout())
-}
-
 /// The form body, or axum's rejection (over its 2 MiB default, or unreadable) in the
 /// JSON envelope: 413 for the size, 400 otherwise.
 fn form_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
@@ -114,6 +108,51 @@ fn form_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
         };
         ApiError::new(kind, format!("cannot read the form body: {}", r.body_text()))
     })
+}
+
+/// The parameters every index endpoint reads, checked in the order Prometheus checks
+/// them: the form and tenant first ([`IndexRequest::read`]), then, after any
+/// endpoint-specific check, `match[]`, the time range and `limit` ([`IndexRequest::resolve`]).
+struct IndexRequest {
+    pairs: Vec<(String, String)>,
+    tenant: String,
+}
+
+/// A resolved index request: what to read, from where, under which deadline.
+struct IndexRead {
+    selectors: Vec<Vec<Matcher>>,
+    start: i64,
+    end: i64,
+    limit: Option<usize>,
+    q: Arc<dyn Queryable>,
+    ctl: QueryOptions,
+    /// Raises the cancel flag in `ctl` when the handler's future is dropped.
+    cancel_on_drop: crate::shards::CancelOnDrop,
+}
+
+impl IndexRequest {
+    fn read(q: Option<&str>, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Self, ApiError> {
+        let body = form_body(body)?;
+        let pairs = params::form_pairs(q, &body);
+        let tenant = params::tenant(headers)?;
+        Ok(IndexRequest { pairs, tenant })
+    }
+
+    /// `require_match`: refuse a request without `match[]` (the series endpoint:
+    /// listing every series is never what a client means).
+    async fn resolve(self, st: &AppState, require_match: bool) -> Result<IndexRead, ApiError> {
+        let selectors = params::selectors_off_runtime(&self.pairs, st.config.query.text_limits()).await?;
+        if require_match && selectors.is_empty() {
+            return Err(ApiError::bad_data("no match[] parameter provided"));
+        }
+        let (start, end) = params::time_range(&self.pairs)?;
+        let limit = params::limit(&self.pairs)?;
+        let q = st.queryable(&self.tenant)?;
+        // The request's deadline (the query timeout) and a cancel flag raised when the
+        // guard, kept in the handler's future, drops.
+        let (ctl, cancel_on_drop) = request_controls(std::time::Instant::now() + st.config.query.timeout());
+        Ok(IndexRead { selectors, start, end, limit, q, ctl, cancel_on_drop })
+    }
 }
 
 /// Truncates to `limit` and says whether anything was cut.
@@ -133,18 +172,8 @@ pub async fn series(
     RawQuery(q): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, JsonError> {
-    let body = form_body(body)?;
-    let pairs = params::form_pairs(q.as_deref(), &body);
-    let tenant = params::tenant(&headers)?;
-    let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
-    // Prometheus requires match[] here: listing every series is never what a client means.
-    if selectors.is_empty() {
-        return Err(ApiError::bad_data("no match[] parameter provided").into());
-    }
-    let (start, end) = params::time_range(&pairs)?;
-    let limit = params::limit(&pairs)?;
-    let q = st.queryable(&tenant)?;
-    let (ctl, _cancel_on_drop) = controls(&st);
+    let IndexRead { selectors, start, end, limit, q, ctl, cancel_on_drop: _guard } =
+        IndexRequest::read(q.as_deref(), &headers, body)?.resolve(&st, true).await?;
     // Prometheus' hint for a read that wants label sets only.
     let hints = SelectHints { func: Some("series".into()), ..SelectHints::range(start, end) };
     // Several match[] are a union; a series matched by two selectors is listed once.
@@ -166,14 +195,8 @@ pub async fn label_names(
     RawQuery(q): RawQuery,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, JsonError> {
-    let body = form_body(body)?;
-    let pairs = params::form_pairs(q.as_deref(), &body);
-    let tenant = params::tenant(&headers)?;
-    let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
-    let (start, end) = params::time_range(&pairs)?;
-    let limit = params::limit(&pairs)?;
-    let q = st.queryable(&tenant)?;
-    let (ctl, _cancel_on_drop) = controls(&st);
+    let IndexRead { selectors, start, end, limit, q, ctl, cancel_on_drop: _guard } =
+        IndexRequest::read(q.as_deref(), &headers, body)?.resolve(&st, false).await?;
     let hints = SelectHints::range(start, end);
     let ReadResult { data: mut names, warnings } =
         read_union(q, &selectors, move |q, set| q.label_names(set, &hints, &ctl)).await?;
@@ -195,18 +218,12 @@ pub async fn label_values(
     // the JSON envelope like every other error of this API.
     let Path(name) =
         path.map_err(|r| ApiError::bad_data(format!("invalid label name in the URL path: {}", r.body_text())))?;
-    let body = form_body(body)?;
-    let pairs = params::form_pairs(q.as_deref(), &body);
-    let tenant = params::tenant(&headers)?;
+    let req = IndexRequest::read(q.as_deref(), &headers, body)?;
     // The same name rules as the write path: a name we would never store cannot match.
     if !valid_label_name(&name, st.config.limits.name_validation) {
         return Err(ApiError::bad_data(format!("invalid label name: {name:?}")).into());
     }
-    let selectors = params::selectors_off_runtime(&pairs, st.config.query.text_limits()).await?;
-    let (start, end) = params::time_range(&pairs)?;
-    let limit = params::limit(&pairs)?;
-    let q = st.queryable(&tenant)?;
-    let (ctl, _cancel_on_drop) = controls(&st);
+    let IndexRead { selectors, start, end, limit, q, ctl, cancel_on_drop: _guard } = req.resolve(&st, false).await?;
     let hints = SelectHints::range(start, end);
     let ReadResult { data: mut values, warnings } =
         read_union(q, &selectors, move |q, set| q.label_values(&name, set, &hints, &ctl)).await?;
