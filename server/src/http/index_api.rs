@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
@@ -97,19 +97,6 @@ where
     Ok(r)
 }
 
-/// The form body, or axum's rejection (over its 2 MiB default, or unreadable) in the
-/// JSON envelope: 413 for the size, 400 otherwise.
-fn form_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|r| {
-        let kind = if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            crate::error::ErrorKind::TooLarge
-        } else {
-            crate::error::ErrorKind::BadData
-        };
-        ApiError::new(kind, format!("cannot read the form body: {}", r.body_text()))
-    })
-}
-
 /// The parameters every index endpoint reads, checked in the order Prometheus checks
 /// them: the form and tenant first ([`IndexRequest::read`]), then, after any
 /// endpoint-specific check, `match[]`, the time range and `limit` ([`IndexRequest::resolve`]).
@@ -131,8 +118,10 @@ struct IndexRead {
 }
 
 impl IndexRequest {
-    fn read(q: Option<&str>, headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Self, ApiError> {
-        let body = form_body(body)?;
+    /// The form body is bounded as the query API's (413 in the JSON envelope, the rest
+    /// of an oversized body read and discarded first so the client sees the answer).
+    async fn read(st: &AppState, q: Option<&str>, headers: &HeaderMap, body: Body) -> Result<Self, ApiError> {
+        let body = params::read_form_body(headers, body, st.config.query.max_form_bytes()).await?;
         let pairs = params::form_pairs(q, &body);
         let tenant = params::tenant(headers)?;
         Ok(IndexRequest { pairs, tenant })
@@ -170,10 +159,10 @@ pub async fn series(
     State(st): State<AppState>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, JsonError> {
     let IndexRead { selectors, start, end, limit, q, ctl, cancel_on_drop: _guard } =
-        IndexRequest::read(q.as_deref(), &headers, body)?.resolve(&st, true).await?;
+        IndexRequest::read(&st, q.as_deref(), &headers, body).await?.resolve(&st, true).await?;
     // Prometheus' hint for a read that wants label sets only.
     let hints = SelectHints { func: Some("series".into()), ..SelectHints::range(start, end) };
     // Several match[] are a union; a series matched by two selectors is listed once.
@@ -193,10 +182,10 @@ pub async fn label_names(
     State(st): State<AppState>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, JsonError> {
     let IndexRead { selectors, start, end, limit, q, ctl, cancel_on_drop: _guard } =
-        IndexRequest::read(q.as_deref(), &headers, body)?.resolve(&st, false).await?;
+        IndexRequest::read(&st, q.as_deref(), &headers, body).await?.resolve(&st, false).await?;
     let hints = SelectHints::range(start, end);
     let ReadResult { data: mut names, warnings } =
         read_union(q, &selectors, move |q, set| q.label_names(set, &hints, &ctl)).await?;
@@ -212,13 +201,13 @@ pub async fn label_values(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, JsonError> {
     // axum's own rejection (e.g. `%ff`, not UTF-8 once decoded) is plain text; answer in
     // the JSON envelope like every other error of this API.
     let Path(name) =
         path.map_err(|r| ApiError::bad_data(format!("invalid label name in the URL path: {}", r.body_text())))?;
-    let req = IndexRequest::read(q.as_deref(), &headers, body)?;
+    let req = IndexRequest::read(&st, q.as_deref(), &headers, body).await?;
     // The same name rules as the write path: a name we would never store cannot match.
     if !valid_label_name(&name, st.config.limits.name_validation) {
         return Err(ApiError::bad_data(format!("invalid label name: {name:?}")).into());

@@ -2,7 +2,9 @@
 //! selectors, `start`/`end` timestamps and `limit`, with Prometheus' rules and error
 //! messages.
 
-use axum::http::HeaderMap;
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap};
+use http_body_util::BodyExt;
 use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::Expr;
 use tessera_query::TextLimits;
@@ -150,6 +152,47 @@ pub fn tenant(headers: &HeaderMap) -> Result<String, ApiError> {
         )));
     }
     Ok(s.to_owned())
+}
+
+/// How much of an oversized form body is still read (and discarded) before answering
+/// 413, as a multiple of the limit: a client that is still sending when the server
+/// answers and closes sees a reset instead of the 413 (and Prometheus-style clients
+/// retry forever). Beyond this the connection is closed without reading further.
+const DRAIN_FACTOR: usize = 4;
+
+/// Reads a form body of at most `max` bytes. A larger one is refused with 413 in the
+/// JSON envelope; up to `DRAIN_FACTOR` times the limit is read and discarded first, so
+/// that the client, done sending, reads the answer.
+pub async fn read_form_body(headers: &HeaderMap, mut body: Body, max: usize) -> Result<Bytes, ApiError> {
+    let too_large = |n: u64| {
+        ApiError::new(
+            crate::error::ErrorKind::TooLarge,
+            format!("form body of {n} bytes or more is larger than the limit of {max} bytes (4 x query.max_query_bytes + 64 KiB)"),
+        )
+    };
+    let drain_max = max.saturating_mul(DRAIN_FACTOR) as u64;
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared.filter(|&len| len > drain_max) {
+        return Err(too_large(len));
+    }
+    let mut kept: Vec<u8> = Vec::new();
+    let mut seen: u64 = 0;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::bad_data(format!("error parsing form values: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        seen += data.len() as u64;
+        if seen > drain_max {
+            return Err(too_large(seen));
+        }
+        if seen <= max as u64 {
+            kept.extend_from_slice(&data);
+        }
+    }
+    if seen > max as u64 {
+        return Err(too_large(seen));
+    }
+    Ok(Bytes::from(kept))
 }
 
 #[cfg(test)]
