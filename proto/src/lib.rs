@@ -1,4 +1,5 @@
-//! Wire types of the Prometheus remote-write (1.0 and 2.0) and remote-read protocols.
+//! Wire types of the Prometheus remote-write (1.0 and 2.0) and remote-read protocols, and
+//! of Tessera's internal ingester API (gRPC).
 //!
 //! This crate owns Tessera's own `.proto` schemas (under `proto/`, wire-compatible with
 //! upstream `prompb`) and the prost code generated from them at build time, plus a few
@@ -33,6 +34,13 @@ pub mod v2 {
     include!(concat!(env!("OUT_DIR"), "/io.prometheus.write.v2.rs"));
 
     pub use super::SymbolTable;
+}
+
+/// `tessera.ingester.v1.*`: Tessera's internal API between distributors/queriers and
+/// ingesters (messages, the tonic client `ingester_client::IngesterClient` and server
+/// `ingester_server::{Ingester, IngesterServer}`). See the `.proto` file for the rules.
+pub mod ingester {
+    include!(concat!(env!("OUT_DIR"), "/tessera.ingester.v1.rs"));
 }
 
 /// Fully qualified name of the 1.0 message, as in `Content-Type: application/x-protobuf;proto=...`.
