@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use tessera_server::cluster::{roles, Role};
 use tessera_server::config::{Config, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_SHARDS};
 
 #[derive(Parser)]
@@ -29,6 +30,53 @@ enum Command {
     /// Cluster tools.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    // ---- cluster roles (server/src/cluster/roles.rs) ----
+    /// Run an ingester: the shards placement gives this id, served over gRPC to the
+    /// distributors and queriers; HTTP serves probes, /metrics and /api/v1/status/cluster.
+    Ingester(IngesterArgs),
+    /// Run a distributor: remote write, routed by series hash to W of each shard's replicas.
+    Distributor(FrontendArgs),
+    /// Run a querier: the Prometheus query API over the ingesters.
+    Querier(FrontendArgs),
+    /// Run a gateway: distributor and querier in one process.
+    Gateway(FrontendArgs),
+}
+
+#[derive(Args)]
+struct IngesterArgs {
+    /// TOML config file with the [cluster] table (see deploy/tessera.toml).
+    #[arg(long, env = "TESSERA_CONFIG", value_name = "FILE")]
+    config: PathBuf,
+    /// This ingester's id, one of [cluster]'s; default $TESSERA_INGESTER_ID, else $HOSTNAME.
+    #[arg(long, env = "TESSERA_INGESTER_ID", value_name = "ID")]
+    id: Option<String>,
+    /// Data directory (config key `data_dir`).
+    #[arg(long, env = "TESSERA_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// HTTP listen address for probes, /metrics and status (config key `listen`).
+    #[arg(long, env = "TESSERA_LISTEN", value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// gRPC listen address; default 0.0.0.0:<port of this ingester's addr in [cluster]>.
+    /// Port 0 picks a free port, printed on stdout as "grpc listening on ADDR".
+    #[arg(long, value_name = "ADDR")]
+    grpc_listen: Option<SocketAddr>,
+    /// Log filter (tracing env-filter syntax).
+    #[arg(long, env = "TESSERA_LOG", value_name = "FILTER", default_value = "info")]
+    log: String,
+}
+
+#[derive(Args)]
+struct FrontendArgs {
+    /// TOML config file with the [cluster] table (see deploy/tessera.toml).
+    #[arg(long, env = "TESSERA_CONFIG", value_name = "FILE")]
+    config: PathBuf,
+    /// HTTP listen address (config key `listen`); port 0 picks a free port, printed on
+    /// stdout as "listening on ADDR".
+    #[arg(long, env = "TESSERA_LISTEN", value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// Log filter (tracing env-filter syntax).
+    #[arg(long, env = "TESSERA_LOG", value_name = "FILTER", default_value = "info")]
+    log: String,
 }
 
 #[derive(Subcommand)]
@@ -154,6 +202,10 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Import(args) => import(args),
         Command::Cluster(ClusterCommand::Placement { config }) => cluster_placement(&config),
+        Command::Ingester(args) => ingester(args),
+        Command::Distributor(args) => frontend(args, Role::Distributor),
+        Command::Querier(args) => frontend(args, Role::Querier),
+        Command::Gateway(args) => frontend(args, Role::Gateway),
         Command::Promqltest(args) => {
             if tessera_query::promqltest::run_cli(&args.files) == 0 {
                 ExitCode::SUCCESS
@@ -164,13 +216,17 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: ServeArgs) -> ExitCode {
-    // Logs go to stderr; stdout carries only the "listening on" line.
-    let filter = tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|e| {
-        eprintln!("warning: invalid --log filter {:?} ({e}); using \"info\"", args.log);
+/// Logs go to stderr; stdout carries only the "listening on" lines.
+fn init_logs(log: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(log).unwrap_or_else(|e| {
+        eprintln!("warning: invalid --log filter {log:?} ({e}); using \"info\"");
         tracing_subscriber::EnvFilter::new("info")
     });
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    init_logs(&args.log);
 
     let mut config = match &args.config {
         Some(path) => match Config::from_file(path) {
@@ -265,6 +321,47 @@ fn cluster_placement(path: &std::path::Path) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+// ---- cluster roles ----
+
+/// Runs `f` on a fresh multi-threaded runtime, then gives stray blocking tasks a
+/// moment before exiting.
+fn run_async(f: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(anyhow::Error::new(e).context("cannot start the async runtime")),
+    };
+    let result = runtime.block_on(f);
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
+fn ingester(args: IngesterArgs) -> ExitCode {
+    init_logs(&args.log);
+    let mut config = match Config::from_file(&args.config) {
+        Ok(c) => c,
+        Err(e) => return fail(anyhow::Error::new(e)),
+    };
+    roles::apply_overrides(&mut config, args.listen, args.data_dir);
+    let Some(id) = args.id.or_else(|| std::env::var("HOSTNAME").ok()).filter(|s| !s.is_empty()) else {
+        return fail(anyhow::anyhow!("no ingester id: pass --id or set TESSERA_INGESTER_ID (or HOSTNAME)"));
+    };
+    let opts = roles::IngesterOptions { id, grpc_listen: args.grpc_listen };
+    run_async(roles::run_ingester(config, opts))
+}
+
+fn frontend(args: FrontendArgs, role: Role) -> ExitCode {
+    init_logs(&args.log);
+    let mut config = match Config::from_file(&args.config) {
+        Ok(c) => c,
+        Err(e) => return fail(anyhow::Error::new(e)),
+    };
+    roles::apply_overrides(&mut config, args.listen, None);
+    run_async(roles::run_frontend(config, role))
 }
 
 fn fail(e: anyhow::Error) -> ExitCode {

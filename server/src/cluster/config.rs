@@ -23,6 +23,10 @@ pub struct IngesterEntry {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
+    /// Name of the cluster, part of its identity: every internal request carries it and
+    /// an ingester refuses requests for another name; it is recorded in each ingester's
+    /// data directory. Default `tessera`. Must not be empty.
+    pub name: String,
     /// Logical shards S of the cluster. Fixed at cluster creation (series are placed by
     /// hash mod S). Default 64. Must be in 1..=65536.
     pub shards: u32,
@@ -44,11 +48,28 @@ pub struct ClusterConfig {
     /// gRPC address of ingester `{i}` in the StatefulSet form, e.g.
     /// `tessera-ingester-{i}.tessera-ingester.tessera.svc:9095` (DNS only resolves it).
     pub ingester_addr_template: String,
+    /// Default of the `partial_response` query parameter of `/api/v1/query` and
+    /// `/api/v1/query_range`: when true, a query whose shards cannot all be read from
+    /// enough replicas answers 200 with warnings naming them instead of 503. Default false.
+    pub allow_partial_response: bool,
+    /// How long a distributor waits for an ingester to make one push durable, ms. A
+    /// replica that has not answered by then counts as not acknowledging. Default 5000.
+    /// Must be > 0.
+    pub push_timeout_ms: u64,
+    /// Largest gRPC message an ingester or its clients send or accept, bytes (a push of
+    /// one remote-write request, one frame of a streamed answer, a label list).
+    /// Default 67108864 (64 MiB). Must be ≥ 1048576.
+    pub grpc_max_message_bytes: usize,
+    /// How often distributors, queriers and gateways ask every ingester for its status
+    /// (health shown by `/api/v1/status/cluster` and used by `/-/ready`), ms.
+    /// Default 2000. Must be > 0.
+    pub health_check_interval_ms: u64,
 }
 
 impl Default for ClusterConfig {
     fn default() -> Self {
         ClusterConfig {
+            name: "tessera".to_owned(),
             shards: 64,
             replication_factor: 3,
             write_quorum: 0,
@@ -57,6 +78,10 @@ impl Default for ClusterConfig {
             ingester_count: 0,
             ingester_id_template: "tessera-ingester-{i}".to_owned(),
             ingester_addr_template: String::new(),
+            allow_partial_response: false,
+            push_timeout_ms: 5000,
+            grpc_max_message_bytes: 64 << 20,
+            health_check_interval_ms: 2000,
         }
     }
 }
@@ -69,6 +94,13 @@ impl ClusterConfig {
         } else {
             self.write_quorum
         }
+    }
+
+    /// R, the replicas of a shard a read must hear from: RF - W + 1. Any R replicas
+    /// include at least one of the W that acknowledged each write, so their union holds
+    /// every acknowledged sample.
+    pub fn read_quorum(&self) -> u32 {
+        (self.replication_factor + 1).saturating_sub(self.write_quorum()).max(1)
     }
 
     /// The ingesters, from the static list or the StatefulSet templates.
@@ -87,6 +119,21 @@ impl ClusterConfig {
 
     /// Checks the table; the message names the key to fix.
     pub fn validate(&self) -> Result<(), String> {
+        if self.name.is_empty() {
+            return Err("cluster.name must not be empty".into());
+        }
+        if self.push_timeout_ms == 0 {
+            return Err("cluster.push_timeout_ms must be > 0".into());
+        }
+        if self.health_check_interval_ms == 0 {
+            return Err("cluster.health_check_interval_ms must be > 0".into());
+        }
+        if self.grpc_max_message_bytes < 1 << 20 {
+            return Err(format!(
+                "cluster.grpc_max_message_bytes must be >= 1048576 (1 MiB), got {}",
+                self.grpc_max_message_bytes
+            ));
+        }
         if self.shards == 0 || self.shards > 65_536 {
             return Err(format!("cluster.shards must be in 1..=65536, got {}", self.shards));
         }

@@ -1,12 +1,32 @@
-//! Cluster mode (in progress): the `[cluster]` configuration, membership and
-//! placement of logical shards on ingesters. The roles that use them (ingester,
-//! distributor, querier, gateway over gRPC) are not built yet; `tessera cluster
-//! placement` prints the table this module computes.
+//! Cluster mode: the `[cluster]` configuration, membership and placement of logical
+//! shards on ingesters, the cluster identity, and the roles that use them over gRPC
+//! (`tessera ingester`, `distributor`, `querier`, `gateway`).
 //!
-//! Must not know: HTTP, storage internals. Placement depends on ids and zones only.
+//! | file | what |
+//! |---|---|
+//! | `config.rs` | the `[cluster]` table, W and R |
+//! | `placement.rs` | `hrw-bounded-v1`: shard → replicas |
+//! | `identity.rs` | the identity every internal request carries; its data-dir record |
+//! | `convert.rs` | every conversion between the wire types and ours; error ↔ gRPC code |
+//! | `ingester.rs` | the gRPC service over an ingester's local shards |
+//! | `peers.rs` | a front end's clients and health checks of the ingesters |
+//! | `writer.rs` | the distributor's writer: every replica, W acknowledgements per shard |
+//! | `querier.rs` | the read view: R replicas per shard, merged |
+//! | `roles.rs` | the processes: start-up, readiness, routes, shutdown |
+//!
+//! Must not know: storage internals (it reaches storage through `shards` only).
+//! Placement depends on ids and zones only.
 
 pub mod config;
+pub mod convert;
+pub mod identity;
+pub mod ingester;
+pub mod peers;
 pub mod placement;
+pub mod querier;
+pub mod roles;
+pub mod writer;
 
 pub use config::{ClusterConfig, IngesterEntry};
 pub use placement::{Member, Placement, PlacementError};
+pub use roles::{validate_for_role, Frontend, Role};

@@ -15,6 +15,12 @@ pub async fn ready(State(st): State<AppState>) -> Response {
     if st.shutting_down.load(std::sync::atomic::Ordering::Relaxed) {
         return (StatusCode::SERVICE_UNAVAILABLE, "Tessera is shutting down.\n").into_response();
     }
+    if let Some(remote) = st.remote() {
+        return match remote.ready() {
+            Ok(()) => (StatusCode::OK, "Tessera is Ready.\n").into_response(),
+            Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("Tessera is not ready: {why}\n")).into_response(),
+        };
+    }
     if st.shards_if_ready().is_some() {
         (StatusCode::OK, "Tessera is Ready.\n").into_response()
     } else {

@@ -49,6 +49,9 @@ pub struct ServerState {
     /// Set once every shard has replayed its WAL; until then reads and writes get 503
     /// and `/-/ready` says not ready.
     shards: OnceLock<Arc<Shards>>,
+    /// Cluster front ends (gateway, distributor, querier): reads and writes go to the
+    /// ingesters through this instead of local shards.
+    remote: OnceLock<Arc<dyn crate::cluster::Frontend>>,
     pub metadata: Arc<MetadataStore>,
     pub metrics: Arc<Metrics>,
     /// The active-series cap, shared with the distributor (purged by `serve`).
@@ -83,6 +86,7 @@ impl ServerState {
             active_series,
             metrics,
             shards: OnceLock::new(),
+            remote: OnceLock::new(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
             config,
         }
@@ -97,6 +101,26 @@ impl ServerState {
     /// The shards, or 503 while the WAL replay is still running.
     pub fn shards(&self) -> Result<Arc<Shards>, ShardError> {
         self.shards.get().cloned().ok_or_else(ShardError::not_ready)
+    }
+
+    /// Makes this a cluster front end: reads and writes go through `remote`.
+    pub fn set_remote(&self, remote: Arc<dyn crate::cluster::Frontend>) {
+        // Called once at start-up, before serving.
+        let _ = self.remote.set(remote);
+    }
+
+    /// The cluster front end's data plane, if this is one.
+    pub fn remote(&self) -> Option<&Arc<dyn crate::cluster::Frontend>> {
+        self.remote.get()
+    }
+
+    /// Where the distributor sends validated series: the local shards (503 while the
+    /// WAL replay runs) or, in a cluster front end, the ingesters.
+    pub fn writer(&self) -> Result<Arc<dyn crate::distributor::ShardWriter>, ShardError> {
+        match self.remote.get() {
+            Some(r) => r.writer(),
+            None => Ok(self.shards()?),
+        }
     }
 
     /// The shards if already open (for `/metrics` and shutdown).
@@ -114,6 +138,9 @@ impl ServerState {
     /// the WAL replay runs). Call it on the runtime: the index reads of the returned
     /// view run on it.
     pub fn queryable(&self, tenant: &str) -> Result<Arc<dyn tessera_query::Queryable>, ShardError> {
+        if let Some(r) = self.remote.get() {
+            return r.queryable(tenant);
+        }
         Ok(Arc::new(self.tenant_view(tenant)?))
     }
 }

@@ -55,9 +55,9 @@ async fn write(
     let nothing = |e: ApiError| (e, WriteOutcome::default());
     // Cheap refusals first: a bad tenant or a server still replaying costs no body read.
     let tenant = params::tenant(headers).map_err(nothing)?;
-    let shards = st.shards().map_err(|e| nothing(e.into()))?;
+    let writer = st.writer().map_err(|e| nothing(e.into()))?;
     let body = read_body(headers, body, st.config.limits.max_request_bytes).await.map_err(nothing)?;
-    st.distributor.push(&*shards, &tenant, version, body).await.map_err(|e| {
+    st.distributor.push(&*writer, &tenant, version, body).await.map_err(|e| {
         let written = WriteOutcome { samples: e.written(), ..WriteOutcome::default() };
         (ApiError::from(e), written)
     })

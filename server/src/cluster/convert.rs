@@ -1,0 +1,217 @@
+//! Every conversion between the internal API's wire types (`tessera_proto::ingester`)
+//! and the Rust types of storage, the query engine and the shards, in one place, plus
+//! the mapping of [`ShardError`] to gRPC status codes and back.
+
+use std::sync::Arc;
+
+use tessera_proto::ingester as pb;
+use tessera_storage::{Label, MatchOp, Matcher, RejectReason, Sample, SeriesSamples};
+use tonic::{Code, Status};
+
+use super::identity::Identity;
+use crate::shards::{FirstRejection, PushOutcome, PushSeries, ShardError, ShardErrorKind, ShardId, TENANT_LABEL};
+
+pub fn identity_to_pb(id: &Identity) -> pb::ClusterIdentity {
+    pb::ClusterIdentity {
+        cluster_name: id.name.clone(),
+        shard_count: id.shards,
+        hash_version: id.hash_version.clone(),
+        placement_algorithm: id.algorithm.clone(),
+        placement_epoch: id.epoch,
+    }
+}
+
+pub fn identity_from_pb(id: &pb::ClusterIdentity) -> Identity {
+    Identity {
+        name: id.cluster_name.clone(),
+        shards: id.shard_count,
+        hash_version: id.hash_version.clone(),
+        algorithm: id.placement_algorithm.clone(),
+        epoch: id.placement_epoch,
+    }
+}
+
+fn label_to_pb(l: &Label) -> pb::Label {
+    pb::Label { name: l.name.clone(), value: l.value.clone() }
+}
+
+fn labels_from_pb(labels: Vec<pb::Label>) -> Vec<Label> {
+    labels.into_iter().map(|l| Label { name: l.name, value: l.value }).collect()
+}
+
+/// One series of a push, for shard `shard`.
+pub fn push_series_to_pb(s: &PushSeries, shard: ShardId) -> pb::Series {
+    pb::Series {
+        labels: s.labels.iter().map(label_to_pb).collect(),
+        timestamps: s.samples.iter().map(|p| p.t).collect(),
+        values: s.samples.iter().map(|p| p.v).collect(),
+        shard: shard.0,
+    }
+}
+
+/// A pushed series as the shards take it: labels sorted and unique, no tenant label,
+/// as many values as timestamps; `hash` recomputed here, never trusted from the wire.
+pub fn push_series_from_pb(tenant: &str, s: pb::Series) -> Result<(ShardId, PushSeries), String> {
+    if s.timestamps.len() != s.values.len() {
+        return Err(format!("series has {} timestamps but {} values", s.timestamps.len(), s.values.len()));
+    }
+    let labels = labels_from_pb(s.labels);
+    if labels.windows(2).any(|w| w[0].name >= w[1].name) {
+        return Err("series labels are not sorted by name and unique".into());
+    }
+    if labels.iter().any(|l| l.name == TENANT_LABEL) {
+        return Err(format!("label name {TENANT_LABEL:?} is reserved"));
+    }
+    let samples = s.timestamps.into_iter().zip(s.values).map(|(t, v)| Sample { t, v }).collect();
+    let hash = crate::shards::series_hash(tenant, &labels);
+    Ok((ShardId(s.shard), PushSeries { labels, samples, hash }))
+}
+
+pub fn series_to_pb(s: SeriesSamples) -> pb::Series {
+    pb::Series {
+        labels: s.labels.iter().map(label_to_pb).collect(),
+        timestamps: s.samples.iter().map(|p| p.t).collect(),
+        values: s.samples.iter().map(|p| p.v).collect(),
+        shard: 0,
+    }
+}
+
+/// Bytes a series takes on the wire, roughly (for framing streamed answers).
+pub fn wire_size(labels: &[Label], samples: usize) -> usize {
+    labels.iter().map(|l| l.name.len() + l.value.len() + 6).sum::<usize>() + samples * 17 + 8
+}
+
+pub fn label_set_to_pb(labels: &[Label]) -> pb::LabelSet {
+    pb::LabelSet { labels: labels.iter().map(label_to_pb).collect() }
+}
+
+/// Wire labels as the engine's label set (the ingester sends them sorted and unique).
+pub fn query_labels_from_pb(labels: Vec<pb::Label>) -> tessera_query::Labels {
+    tessera_query::Labels::from_pairs(labels.into_iter().map(|l| (l.name, l.value)))
+}
+
+pub fn query_samples_from_pb(s: &pb::Series) -> Vec<tessera_query::Sample> {
+    s.timestamps.iter().zip(&s.values).map(|(&t, &v)| tessera_query::Sample { t, v }).collect()
+}
+
+pub fn matcher_to_pb(m: &tessera_query::Matcher) -> pb::Matcher {
+    use pb::matcher::Type;
+    let t = match m.op {
+        tessera_query::MatchOp::Equal => Type::Eq,
+        tessera_query::MatchOp::NotEqual => Type::Neq,
+        tessera_query::MatchOp::Regex => Type::Re,
+        tessera_query::MatchOp::NotRegex => Type::Nre,
+    };
+    pb::Matcher { r#type: t as i32, name: m.name.clone(), value: m.value.clone() }
+}
+
+/// A wire matcher compiled for storage; a bad regex or type is `INVALID_ARGUMENT`.
+pub fn matcher_from_pb(m: &pb::Matcher) -> Result<Matcher, Status> {
+    use pb::matcher::Type;
+    let op = match Type::try_from(m.r#type) {
+        Ok(Type::Eq) => MatchOp::Equal,
+        Ok(Type::Neq) => MatchOp::NotEqual,
+        Ok(Type::Re) => MatchOp::Regex,
+        Ok(Type::Nre) => MatchOp::NotRegex,
+        Err(_) => return Err(Status::invalid_argument(format!("unknown matcher type {}", m.r#type))),
+    };
+    Matcher::new(&m.name, op, &m.value).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+/// One shard's push outcome on the wire; `index_in_request` maps the shard part's
+/// series index to the request's.
+pub fn outcome_to_pb(
+    shard: ShardId,
+    r: Result<PushOutcome, ShardError>,
+    index_in_request: &[usize],
+) -> pb::ShardOutcome {
+    let o = match r {
+        Ok(o) => o,
+        Err(e) => return pb::ShardOutcome { shard: shard.0, error: e.message, ..Default::default() },
+    };
+    let first_rejection = o.first_rejection.map(|f| {
+        let (kind, min_allowed_t, cause) = match &f.reason {
+            RejectReason::TooOld { min_allowed_t } => (pb::RejectKind::TooOld, *min_allowed_t, String::new()),
+            RejectReason::Duplicate => (pb::RejectKind::Duplicate, 0, String::new()),
+            RejectReason::OutOfOrderChunkFull => (pb::RejectKind::OutOfOrderChunkFull, 0, String::new()),
+            RejectReason::Unreadable { cause } => (pb::RejectKind::Unreadable, 0, cause.to_string()),
+        };
+        let idx = index_in_request.get(f.index).copied().unwrap_or(f.index);
+        pb::FirstRejection {
+            series_index: u32::try_from(idx).unwrap_or(u32::MAX),
+            timestamp: f.t,
+            kind: kind as i32,
+            min_allowed_t,
+            cause,
+        }
+    });
+    pb::ShardOutcome {
+        shard: shard.0,
+        error: String::new(),
+        accepted: o.accepted,
+        appended: o.appended,
+        rejected_too_old: o.rejected_too_old,
+        rejected_duplicate: o.rejected_duplicate,
+        rejected_unreadable: o.rejected_unreadable,
+        first_rejection,
+    }
+}
+
+/// A shard's acknowledged outcome as the distributor's; `series` is what was sent to
+/// that ingester (for the labels and request index of the first rejection).
+pub fn outcome_from_pb(o: &pb::ShardOutcome, sent: &[usize], series: &[PushSeries]) -> PushOutcome {
+    let first_rejection = o.first_rejection.as_ref().and_then(|f| {
+        let index = *sent.get(f.series_index as usize)?;
+        let reason = match pb::RejectKind::try_from(f.kind) {
+            Ok(pb::RejectKind::TooOld) => RejectReason::TooOld { min_allowed_t: f.min_allowed_t },
+            Ok(pb::RejectKind::Duplicate) => RejectReason::Duplicate,
+            Ok(pb::RejectKind::OutOfOrderChunkFull) => RejectReason::OutOfOrderChunkFull,
+            _ => RejectReason::Unreadable { cause: Arc::from(f.cause.as_str()) },
+        };
+        Some(FirstRejection { index, labels: series[index].labels.clone(), t: f.timestamp, reason })
+    });
+    PushOutcome {
+        accepted: o.accepted,
+        appended: o.appended,
+        rejected_too_old: o.rejected_too_old,
+        rejected_duplicate: o.rejected_duplicate,
+        rejected_unreadable: o.rejected_unreadable,
+        first_rejection,
+        shard_seconds: Vec::new(),
+    }
+}
+
+/// A shard error as a gRPC status: bad data → `INVALID_ARGUMENT`, unavailable →
+/// `UNAVAILABLE`, timeout → `DEADLINE_EXCEEDED`, canceled → `CANCELLED`, internal →
+/// `INTERNAL`.
+pub fn status_from_shard_error(e: ShardError) -> Status {
+    let code = match e.kind {
+        ShardErrorKind::BadData => Code::InvalidArgument,
+        ShardErrorKind::Unavailable => Code::Unavailable,
+        ShardErrorKind::Timeout => Code::DeadlineExceeded,
+        ShardErrorKind::Canceled => Code::Cancelled,
+        ShardErrorKind::Internal => Code::Internal,
+    };
+    Status::new(code, e.message)
+}
+
+/// A failed call to ingester `who` as the engine's error, classified by its code.
+pub fn query_error_from_status(who: &str, s: &Status) -> tessera_query::QueryError {
+    use tessera_query::ErrorKind;
+    let kind = match s.code() {
+        Code::InvalidArgument => ErrorKind::BadData,
+        Code::DeadlineExceeded => ErrorKind::Timeout,
+        Code::Cancelled => ErrorKind::Canceled,
+        Code::Internal | Code::DataLoss => ErrorKind::Internal,
+        _ => ErrorKind::Unavailable,
+    };
+    tessera_query::QueryError::new(kind, format!("ingester {who}: {}", status_text(s)))
+}
+
+/// `CODE: message` of a status, for messages that name peers.
+pub fn status_text(s: &Status) -> String {
+    format!("{:?}: {}", s.code(), s.message())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,250 @@
+//! The ingester's gRPC service: the internal API (`tessera.ingester.v1.Ingester`) over
+//! the local shards this ingester holds by placement.
+//!
+//! Every call first compares the request's cluster identity with this ingester's and
+//! refuses a difference with `FAILED_PRECONDITION` (see `identity.rs`). Reads take
+//! their deadline from the `grpc-timeout` header (capped by [`MAX_READ`]) and stop the
+//! storage scans when it passes or when the caller goes away: the handler future holds
+//! the scans' cancel guard, and tonic drops that future when the client cancels or the
+//! deadline passes. Answers are cut into frames of about [`FRAME_BYTES`].
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use tessera_proto::ingester as pb;
+use tessera_storage::{Label, Matcher, SeriesSamples};
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use super::identity::Identity;
+use crate::shards::{request_interrupt, PushSeries, ShardId, Shards};
+
+/// Longest a read may run when the caller sent no deadline.
+pub const MAX_READ: Duration = Duration::from_secs(120);
+/// Target size of one streamed answer frame.
+pub const FRAME_BYTES: usize = 1 << 20;
+
+type FrameStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// The service; cheap to clone.
+#[derive(Clone)]
+pub struct IngesterService {
+    id: String,
+    identity: Identity,
+    shards: Arc<Shards>,
+}
+
+impl IngesterService {
+    pub fn new(id: String, identity: Identity, shards: Arc<Shards>) -> Self {
+        IngesterService { id, identity, shards }
+    }
+
+    fn check(&self, theirs: Option<&pb::ClusterIdentity>) -> Result<(), Status> {
+        let Some(theirs) = theirs else {
+            return Err(Status::failed_precondition("request carries no cluster identity"));
+        };
+        match self.identity.mismatch(&convert::identity_from_pb(theirs), &format!("ingester {:?}", self.id)) {
+            None => Ok(()),
+            Some(msg) => Err(Status::failed_precondition(msg)),
+        }
+    }
+
+    fn tenant_ok(tenant: &str) -> Result<(), Status> {
+        if tenant.is_empty() {
+            return Err(Status::invalid_argument("request has no tenant"));
+        }
+        Ok(())
+    }
+}
+
+/// The caller's deadline from the `grpc-timeout` header (`<digits><H|M|S|m|u|n>`),
+/// capped at [`MAX_READ`]; [`MAX_READ`] when absent or unreadable.
+pub fn deadline_of<T>(req: &Request<T>) -> Instant {
+    let timeout = req
+        .metadata()
+        .get("grpc-timeout")
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_grpc_timeout)
+        .map_or(MAX_READ, |t| t.min(MAX_READ));
+    Instant::now() + timeout
+}
+
+/// Parses a `grpc-timeout` value, e.g. `1500m` = 1.5 s.
+pub fn parse_grpc_timeout(v: &str) -> Option<Duration> {
+    if v.len() < 2 || v.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = v.split_at(v.len() - 1);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+fn storage_matchers(ms: &[pb::Matcher]) -> Result<Vec<Matcher>, Status> {
+    ms.iter().map(convert::matcher_from_pb).collect()
+}
+
+/// Frames of about [`FRAME_BYTES`], built lazily from `items`.
+fn frames<I, T, F>(items: Vec<I>, size: fn(&I) -> usize, wrap: F) -> FrameStream<T>
+where
+    I: Send + 'static,
+    T: Send + 'static,
+    F: Fn(Vec<I>) -> T + Send + 'static,
+{
+    let mut it = items.into_iter().peekable();
+    let iter = std::iter::from_fn(move || {
+        it.peek()?;
+        let (mut batch, mut bytes) = (Vec::new(), 0);
+        while let Some(item) = it.next_if(|_| bytes < FRAME_BYTES) {
+            bytes += size(&item);
+            batch.push(item);
+        }
+        Some(Ok(wrap(batch)))
+    });
+    Box::pin(futures::stream::iter(iter))
+}
+
+#[tonic::async_trait]
+impl pb::ingester_server::Ingester for IngesterService {
+    async fn push(&self, request: Request<pb::PushRequest>) -> Result<Response<pb::PushResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        // Per shard: the series and their indexes in the request.
+        let mut parts: BTreeMap<ShardId, (Vec<PushSeries>, Vec<usize>)> = BTreeMap::new();
+        for (i, s) in req.series.into_iter().enumerate() {
+            let (shard, series) = convert::push_series_from_pb(&req.tenant, s)
+                .map_err(|e| Status::invalid_argument(format!("series {i}: {e}")))?;
+            let actual = ShardId::of(series.hash, self.identity.shards);
+            if actual != shard {
+                return Err(Status::invalid_argument(format!(
+                    "series {i} was sent for shard {shard} but hashes to shard {actual}"
+                )));
+            }
+            if !self.shards.ids().any(|id| id == shard) {
+                return Err(Status::failed_precondition(format!(
+                    "shard {shard} is not placed on ingester {:?}",
+                    self.id
+                )));
+            }
+            let part = parts.entry(shard).or_default();
+            part.0.push(series);
+            part.1.push(i);
+        }
+        // Each shard separately (in parallel), so one failing shard costs only its own
+        // acknowledgement.
+        let tenant = req.tenant.as_str();
+        let tasks = parts.into_iter().map(|(shard, (series, idx))| async move {
+            let r = self.shards.push(tenant, series).await;
+            convert::outcome_to_pb(shard, r, &idx)
+        });
+        let shards = futures::future::join_all(tasks).await;
+        Ok(Response::new(pb::PushResponse { shards }))
+    }
+
+    type SelectStream = FrameStream<pb::SelectResponse>;
+
+    async fn select(&self, request: Request<pb::SelectRequest>) -> Result<Response<Self::SelectStream>, Status> {
+        let deadline = deadline_of(&request);
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        let ms = storage_matchers(&req.matchers)?;
+        // The guard lives in this future: dropped (client gone, deadline) = scans stop.
+        let (stop, _cancel_on_drop) = request_interrupt(deadline);
+        let series = self
+            .shards
+            .select_until(&req.tenant, &ms, req.start_ms, req.end_ms, stop)
+            .await
+            .map_err(convert::status_from_shard_error)?;
+        let size: fn(&SeriesSamples) -> usize = |s| convert::wire_size(&s.labels, s.samples.len());
+        Ok(Response::new(frames(series, size, |batch| pb::SelectResponse {
+            series: batch.into_iter().map(convert::series_to_pb).collect(),
+        })))
+    }
+
+    async fn label_names(
+        &self,
+        request: Request<pb::LabelNamesRequest>,
+    ) -> Result<Response<pb::LabelNamesResponse>, Status> {
+        let deadline = deadline_of(&request);
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        let ms = storage_matchers(&req.matchers)?;
+        let (stop, _cancel_on_drop) = request_interrupt(deadline);
+        let names = self
+            .shards
+            .label_names_until(&req.tenant, &ms, req.start_ms, req.end_ms, stop)
+            .await
+            .map_err(convert::status_from_shard_error)?;
+        Ok(Response::new(pb::LabelNamesResponse { names }))
+    }
+
+    async fn label_values(
+        &self,
+        request: Request<pb::LabelValuesRequest>,
+    ) -> Result<Response<pb::LabelValuesResponse>, Status> {
+        let deadline = deadline_of(&request);
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        let ms = storage_matchers(&req.matchers)?;
+        let (stop, _cancel_on_drop) = request_interrupt(deadline);
+        let values = self
+            .shards
+            .label_values_until(&req.tenant, &req.name, &ms, req.start_ms, req.end_ms, stop)
+            .await
+            .map_err(convert::status_from_shard_error)?;
+        Ok(Response::new(pb::LabelValuesResponse { values }))
+    }
+
+    type SeriesStream = FrameStream<pb::SeriesResponse>;
+
+    async fn series(&self, request: Request<pb::SeriesRequest>) -> Result<Response<Self::SeriesStream>, Status> {
+        let deadline = deadline_of(&request);
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        let ms = storage_matchers(&req.matchers)?;
+        let (stop, _cancel_on_drop) = request_interrupt(deadline);
+        let sets = self
+            .shards
+            .series_until(&req.tenant, &ms, req.start_ms, req.end_ms, stop)
+            .await
+            .map_err(convert::status_from_shard_error)?;
+        let size: fn(&Vec<Label>) -> usize = |l| convert::wire_size(l, 0);
+        Ok(Response::new(frames(sets, size, |batch| pb::SeriesResponse {
+            series: batch.iter().map(|l| convert::label_set_to_pb(l)).collect(),
+        })))
+    }
+
+    async fn status(&self, request: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        let shards = Arc::clone(&self.shards);
+        // Engine stats read RocksDB properties: off the runtime.
+        let series = tokio::task::spawn_blocking(move || shards.stats().iter().map(|(_, s)| s.total_series).sum())
+            .await
+            .map_err(|e| Status::internal(format!("stats task failed: {e}")))?;
+        Ok(Response::new(pb::StatusResponse {
+            ingester_id: self.id.clone(),
+            cluster: Some(convert::identity_to_pb(&self.identity)),
+            shards: self.shards.ids().map(|s| s.0).collect(),
+            series,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests;

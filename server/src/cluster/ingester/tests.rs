@@ -1,0 +1,84 @@
+use super::*;
+use tessera_proto::ingester::ingester_server::Ingester;
+use tessera_storage::EngineConfig;
+
+use crate::cluster::{ClusterConfig, IngesterEntry};
+
+#[test]
+fn grpc_timeout_values_parse_in_every_unit() {
+    assert_eq!(parse_grpc_timeout("1500m"), Some(Duration::from_millis(1500)));
+    assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+    assert_eq!(parse_grpc_timeout("1M"), Some(Duration::from_secs(60)));
+    assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+    assert_eq!(parse_grpc_timeout("7u"), Some(Duration::from_micros(7)));
+    assert_eq!(parse_grpc_timeout("7n"), Some(Duration::from_nanos(7)));
+    assert_eq!(parse_grpc_timeout("5x"), None);
+    assert_eq!(parse_grpc_timeout("S"), None);
+    assert_eq!(parse_grpc_timeout("1234567890S"), None, "at most 8 digits");
+}
+
+fn cluster() -> ClusterConfig {
+    ClusterConfig {
+        shards: 4,
+        replication_factor: 1,
+        ingesters: vec![IngesterEntry { id: "i0".into(), addr: "127.0.0.1:1".into(), zone: String::new() }],
+        ..ClusterConfig::default()
+    }
+}
+
+fn series(name: &str, shards: u32) -> pb::Series {
+    let labels = vec![Label::new("__name__", name)];
+    let hash = crate::shards::series_hash("t", &labels);
+    pb::Series {
+        labels: vec![pb::Label { name: "__name__".into(), value: name.into() }],
+        timestamps: vec![1000, 2000],
+        values: vec![1.0, 2.0],
+        shard: ShardId::of(hash, shards).0,
+    }
+}
+
+#[tokio::test]
+async fn push_then_select_round_trips_and_misrouted_or_foreign_requests_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = cluster();
+    let id = Identity::of(&cfg);
+    let all: Vec<ShardId> = (0..4).map(ShardId).collect();
+    let shards = Shards::open_ids(dir.path(), 4, &all, &EngineConfig::default(), 2, &|_, _| {}).expect("open");
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::new(shards));
+    let me = Some(convert::identity_to_pb(&id));
+
+    let push = |cluster: Option<pb::ClusterIdentity>, series: Vec<pb::Series>| {
+        Request::new(pb::PushRequest { cluster, tenant: "t".into(), series })
+    };
+    let resp = svc.push(push(me.clone(), vec![series("a", 4), series("b", 4)])).await.expect("push").into_inner();
+    let accepted: u64 = resp.shards.iter().map(|o| o.accepted).sum();
+    assert_eq!(accepted, 4);
+    assert!(resp.shards.iter().all(|o| o.error.is_empty()));
+    // The same request again: stored once (retries are harmless).
+    let again = svc.push(push(me.clone(), vec![series("a", 4), series("b", 4)])).await.expect("push").into_inner();
+    assert_eq!(again.shards.iter().map(|o| o.appended).sum::<u64>(), 0);
+
+    let mut wrong = series("a", 4);
+    wrong.shard = (wrong.shard + 1) % 4;
+    let err = svc.push(push(me.clone(), vec![wrong])).await.expect_err("misrouted");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("hashes to shard"), "{}", err.message());
+
+    let mut other = cluster();
+    other.shards = 8;
+    let err = svc.push(push(Some(convert::identity_to_pb(&Identity::of(&other))), vec![])).await.expect_err("foreign");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+    assert!(err.message().contains("shard count: request 8, ingester \"i0\" 4"), "{}", err.message());
+
+    let sel = pb::SelectRequest { cluster: me, tenant: "t".into(), matchers: vec![], start_ms: 0, end_ms: 10_000 };
+    let mut stream = svc.select(Request::new(sel)).await.expect("select").into_inner();
+    let mut names = Vec::new();
+    while let Some(frame) = futures::StreamExt::next(&mut stream).await {
+        for s in frame.expect("frame").series {
+            assert_eq!(s.timestamps, vec![1000, 2000]);
+            names.push(s.labels[0].value.clone());
+        }
+    }
+    names.sort();
+    assert_eq!(names, vec!["a", "b"]);
+}

@@ -1,0 +1,212 @@
+//! [`Peers`]: a front end's (distributor, querier, gateway) view of the cluster: the
+//! placement, one gRPC client per ingester, and each ingester's health.
+//!
+//! Health is runtime state only: a periodic `Status` call per ingester (every
+//! `[cluster] health_check_interval_ms`) records whether it answered and what it said.
+//! It never changes placement and never decides where a write goes; it feeds
+//! `/-/ready` and `/api/v1/status/cluster`. Writes and reads go to every replica
+//! regardless and count who answered.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tessera_proto::ingester as pb;
+use tessera_proto::ingester::ingester_client::IngesterClient;
+use tonic::transport::{Channel, Endpoint};
+
+use super::convert;
+use super::identity::Identity;
+use super::{ClusterConfig, Placement};
+
+/// How long a connection attempt to an ingester may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The last health check of one ingester.
+#[derive(Clone, Debug, Default)]
+pub struct Health {
+    /// Answered the last `Status` call with a matching identity.
+    pub up: bool,
+    /// Why not, when not up (the gRPC status or the identity mismatch).
+    pub error: Option<String>,
+    /// When the last check finished.
+    pub checked: Option<Instant>,
+    /// Series it reported.
+    pub series: u64,
+}
+
+/// One ingester.
+pub struct Peer {
+    pub id: String,
+    pub addr: String,
+    pub zone: String,
+    pub client: IngesterClient<Channel>,
+    pub health: Mutex<Health>,
+}
+
+/// The cluster as a front end sees it.
+pub struct Peers {
+    pub config: ClusterConfig,
+    pub identity: Identity,
+    pub placement: Placement,
+    /// In placement member order (`placement.replicas` indexes into it).
+    pub peers: Vec<Peer>,
+}
+
+impl Peers {
+    /// Clients for every ingester of a validated `[cluster]` table. Connections are made
+    /// lazily (and re-made after a failure) on first use, so this needs no ingester up.
+    pub fn new(config: &ClusterConfig) -> anyhow::Result<Peers> {
+        let placement = config.placement().map_err(|e| anyhow::anyhow!("cluster: {e}"))?;
+        let max = config.grpc_max_message_bytes;
+        let mut peers = Vec::new();
+        for e in config.ingesters() {
+            let endpoint = Endpoint::from_shared(format!("http://{}", e.addr))
+                .map_err(|err| anyhow::anyhow!("ingester {:?}: bad address {:?}: {err}", e.id, e.addr))?
+                .connect_timeout(CONNECT_TIMEOUT)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(Duration::from_secs(10))
+                .keep_alive_timeout(Duration::from_secs(5));
+            let client = IngesterClient::new(endpoint.connect_lazy())
+                .max_decoding_message_size(max)
+                .max_encoding_message_size(max);
+            peers.push(Peer { id: e.id, addr: e.addr, zone: e.zone, client, health: Mutex::new(Health::default()) });
+        }
+        Ok(Peers { identity: Identity::of(config), placement, peers, config: config.clone() })
+    }
+
+    pub fn pb_identity(&self) -> pb::ClusterIdentity {
+        convert::identity_to_pb(&self.identity)
+    }
+
+    /// W.
+    pub fn write_quorum(&self) -> usize {
+        self.config.write_quorum() as usize
+    }
+
+    /// R = RF - W + 1 (see `ClusterConfig::read_quorum`).
+    pub fn read_quorum(&self) -> usize {
+        self.config.read_quorum() as usize
+    }
+
+    /// Shards that have fewer than `need` replicas up by the last health check, with how
+    /// many are up.
+    pub fn short_shards(&self, need: usize) -> Vec<(u32, usize)> {
+        let up: Vec<bool> = self.peers.iter().map(|p| p.health.lock().up).collect();
+        let mut short = Vec::new();
+        for (s, replicas) in self.placement.replicas.iter().enumerate() {
+            let n = replicas.iter().filter(|&&i| up[i]).count();
+            if n < need {
+                short.push((s as u32, n));
+            }
+        }
+        short
+    }
+
+    /// One round of `Status` calls to every ingester, in parallel.
+    pub async fn check_health(&self) {
+        let timeout = Duration::from_millis(self.config.health_check_interval_ms)
+            .clamp(Duration::from_millis(200), Duration::from_secs(5));
+        let calls = self.peers.iter().map(|p| async move {
+            let mut req = tonic::Request::new(pb::StatusRequest { cluster: Some(self.pb_identity()) });
+            req.set_timeout(timeout);
+            let r = tokio::time::timeout(timeout, p.client.clone().status(req)).await;
+            let mut h = p.health.lock();
+            h.checked = Some(Instant::now());
+            match r {
+                Ok(Ok(resp)) => {
+                    let resp = resp.into_inner();
+                    h.series = resp.series;
+                    if resp.ingester_id != p.id {
+                        h.up = false;
+                        h.error = Some(format!(
+                            "the ingester at {} says it is {:?}, not {:?}: check cluster.ingesters",
+                            p.addr, resp.ingester_id, p.id
+                        ));
+                    } else {
+                        h.up = true;
+                        h.error = None;
+                    }
+                }
+                Ok(Err(status)) => {
+                    h.up = false;
+                    h.error = Some(convert::status_text(&status));
+                }
+                Err(_) => {
+                    h.up = false;
+                    h.error = Some(format!("no answer to Status within {} ms", timeout.as_millis()));
+                }
+            }
+        });
+        futures::future::join_all(calls).await;
+    }
+
+    /// Checks health now and then every `health_check_interval_ms` until `stop`.
+    pub async fn health_loop(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let mut tick = tokio::time::interval(Duration::from_millis(self.config.health_check_interval_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => self.check_health().await,
+                _ = stop.cancelled() => return,
+            }
+        }
+    }
+
+    /// `/api/v1/status/cluster` data: identity, placement and each ingester's health.
+    pub fn status_json(&self, role: &str) -> serde_json::Value {
+        let id = &self.identity;
+        let ingesters: Vec<serde_json::Value> = self
+            .peers
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let h = p.health.lock().clone();
+                serde_json::json!({
+                    "id": p.id,
+                    "addr": p.addr,
+                    "zone": p.zone,
+                    "up": h.up,
+                    "error": h.error,
+                    "last_check_ms_ago": h.checked.map(|t| t.elapsed().as_millis() as u64),
+                    "series": h.series,
+                    "shards": self.placement.shards_of(i),
+                })
+            })
+            .collect();
+        let up: Vec<bool> = self.peers.iter().map(|p| p.health.lock().up).collect();
+        let shards: Vec<serde_json::Value> = self
+            .placement
+            .replicas
+            .iter()
+            .enumerate()
+            .map(|(s, r)| {
+                serde_json::json!({
+                    "shard": s,
+                    "replicas": r.iter().map(|&i| self.peers[i].id.as_str()).collect::<Vec<_>>(),
+                    "replicas_up": r.iter().filter(|&&i| up[i]).count(),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "role": role,
+            "cluster": identity_json(id),
+            "replication_factor": self.config.replication_factor,
+            "write_quorum": self.write_quorum(),
+            "read_quorum": self.read_quorum(),
+            "ingesters": ingesters,
+            "shards": shards,
+        })
+    }
+}
+
+/// The identity as JSON (epoch in hex, as error messages print it).
+pub fn identity_json(id: &Identity) -> serde_json::Value {
+    serde_json::json!({
+        "name": id.name,
+        "shards": id.shards,
+        "hash_version": id.hash_version,
+        "placement_algorithm": id.algorithm,
+        "placement_epoch": format!("{:016x}", id.epoch),
+    })
+}

@@ -1,0 +1,327 @@
+//! [`ClusterQueryable`]: one tenant's data in the cluster as the query engine's
+//! [`Queryable`]: every read fans out to the ingesters over gRPC and merges.
+//!
+//! **The read rule.** A read asks every ingester (each answers for all the shards it
+//! holds) and is complete once every shard has been answered by R = RF − W + 1 of its
+//! replicas. Any R replicas of a shard include at least one of the W that acknowledged
+//! each write, so the union of their answers holds every acknowledged sample, even when
+//! one of them missed writes while it was down. Series are merged by label set and
+//! their samples by timestamp (equal timestamps: the first ingester in config order
+//! wins, so the answer is deterministic). As soon as every shard has R answers the read
+//! stops waiting: a slow or hung replica beyond the quorum does not hold the query.
+//!
+//! A shard with fewer than R answering replicas fails the read with "unavailable" (503)
+//! naming the shards and why each replica failed; with `partial_response` the read
+//! answers what it has and says in a warning which shards may be incomplete.
+//!
+//! What this does not do yet: no hole tracking and no repair. A replica that missed
+//! writes keeps its gap forever; the quorum read hides it as long as R replicas of the
+//! shard answer, and a query that can only reach the gap-holding replica fails (or,
+//! with `partial_response`, warns) instead of answering with a silent hole.
+//!
+//! The trait is synchronous (the engine evaluates on its own thread, the index API on
+//! the blocking pool); the fan-out runs on the runtime the view was made on, via
+//! [`tokio::runtime::Handle::block_on`]. The request's deadline becomes every call's
+//! `grpc-timeout`, and the cancel flag is polled: when it fires, the calls are dropped,
+//! which cancels them on the ingesters and stops their storage scans.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use tessera_proto::ingester as pb;
+use tessera_query::{
+    ErrorKind, Labels, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series,
+};
+use tonic::Status;
+
+use super::convert;
+use super::peers::Peers;
+
+/// Longest a read waits when the request has no deadline.
+const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a running fan-out looks at the request's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(20);
+
+/// A tenant-scoped, synchronous read view of the cluster.
+pub struct ClusterQueryable {
+    peers: Arc<Peers>,
+    tenant: String,
+    /// Answer with warnings instead of failing when a shard lacks R replicas.
+    partial: bool,
+    runtime: tokio::runtime::Handle,
+}
+
+/// What every ingester answered to one read.
+struct FanOut<T> {
+    /// Per ingester (config order): its answer, if it gave one.
+    answers: Vec<Option<T>>,
+    /// Per ingester: why it did not answer.
+    errors: Vec<Option<String>>,
+}
+
+impl ClusterQueryable {
+    pub fn new(peers: Arc<Peers>, tenant: &str, partial: bool, runtime: tokio::runtime::Handle) -> Self {
+        ClusterQueryable { peers, tenant: tenant.to_owned(), partial, runtime }
+    }
+
+    /// Calls `call` on every ingester in parallel until every shard has R answers (or
+    /// every call ended), under the request's deadline and cancel flag; then checks the
+    /// shards' coverage (error, or warnings when partial).
+    fn fan_out<T, F, Fut>(&self, ctl: &QueryOptions, call: F) -> Result<(FanOut<T>, Vec<String>), QueryError>
+    where
+        T: Send + 'static,
+        F: Fn(usize, Duration) -> Fut,
+        Fut: Future<Output = Result<T, Status>> + Send + 'static,
+    {
+        let peers = &self.peers;
+        let deadline = ctl.deadline.unwrap_or_else(|| Instant::now() + DEFAULT_READ_TIMEOUT);
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        if timeout.is_zero() {
+            return Err(QueryError::new(ErrorKind::Timeout, "query timed out before reading the ingesters"));
+        }
+        let n = peers.peers.len();
+        let r = peers.read_quorum();
+        let mut out = FanOut { answers: (0..n).map(|_| None).collect(), errors: vec![None; n] };
+        let calls: FuturesUnordered<_> = (0..n)
+            .map(|i| {
+                let fut = call(i, timeout);
+                async move { (i, tokio::time::timeout(timeout, fut).await) }
+            })
+            .collect();
+        let cancel = ctl.cancel.clone();
+        let covered = |answers: &Vec<Option<T>>| {
+            peers.placement.replicas.iter().all(|reps| reps.iter().filter(|&&i| answers[i].is_some()).count() >= r)
+        };
+        let outcome: Result<(), QueryError> = self.runtime.block_on(async {
+            let mut calls = calls;
+            let mut poll = tokio::time::interval(CANCEL_POLL);
+            loop {
+                tokio::select! {
+                    next = calls.next() => {
+                        let Some((i, res)) = next else { return Ok(()) };
+                        match res {
+                            Ok(Ok(v)) => out.answers[i] = Some(v),
+                            Ok(Err(status)) => {
+                                if status.code() == tonic::Code::InvalidArgument {
+                                    return Err(convert::query_error_from_status(&peers.peers[i].id, &status));
+                                }
+                                out.errors[i] = Some(convert::status_text(&status));
+                            }
+                            Err(_) => out.errors[i] = Some(format!("no answer within {} ms", timeout.as_millis())),
+                        }
+                        if covered(&out.answers) {
+                            // Replicas beyond the quorum are not waited for; dropping
+                            // their calls cancels them on the ingesters.
+                            return Ok(());
+                        }
+                    }
+                    _ = poll.tick() => {
+                        if cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                            return Err(QueryError::new(ErrorKind::Canceled, "query was canceled while reading the ingesters"));
+                        }
+                        if Instant::now() >= deadline {
+                            return Err(QueryError::new(ErrorKind::Timeout, "query timed out reading the ingesters"));
+                        }
+                    }
+                }
+            }
+        });
+        outcome?;
+        let warnings = self.coverage(&out)?;
+        Ok((out, warnings))
+    }
+
+    /// Shards with fewer than R answering replicas: an error naming them, or (partial)
+    /// one warning naming them.
+    fn coverage<T>(&self, out: &FanOut<T>) -> Result<Vec<String>, QueryError> {
+        let peers = &self.peers;
+        let r = peers.read_quorum();
+        let mut short = Vec::new();
+        for (s, reps) in peers.placement.replicas.iter().enumerate() {
+            let ok = reps.iter().filter(|&&i| out.answers[i].is_some()).count();
+            if ok < r {
+                short.push((s, ok));
+            }
+        }
+        if short.is_empty() {
+            return Ok(Vec::new());
+        }
+        let shards: Vec<String> = short.iter().map(|(s, ok)| format!("{s} ({ok} of {r})")).collect();
+        let mut why: Vec<String> = Vec::new();
+        for (i, e) in out.errors.iter().enumerate() {
+            if let Some(e) = e {
+                why.push(format!("{}: {e}", peers.peers[i].id));
+            }
+        }
+        let detail = format!(
+            "shards {} could not be read from the {r} replica(s) a complete answer needs (read quorum = \
+             replication factor {} - write quorum {} + 1){}",
+            shards.join(", "),
+            peers.config.replication_factor,
+            peers.write_quorum(),
+            if why.is_empty() { String::new() } else { format!("; {}", why.join("; ")) }
+        );
+        if self.partial {
+            Ok(vec![format!("partial response: {detail}; their data may be missing or incomplete")])
+        } else {
+            Err(QueryError::new(
+                ErrorKind::Unavailable,
+                format!("{detail}; add partial_response=true to answer from the replicas that did"),
+            ))
+        }
+    }
+
+    fn request_parts(&self, matchers: &[tessera_query::Matcher]) -> (pb::ClusterIdentity, Vec<pb::Matcher>) {
+        (self.peers.pb_identity(), matchers.iter().map(convert::matcher_to_pb).collect())
+    }
+}
+
+/// Merges one series' samples from several replicas: time order, one sample per
+/// timestamp (the first replica's, in config order).
+fn merge_samples(mut parts: Vec<Vec<tessera_query::Sample>>) -> Vec<tessera_query::Sample> {
+    if parts.len() == 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    let mut all: Vec<tessera_query::Sample> = parts.into_iter().flatten().collect();
+    // Stable: equal timestamps keep replica order, and dedup keeps the first.
+    all.sort_by_key(|s| s.t);
+    all.dedup_by_key(|s| s.t);
+    all
+}
+
+fn with_timeout<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.set_timeout(timeout);
+    r
+}
+
+impl Queryable for ClusterQueryable {
+    fn select(
+        &self,
+        matchers: &[tessera_query::Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<SelectResult, QueryError> {
+        let (cluster, ms) = self.request_parts(matchers);
+        let (start, end) = (hints.start, hints.end);
+        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+            let mut client = self.peers.peers[i].client.clone();
+            let req = pb::SelectRequest {
+                cluster: Some(cluster.clone()),
+                tenant: self.tenant.clone(),
+                matchers: ms.clone(),
+                start_ms: start,
+                end_ms: end,
+            };
+            async move {
+                let mut stream = client.select(with_timeout(req, timeout)).await?.into_inner();
+                let mut series = Vec::new();
+                while let Some(frame) = stream.message().await? {
+                    series.extend(frame.series);
+                }
+                Ok(series)
+            }
+        })?;
+        let mut merged: BTreeMap<Labels, Vec<Vec<tessera_query::Sample>>> = BTreeMap::new();
+        for answer in out.answers.into_iter().flatten() {
+            for s in answer {
+                let samples = convert::query_samples_from_pb(&s);
+                merged.entry(convert::query_labels_from_pb(s.labels)).or_default().push(samples);
+            }
+        }
+        let data = merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect();
+        Ok(ReadResult { data, warnings })
+    }
+
+    fn series(
+        &self,
+        matchers: &[tessera_query::Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
+        let (cluster, ms) = self.request_parts(matchers);
+        let (start, end) = (hints.start, hints.end);
+        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+            let mut client = self.peers.peers[i].client.clone();
+            let req = pb::SeriesRequest {
+                cluster: Some(cluster.clone()),
+                tenant: self.tenant.clone(),
+                matchers: ms.clone(),
+                start_ms: start,
+                end_ms: end,
+            };
+            async move {
+                let mut stream = client.series(with_timeout(req, timeout)).await?.into_inner();
+                let mut sets = Vec::new();
+                while let Some(frame) = stream.message().await? {
+                    sets.extend(frame.series);
+                }
+                Ok(sets)
+            }
+        })?;
+        let mut all: Vec<Labels> =
+            out.answers.into_iter().flatten().flatten().map(|s| convert::query_labels_from_pb(s.labels)).collect();
+        all.sort();
+        all.dedup();
+        Ok(ReadResult { data: all, warnings })
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[tessera_query::Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<Vec<String>>, QueryError> {
+        let (cluster, ms) = self.request_parts(matchers);
+        let (start, end) = (hints.start, hints.end);
+        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+            let mut client = self.peers.peers[i].client.clone();
+            let req = pb::LabelNamesRequest {
+                cluster: Some(cluster.clone()),
+                tenant: self.tenant.clone(),
+                matchers: ms.clone(),
+                start_ms: start,
+                end_ms: end,
+            };
+            async move { Ok(client.label_names(with_timeout(req, timeout)).await?.into_inner().names) }
+        })?;
+        let mut all: Vec<String> = out.answers.into_iter().flatten().flatten().collect();
+        all.sort();
+        all.dedup();
+        Ok(ReadResult { data: all, warnings })
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[tessera_query::Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<Vec<String>>, QueryError> {
+        let (cluster, ms) = self.request_parts(matchers);
+        let (start, end) = (hints.start, hints.end);
+        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+            let mut client = self.peers.peers[i].client.clone();
+            let req = pb::LabelValuesRequest {
+                cluster: Some(cluster.clone()),
+                tenant: self.tenant.clone(),
+                name: name.to_owned(),
+                matchers: ms.clone(),
+                start_ms: start,
+                end_ms: end,
+            };
+            async move { Ok(client.label_values(with_timeout(req, timeout)).await?.into_inner().values) }
+        })?;
+        let mut all: Vec<String> = out.answers.into_iter().flatten().flatten().collect();
+        all.sort();
+        all.dedup();
+        Ok(ReadResult { data: all, warnings })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,483 @@
+//! The cluster roles as processes: `tessera ingester` ([`run_ingester`]) and the front
+//! ends `tessera distributor`, `querier` and `gateway` ([`run_frontend`]).
+//!
+//! An ingester binds its HTTP and gRPC listeners first (so `/-/healthy` answers at
+//! once), opens the shards placement gives it (WAL replay), starts serving gRPC, and
+//! only then turns `/-/ready` to 200. A front end serves the same HTTP API as `tessera
+//! serve` (the distributor's remote write, the querier's Prometheus API; the gateway
+//! both) with the reads and writes going to the ingesters ([`ClusterFrontend`]); it is
+//! ready once every shard has enough replicas up by the last health check (R for reads,
+//! W for writes). Every role serves `/api/v1/status/cluster`.
+//!
+//! `partial_response`: the query API runs twice, over a strict and over a partial view
+//! of the cluster, and [`PartialSwitch`] sends each `/api/v1/query*` request to one of
+//! them by its `partial_response` parameter (URL or form body), defaulting to
+//! `[cluster] allow_partial_response`. The index endpoints and remote read use the
+//! default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures::future::BoxFuture;
+use tessera_query::{Labels, Queryable, SelectHints};
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+use super::identity::{self, Identity};
+use super::ingester::IngesterService;
+use super::peers::{identity_json, Peers};
+use super::querier::ClusterQueryable;
+use super::writer::ClusterWriter;
+use crate::config::Config;
+use crate::distributor::ShardWriter;
+use crate::error::ApiError;
+use crate::http::query_api::{HeadSummary, QueryApi, TenantData};
+use crate::http::{self, AppState, ServerState};
+use crate::shards::{ShardError, ShardId, Shards};
+
+/// A cluster front end's data plane, as the HTTP handlers use it
+/// (`ServerState::set_remote`).
+pub trait Frontend: Send + Sync {
+    /// Where remote write goes; an error when this role takes no writes.
+    fn writer(&self) -> Result<Arc<dyn ShardWriter>, ShardError>;
+    /// A tenant's data for reads (default `partial_response`); an error when this role
+    /// serves no reads.
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ShardError>;
+    /// `Ok` when ready to serve; otherwise why not.
+    fn ready(&self) -> Result<(), String>;
+}
+
+/// Which front end a process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Distributor,
+    Querier,
+    Gateway,
+}
+
+impl Role {
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Distributor => "distributor",
+            Role::Querier => "querier",
+            Role::Gateway => "gateway",
+        }
+    }
+
+    fn writes(self) -> bool {
+        self != Role::Querier
+    }
+
+    fn reads(self) -> bool {
+        self != Role::Distributor
+    }
+}
+
+/// Reads and writes through the ingesters.
+pub struct ClusterFrontend {
+    role: Role,
+    peers: Arc<Peers>,
+    writer: Arc<ClusterWriter>,
+    /// The runtime the fan-outs of the synchronous read views run on.
+    runtime: tokio::runtime::Handle,
+}
+
+impl ClusterFrontend {
+    /// Must be called on the runtime (the read views run their fan-out on it).
+    pub fn new(role: Role, peers: Arc<Peers>) -> Self {
+        ClusterFrontend {
+            role,
+            writer: Arc::new(ClusterWriter::new(Arc::clone(&peers))),
+            peers,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    fn view(&self, tenant: &str, partial: bool) -> Result<Arc<dyn Queryable>, ShardError> {
+        if !self.role.reads() {
+            return Err(ShardError::bad_data(
+                "this process is a distributor (tessera distributor) and serves no reads; query a querier or gateway",
+            ));
+        }
+        Ok(Arc::new(ClusterQueryable::new(Arc::clone(&self.peers), tenant, partial, self.runtime.clone())))
+    }
+}
+
+impl Frontend for ClusterFrontend {
+    fn writer(&self) -> Result<Arc<dyn ShardWriter>, ShardError> {
+        if !self.role.writes() {
+            return Err(ShardError::bad_data(
+                "this process is a querier (tessera querier) and takes no writes; send remote write to a distributor \
+                 or gateway",
+            ));
+        }
+        Ok(Arc::clone(&self.writer) as Arc<dyn ShardWriter>)
+    }
+
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ShardError> {
+        self.view(tenant, self.peers.config.allow_partial_response)
+    }
+
+    fn ready(&self) -> Result<(), String> {
+        let need = match self.role {
+            Role::Distributor => self.peers.write_quorum(),
+            Role::Querier => self.peers.read_quorum(),
+            Role::Gateway => self.peers.write_quorum().max(self.peers.read_quorum()),
+        };
+        let short = self.peers.short_shards(need);
+        if short.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = short.iter().take(16).map(|(s, up)| format!("{s} ({up} up)")).collect();
+        Err(format!(
+            "{} of {} shards have fewer than {need} replicas up: {}{}; see /api/v1/status/cluster",
+            short.len(),
+            self.peers.placement.shards,
+            list.join(", "),
+            if short.len() > 16 { ", ..." } else { "" }
+        ))
+    }
+}
+
+/// The query API's data source over the cluster, strict or partial.
+struct ClusterData {
+    frontend: Arc<ClusterFrontend>,
+    partial: bool,
+    query_timeout: Duration,
+}
+
+impl TenantData for ClusterData {
+    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError> {
+        Ok(self.frontend.view(tenant, self.partial)?)
+    }
+
+    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
+        let q = self.frontend.view(tenant, self.partial);
+        let deadline = std::time::Instant::now() + self.query_timeout;
+        Box::pin(async move {
+            let q = q?;
+            let (ctl, _cancel_on_drop) = crate::shards::request_controls(deadline);
+            let hints = SelectHints { func: Some("series".into()), ..SelectHints::range(i64::MIN, i64::MAX) };
+            let r = tokio::task::spawn_blocking(move || q.series(&[], &hints, &ctl))
+                .await
+                .map_err(|e| ApiError::internal(format!("series listing task failed: {e}")))??;
+            Ok(r.data)
+        })
+    }
+
+    fn head_summary(&self, _tenant: &str) -> HeadSummary {
+        HeadSummary::default()
+    }
+
+    fn total_series(&self) -> Option<u64> {
+        // Each series is on RF ingesters; the health checks' counts summed and divided
+        // would only be an estimate, so say unknown.
+        None
+    }
+}
+
+/// Sends each query request to the strict or the partial query API by its
+/// `partial_response` parameter (see the module doc).
+#[derive(Clone)]
+struct PartialSwitch {
+    strict: Router,
+    partial: Router,
+    default: bool,
+    max_form_bytes: usize,
+}
+
+/// `partial_response` among form pairs: `Some(true|false)` when given.
+fn partial_param(pairs: &[(String, String)]) -> Result<Option<bool>, ApiError> {
+    match crate::http::params::one(pairs, "partial_response") {
+        None => Ok(None),
+        Some("true" | "1") => Ok(Some(true)),
+        Some("false" | "0") => Ok(Some(false)),
+        Some(v) => {
+            Err(ApiError::bad_data(format!("invalid parameter \"partial_response\": {v:?} is not true or false")))
+        }
+    }
+}
+
+async fn switch(State(sw): State<PartialSwitch>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let is_form = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let (body, bytes) = if parts.method == axum::http::Method::POST && is_form {
+        match crate::http::params::read_form_body(&parts.headers, body, sw.max_form_bytes).await {
+            Ok(b) => (Body::from(b.clone()), b),
+            Err(e) => return e.into_json_response(),
+        }
+    } else {
+        (body, bytes::Bytes::new())
+    };
+    let pairs = crate::http::params::form_pairs(parts.uri.query(), &bytes);
+    let partial = match partial_param(&pairs) {
+        Ok(p) => p.unwrap_or(sw.default),
+        Err(e) => return e.into_json_response(),
+    };
+    let mut req = Request::from_parts(parts, body);
+    if !bytes.is_empty() {
+        req.headers_mut().insert(axum::http::header::CONTENT_LENGTH, bytes.len().into());
+    }
+    let router = if partial { sw.partial } else { sw.strict };
+    match router.oneshot(req).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// `/api/v1/status/cluster` of a front end.
+async fn frontend_status(State((peers, role)): State<(Arc<Peers>, Role)>) -> Response {
+    axum::Json(serde_json::json!({"status": "success", "data": peers.status_json(role.name())})).into_response()
+}
+
+fn query_api(config: &Config, data: Arc<dyn TenantData>) -> QueryApi {
+    use http::query_api::{engine_for, params::format_duration_ms, ServerInfo};
+    let mut flags = vec![("listen".to_string(), config.listen.to_string())];
+    flags.extend(config.query.flag_pairs());
+    let info = ServerInfo {
+        flags,
+        storage_retention: format_duration_ms(config.storage.retention_ms),
+        ..ServerInfo::default()
+    };
+    QueryApi::new(Arc::new(engine_for(&config.query)), data, config.query.clone(), info)
+}
+
+/// Runs a distributor, querier or gateway until SIGTERM/SIGINT.
+pub async fn run_frontend(config: Config, role: Role) -> anyhow::Result<()> {
+    validate_for_role(&config, role.name())?;
+    let peers = Arc::new(Peers::new(&config.cluster)?);
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr().context("listener has no local address")?;
+    println!("listening on {addr}");
+    tracing::info!(%addr, role = role.name(), ingesters = peers.peers.len(), "tessera cluster front end serving HTTP");
+
+    let frontend = Arc::new(ClusterFrontend::new(role, Arc::clone(&peers)));
+    let state: AppState = Arc::new(ServerState::new(config));
+    state.set_remote(Arc::clone(&frontend) as Arc<dyn Frontend>);
+    let shutdown = CancellationToken::new();
+    tokio::spawn(Arc::clone(&peers).health_loop(shutdown.clone()));
+    tokio::spawn(signal_watch(shutdown.clone()));
+
+    let status =
+        Router::new().route("/api/v1/status/cluster", get(frontend_status)).with_state((Arc::clone(&peers), role));
+    let mut app = http::router(Arc::clone(&state), None).merge(status);
+    if role.reads() {
+        let cfg = &state.config;
+        let data = |partial| -> Arc<dyn TenantData> {
+            Arc::new(ClusterData { frontend: Arc::clone(&frontend), partial, query_timeout: cfg.query.timeout() })
+        };
+        let sw = PartialSwitch {
+            strict: http::query_api::routes(query_api(cfg, data(false))),
+            partial: http::query_api::routes(query_api(cfg, data(true))),
+            default: cfg.cluster.allow_partial_response,
+            max_form_bytes: cfg.query.max_form_bytes(),
+        };
+        app = app.fallback_service(Router::new().fallback(switch).with_state(sw));
+    }
+    let http_cfg = state.config.http.clone();
+    let timeout_secs = state.config.shutdown_timeout_secs;
+    let serve =
+        http::connections::serve(listener, app, http_cfg, Arc::clone(&state.metrics.connections), shutdown.clone());
+    let serve_task = tokio::spawn(serve);
+    shutdown.cancelled().await;
+    state.shutting_down.store(true, Ordering::Relaxed);
+    wait_in_flight(serve_task, timeout_secs).await;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+/// Options of `tessera ingester` beyond the config file.
+pub struct IngesterOptions {
+    /// This ingester's id; must be one of `[cluster]`'s.
+    pub id: String,
+    /// gRPC listen address; default `0.0.0.0:<port of this ingester's addr>`.
+    pub grpc_listen: Option<SocketAddr>,
+}
+
+/// Runs an ingester until SIGTERM/SIGINT (see the module doc for the order of events).
+pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Result<()> {
+    validate_for_role(&config, "ingester")?;
+    let cluster = config.cluster.clone();
+    let members = cluster.ingesters();
+    let Some(me) = members.iter().position(|e| e.id == opts.id) else {
+        let ids: Vec<&str> = members.iter().map(|e| e.id.as_str()).collect();
+        anyhow::bail!(
+            "ingester id {:?} is not in the cluster's ingesters ({}); pass --id, or set TESSERA_INGESTER_ID or HOSTNAME",
+            opts.id,
+            ids.join(", ")
+        );
+    };
+    let placement = cluster.placement().map_err(|e| anyhow::anyhow!("cluster: {e}"))?;
+    let owned: Vec<ShardId> = placement.shards_of(me).into_iter().map(ShardId).collect();
+    let identity = Identity::of(&cluster);
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+    crate::serve::check_shard_count(&config.data_dir, cluster.shards)?;
+    identity::check_data_dir(&config.data_dir, &identity, &opts.id)?;
+
+    let grpc_addr = match opts.grpc_listen {
+        Some(a) => a,
+        None => {
+            let port = members[me].addr.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).unwrap_or(9095);
+            SocketAddr::from(([0, 0, 0, 0], port))
+        }
+    };
+    let grpc_listener = tokio::net::TcpListener::bind(grpc_addr)
+        .await
+        .with_context(|| format!("cannot listen on {grpc_addr} (gRPC)"))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr().context("listener has no local address")?;
+    let grpc_bound = grpc_listener.local_addr().context("gRPC listener has no local address")?;
+    println!("listening on {addr}");
+    println!("grpc listening on {grpc_bound}");
+    tracing::info!(%addr, grpc = %grpc_bound, id = %opts.id, shards = owned.len(), "tessera ingester starting");
+
+    let state: AppState = Arc::new(ServerState::new(config));
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signal_watch(shutdown.clone()));
+    let status_json = serde_json::json!({
+        "status": "success",
+        "data": {
+            "role": "ingester",
+            "id": opts.id,
+            "cluster": identity_json(&identity),
+            "shards": owned.iter().map(|s| s.0).collect::<Vec<_>>(),
+            "grpc_listen": grpc_bound.to_string(),
+        }
+    });
+    let status = Router::new().route("/api/v1/status/cluster", get(move || async move { axum::Json(status_json) }));
+    let app = http::router(Arc::clone(&state), None).merge(status);
+    let serve = http::connections::serve(
+        listener,
+        app,
+        state.config.http.clone(),
+        Arc::clone(&state.metrics.connections),
+        shutdown.clone(),
+    );
+    let serve_task = tokio::spawn(serve);
+
+    // WAL replay of the owned shards, off the runtime.
+    let st = Arc::clone(&state);
+    let ids = owned.clone();
+    let total = cluster.shards;
+    let started = std::time::Instant::now();
+    let opened = tokio::task::spawn_blocking(move || {
+        let cfg = &st.config;
+        Shards::open_ids(&cfg.data_dir, total, &ids, &cfg.storage, cfg.blocking_permits(), &|i, engine| {
+            st.metrics.shards_replayed.fetch_add(1, Ordering::Relaxed);
+            let r = engine.replay_report();
+            tracing::info!(shard = i, records = r.records, samples = r.samples, "WAL replay of shard done");
+        })
+    });
+    let shards = tokio::select! {
+        r = opened => Arc::new(r.context("shard open task")?.context("opening shards")?),
+        _ = shutdown.cancelled() => anyhow::bail!("stopped during WAL replay"),
+    };
+    tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "WAL replay complete");
+
+    let max = state.config.cluster.grpc_max_message_bytes;
+    let service = pb_server(IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards)), max);
+    let grpc_stop = shutdown.clone();
+    let grpc = tokio::spawn(
+        tonic::transport::Server::builder()
+            .tcp_nodelay(true)
+            .add_service(service)
+            .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(grpc_listener), async move {
+                grpc_stop.cancelled().await
+            }),
+    );
+    // Serving gRPC now (the listener was bound before the replay): ready.
+    state.set_shards(Arc::clone(&shards));
+    tracing::info!("ready: serving gRPC and HTTP");
+
+    shutdown.cancelled().await;
+    state.shutting_down.store(true, Ordering::Relaxed);
+    let timeout_secs = state.config.shutdown_timeout_secs;
+    wait_in_flight(serve_task, timeout_secs).await;
+    match tokio::time::timeout(Duration::from_secs(timeout_secs.max(1)), grpc).await {
+        Ok(Ok(Err(e))) => tracing::warn!(error = %e, "gRPC server stopped with an error"),
+        Err(_) => tracing::warn!("in-flight gRPC calls did not finish in time; flushing anyway"),
+        _ => {}
+    }
+    tracing::info!("flushing shards");
+    tokio::task::spawn_blocking(move || shards.flush_all())
+        .await
+        .context("flush task")?
+        .context("flushing shards on shutdown")?;
+    tracing::info!("shutdown complete");
+    Ok(())
+}
+
+fn pb_server(
+    svc: IngesterService,
+    max: usize,
+) -> tessera_proto::ingester::ingester_server::IngesterServer<IngesterService> {
+    tessera_proto::ingester::ingester_server::IngesterServer::new(svc)
+        .max_decoding_message_size(max)
+        .max_encoding_message_size(max)
+}
+
+/// Checks a config for `role` (serve, ingester, distributor, querier, gateway) without
+/// starting anything; the error names the key to fix.
+pub fn validate_for_role(config: &Config, role: &str) -> anyhow::Result<()> {
+    config.validate()?;
+    match role {
+        "serve" => Ok(()),
+        "ingester" | "distributor" | "querier" | "gateway" => {
+            config.cluster.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(())
+        }
+        other => anyhow::bail!("unknown role {other:?}; expected serve, ingester, distributor, querier or gateway"),
+    }
+}
+
+async fn wait_in_flight(serve_task: tokio::task::JoinHandle<Result<(), std::io::Error>>, timeout_secs: u64) {
+    tracing::info!("shutting down: no new connections; waiting for in-flight requests");
+    if timeout_secs == 0 {
+        let _ = serve_task.await;
+    } else if tokio::time::timeout(Duration::from_secs(timeout_secs), serve_task).await.is_err() {
+        tracing::warn!(timeout_secs, "in-flight requests did not finish in time");
+    }
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+async fn signal_watch(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop the process with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM"),
+        _ = int.recv() => tracing::info!("received SIGINT"),
+        _ = shutdown.cancelled() => return,
+    }
+    shutdown.cancel();
+}
+
+/// The data directory flag's effect, for `main.rs`: `--data-dir` beats the config.
+pub fn apply_overrides(config: &mut Config, listen: Option<SocketAddr>, data_dir: Option<PathBuf>) {
+    if let Some(v) = listen {
+        config.listen = v;
+    }
+    if let Some(v) = data_dir {
+        config.data_dir = v;
+    }
+}
