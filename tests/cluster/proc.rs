@@ -104,6 +104,10 @@ impl Proc {
         format!("http://{}{}", self.addr, path)
     }
 
+    pub fn http(&self) -> &Client {
+        &self.http
+    }
+
     pub fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr buffer").clone()
     }
@@ -123,6 +127,13 @@ impl Proc {
         let resp = self.http.get(self.url(path)).send().expect("GET");
         let status = resp.status().as_u16();
         (status, resp.json().expect("JSON body"))
+    }
+
+    /// Sends `sig` (e.g. `STOP`, `CONT`) through kill(1); the tests forbid `unsafe`.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let st = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+        assert!(matches!(&st, Ok(s) if s.success()), "kill -{sig} {pid}: {st:?}");
     }
 
     pub fn kill9(&mut self) {
@@ -191,6 +202,11 @@ impl Cluster {
 
     pub fn gateway(&self) -> &Proc {
         self.gateway.as_ref().expect("the gateway runs once start returned")
+    }
+
+    /// Ingester `i`'s process.
+    pub fn ingester(&self, i: usize) -> &Proc {
+        self.ingesters[i].as_ref().expect("ingester running")
     }
 
     /// SIGKILL ingester `i`: nothing is flushed.
