@@ -349,6 +349,10 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     println!("grpc listening on {grpc_bound}");
     tracing::info!(%addr, grpc = %grpc_bound, id = %opts.id, shards = owned.len(), "tessera ingester starting");
 
+    // `shards` of the process is what it opens: replay progress, /metrics and the
+    // storage-call permits (2 x shards by default) count the owned shards.
+    let mut config = config;
+    config.shards = u32::try_from(owned.len()).unwrap_or(u32::MAX);
     let state: AppState = Arc::new(ServerState::new(config));
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_watch(shutdown.clone()));
