@@ -132,6 +132,14 @@ impl From<ShardError> for ApiError {
     }
 }
 
+impl From<tessera_model::Error> for ApiError {
+    /// A matcher the user wrote that cannot be built (a regex Go's RE2 refuses): 400,
+    /// naming the label and the regex, with the regex parser's reason.
+    fn from(e: tessera_model::Error) -> Self {
+        ApiError::bad_data(e.chain())
+    }
+}
+
 impl From<tessera_storage::Error> for ApiError {
     /// Classified like every shard error (see `From<ShardError>`).
     fn from(e: tessera_storage::Error) -> Self {

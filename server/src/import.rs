@@ -39,7 +39,8 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::Context;
-use tessera_storage::{Label, Sample, WalFsync};
+use tessera_model::{Label, Sample};
+use tessera_storage::WalFsync;
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use crate::config::Config;

@@ -12,10 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tessera_model::Labels;
+use tessera_model::{Label, Sample};
 use tessera_query::promqltest::{run_script_on, TestStore};
-use tessera_query::{Labels, Queryable};
+use tessera_query::Queryable;
 use tessera_server::shards::{series_hash, PushSeries, Shards, TenantView};
-use tessera_storage::{EngineConfig, Label, Sample, WalFsync};
+use tessera_storage::{EngineConfig, WalFsync};
 
 /// The scripts run here: every upstream script but the native-histogram one (its
 /// samples are not floats, so storage has nothing to add).

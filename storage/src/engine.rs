@@ -38,10 +38,10 @@ use crate::index::Index;
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
-use crate::matcher::Matcher;
 use crate::read;
-use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
+use crate::types::{AppendReport, RejectReason, SeriesAppend, SeriesSamples, Stats};
 use crate::wal::{self, record, Damage, TornTail, Wal};
+use tessera_model::{Labels, Matcher, Sample};
 
 #[derive(Default)]
 struct Counters {
@@ -292,6 +292,9 @@ impl Engine {
                 if l.name.len() > usize::from(u16::MAX) {
                     return Err(Error::InvalidInput(format!("label name of {} bytes exceeds 65535", l.name.len())));
                 }
+            }
+            if !labels_codec::is_sorted_unique(s.labels) {
+                return Err(Error::InvalidInput("label names must be sorted and unique".to_owned()));
             }
             let start = enc_buf.len();
             labels_codec::encode_labels(s.labels, &mut enc_buf);
@@ -552,7 +555,7 @@ impl Engine {
         }
     }
 
-    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Vec<Label>>> {
+    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         if mint > maxt {
             return Ok(Vec::new());
@@ -565,31 +568,25 @@ impl Engine {
             for (i, id) in ids.iter().enumerate() {
                 stop.check_every(i, "series listing")?;
                 match head.get(id) {
-                    Some(s) => out.push(labels_codec::decode_labels(&s.labels)?),
+                    Some(s) => out.push(labels_codec::decode_label_set(&s.labels)?),
                     None => not_in_head.push(id),
                 }
             }
         }
         for snap in read::stored_snaps(&self.db, &not_in_head, stop)? {
-            out.push(labels_codec::decode_labels(snap.labels())?);
+            out.push(labels_codec::decode_label_set(snap.labels())?);
         }
         Ok(out)
     }
 
     /// Label sets of the matching series with postings in the time range (day
     /// granularity: a series is listed if it has data on a day the range touches).
-    pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+    pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Labels>> {
         self.series_until(matchers, mint, maxt, &Interrupt::none())
     }
 
     /// `series` that stops with `Error::Interrupted` when `stop` fires.
-    pub fn series_until(
-        &self,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: &Interrupt,
-    ) -> Result<Vec<Vec<Label>>> {
+    pub fn series_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mut out = self.matched_labels(matchers, mint, maxt, stop)?;
         out.sort();
         Ok(out)
@@ -615,8 +612,12 @@ impl Engine {
                 None => Ok(Vec::new()),
             };
         }
-        let mut names: Vec<String> =
-            self.matched_labels(matchers, mint, maxt, stop)?.into_iter().flatten().map(|l| l.name).collect();
+        let mut names: Vec<String> = self
+            .matched_labels(matchers, mint, maxt, stop)?
+            .into_iter()
+            .flat_map(Labels::into_vec)
+            .map(|l| l.name)
+            .collect();
         names.sort();
         names.dedup();
         Ok(names)
@@ -646,9 +647,7 @@ impl Engine {
         let mut values: Vec<String> = self
             .matched_labels(matchers, mint, maxt, stop)?
             .into_iter()
-            .flatten()
-            .filter(|l| l.name == name && !l.value.is_empty())
-            .map(|l| l.value)
+            .filter_map(|ls| ls.get(name).filter(|v| !v.is_empty()).map(str::to_owned))
             .collect();
         values.sort();
         values.dedup();
@@ -791,7 +790,7 @@ impl Engine {
         match v {
             Some(v) => {
                 // Validated once when it enters the head, so later decodes cannot fail.
-                labels_codec::decode_labels(&v)?;
+                labels_codec::decode_label_set(&v)?;
                 Ok(Some(Box::from(&*v)))
             }
             None => Ok(None),

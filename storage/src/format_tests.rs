@@ -31,7 +31,8 @@ use crate::db::{self, CF_META, CF_SERIES, CF_SERIES_BY_HASH};
 use crate::keys;
 use crate::labels_codec;
 use crate::wal::record::{self, Frame, SampleEntry};
-use crate::{Engine, EngineConfig, Label, MatchOp, Matcher, Sample, SeriesAppend, WalFsync};
+use crate::{Engine, EngineConfig, SeriesAppend, WalFsync};
+use tessera_model::{Label, MatchOp, Matcher, Sample};
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
@@ -321,7 +322,7 @@ fn the_frozen_shard_directory_opens_and_reads_back_exactly() {
         .collect();
     want.sort_by(|a, b| a.0.cmp(&b.0));
     let bits = |s: &[Sample]| s.iter().map(|x| (x.t, x.v.to_bits())).collect::<Vec<_>>();
-    let mut got: Vec<_> = got.into_iter().map(|s| (s.labels, bits(&s.samples))).collect();
+    let mut got: Vec<_> = got.into_iter().map(|s| (s.labels.into_vec(), bits(&s.samples))).collect();
     got.sort();
     let want: Vec<_> = want.into_iter().map(|(l, s)| (l, bits(&s))).collect();
     assert_eq!(got, want);

@@ -27,7 +27,8 @@ use crate::db::CF_CHUNKS;
 use crate::error::{Error, Result};
 use crate::keys;
 use crate::labels_codec;
-use crate::types::{RejectReason, Sample};
+use crate::types::RejectReason;
+use tessera_model::Sample;
 
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
 #[derive(Clone, Debug)]

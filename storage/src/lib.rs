@@ -1,7 +1,7 @@
 //! One shard's durable time-series store.
 //!
 //! Owns the chunk codec, the write-ahead log, the in-memory head, the RocksDB layout,
-//! the per-day inverted index, label matchers and retention. It is synchronous (no
+//! the per-day inverted index (answering `tessera_model::Matcher`s) and retention. It is synchronous (no
 //! tokio): every call may block on disk and must be made from a blocking thread.
 //! It never knows about HTTP, gRPC, PromQL or tenants (the server encodes the tenant
 //! as the reserved label `__tenant__`). Byte layouts are in `FORMAT.md`.
@@ -30,7 +30,6 @@ mod index;
 mod interrupt;
 mod keys;
 mod labels_codec;
-mod matcher;
 mod read;
 mod types;
 mod varint;
@@ -40,9 +39,7 @@ pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
-pub use matcher::{MatchOp, Matcher};
 pub use types::{
-    AppendReport, FsyncStats, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats,
-    FSYNC_BUCKETS_SECONDS,
+    AppendReport, FsyncStats, RejectReason, Rejection, SeriesAppend, SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};

@@ -1,33 +1,11 @@
-//! The data model shared with the server: labels, samples, append batches and reports.
+//! What the engine's API takes and gives besides the shared data model
+//! (`tessera_model`'s labels, samples and matchers): append batches, reports of what
+//! an append did, selected series and counters.
 
 use std::fmt;
 use std::sync::Arc;
 
-/// One label pair. A series is identified by its label set, sorted by name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Label {
-    pub name: String,
-    pub value: String,
-}
-
-impl Label {
-    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Label {
-        Label { name: name.into(), value: value.into() }
-    }
-}
-
-/// One float sample: `t` in milliseconds since the Unix epoch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sample {
-    pub t: i64,
-    pub v: f64,
-}
-
-impl Sample {
-    pub fn new(t: i64, v: f64) -> Sample {
-        Sample { t, v }
-    }
-}
+use tessera_model::{Label, Labels, Sample};
 
 /// The samples of one series in an append batch.
 ///
@@ -122,7 +100,7 @@ impl fmt::Display for RejectReason {
 /// The samples of one series returned by `Engine::select`, in time order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeriesSamples {
-    pub labels: Vec<Label>,
+    pub labels: Labels,
     pub samples: Vec<Sample>,
 }
 

@@ -15,7 +15,7 @@ use crate::functions::format::{format_go_decimal, format_go_g};
 use crate::functions::order;
 use crate::functions::sampling::{clamp_ratio, limit_ratio_keeps};
 use crate::functions::stats::{quantile, AvgAccumulator, KahanSum, StdvarAccumulator};
-use crate::model::Labels;
+use tessera_model::Labels;
 
 /// The running state of one group at one step. The numeric work is done by the tested
 /// accumulators in `functions::stats`; this only dispatches on the operator.

@@ -14,7 +14,7 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::{format_go_g, parse_go_float};
 use crate::functions::order;
-use crate::model::{Label, Labels};
+use tessera_model::{Label, Labels};
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -389,7 +389,7 @@ impl Evaluator<'_> {
         // Functions that refuse a mix of floats and histograms (warning, no result);
         // the others ignore the histograms (info).
         let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
-        let mut floats_buf: Vec<crate::model::Sample> = Vec::new();
+        let mut floats_buf: Vec<tessera_model::Sample> = Vec::new();
         let ctx = self.ctx;
         self.for_each_window(&ra, |win, si, k, ws, we| {
             for (i, s) in scalars.iter().enumerate() {

@@ -10,8 +10,9 @@ use promql_parser::parser::{AtModifier, Expr, Offset};
 use super::types::{StepSeries, Val};
 use super::{EngineOptions, QueryOptions, DEFAULT_SUBQUERY_STEP_MS};
 use crate::error::{ErrorKind, QueryError};
-use crate::model::{Queryable, Sample};
+use crate::model::Queryable;
 use crate::value::{QueryOutput, Value};
+use tessera_model::Sample;
 
 /// State shared by every evaluator of one query (subqueries get their own
 /// [`Evaluator`] but the same context).
@@ -464,7 +465,7 @@ impl<'a> Evaluator<'a> {
     pub fn for_each_window(
         &self,
         ra: &RangeArg,
-        mut f: impl FnMut(&[crate::model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
+        mut f: impl FnMut(&[tessera_model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
         let n = self.n_steps();
         let base = self.ctx.cur_samples();
@@ -502,7 +503,7 @@ pub(crate) struct RangeArg {
 }
 
 pub(crate) struct RangeSeries {
-    pub labels: crate::model::Labels,
+    pub labels: tessera_model::Labels,
     pub drop_name: bool,
     pub samples: Vec<Sample>,
 }

@@ -2,7 +2,7 @@
 //! markers it interprets. Prometheus' number formatting and orderings live in
 //! `crate::functions` (`format`, `order`), the one tested implementation.
 
-use crate::model::Labels;
+use tessera_model::Labels;
 
 pub use tessera_model::{is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 

@@ -30,6 +30,7 @@ use types::Val;
 
 pub use labels_util::{is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 pub use limits::TextLimits;
+pub use selector::selector_matchers;
 
 /// Engine-wide limits and defaults.
 #[derive(Debug, Clone)]
@@ -167,7 +168,7 @@ impl Engine {
                 let samples = v
                     .iter()
                     .enumerate()
-                    .map(|(i, &v)| crate::model::Sample { t: start_ms + i as i64 * step_ms, v })
+                    .map(|(i, &v)| tessera_model::Sample { t: start_ms + i as i64 * step_ms, v })
                     .collect();
                 Value::Matrix(vec![Series { labels: Default::default(), samples }])
             }

@@ -10,27 +10,36 @@ use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
 use super::labels_util::{is_stale_nan, NAME};
 use super::types::StepSeries;
 use crate::error::QueryError;
-use crate::model::{Labels, MatchOp, Matcher, SelectHints, Series};
+use crate::model::{SelectHints, Series};
+use tessera_model::{Labels, MatchOp, Matcher};
 
-/// Converts the parser's matchers (plus the metric name, which the parser keeps apart)
-/// into the `Queryable` contract's matcher sets, one per `or` alternative.
-pub(crate) fn matcher_sets(vs: &VectorSelector) -> Vec<Vec<Matcher>> {
-    let conv = |m: &promql_parser::label::Matcher| Matcher {
-        name: m.name.clone(),
-        op: match m.op {
+/// Compiles a selector's matchers (plus the metric name, which promql-parser keeps
+/// apart) into the `Queryable` contract's matcher sets, one per `or` alternative: the
+/// one place the parser's matchers become `tessera_model::Matcher`s, for the engine and
+/// for the API's `match[]` parameters. Each matcher is compiled once and then tested
+/// against every series. promql-parser has already checked the regexes in Rust's
+/// syntax; one that Go's dialect refuses is [`tessera_model::Error::InvalidRegex`].
+pub fn selector_matchers(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>, tessera_model::Error> {
+    let compile = |m: &promql_parser::label::Matcher| {
+        let op = match m.op {
             PMatchOp::Equal => MatchOp::Equal,
             PMatchOp::NotEqual => MatchOp::NotEqual,
             PMatchOp::Re(_) => MatchOp::Regex,
             PMatchOp::NotRe(_) => MatchOp::NotRegex,
-        },
-        value: m.value.clone(),
+        };
+        Matcher::new(&m.name, op, &m.value)
     };
-    let name = vs.name.as_ref().map(|n| Matcher { name: NAME.to_string(), op: MatchOp::Equal, value: n.clone() });
-    let base: Vec<Matcher> = name.into_iter().chain(vs.matchers.matchers.iter().map(conv)).collect();
+    let name = vs.name.as_ref().map(|n| Matcher::equal(NAME, n.as_str()));
+    let base: Vec<Matcher> =
+        name.into_iter().map(Ok).chain(vs.matchers.matchers.iter().map(compile)).collect::<Result<_, _>>()?;
     if vs.matchers.or_matchers.is_empty() {
-        return vec![base];
+        return Ok(vec![base]);
     }
-    vs.matchers.or_matchers.iter().map(|alt| base.iter().cloned().chain(alt.iter().map(conv)).collect()).collect()
+    vs.matchers
+        .or_matchers
+        .iter()
+        .map(|alt| base.iter().cloned().map(Ok).chain(alt.iter().map(compile)).collect())
+        .collect()
 }
 
 impl Evaluator<'_> {
@@ -46,7 +55,7 @@ impl Evaluator<'_> {
         range: i64,
     ) -> Result<Vec<Series>, QueryError> {
         self.ctx.check_interrupt_now()?;
-        let sets = matcher_sets(vs);
+        let sets = selector_matchers(vs).map_err(|e| QueryError::bad_data(e.to_string()))?;
         let ctl = self.ctx.controls();
         let place = self.ctx.selectors.get(&super::hints::key(vs)).cloned().unwrap_or_default();
         let hints = SelectHints {

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use super::parse::{parse_script, Cmd, EvalCmd, Expected, MsgMatch, Point};
 use super::store::{MemStore, TestStore};
 use crate::engine::{Engine, EngineOptions, QueryOptions, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
-use crate::model::Labels;
 use crate::value::{QueryOutput, Value};
+use tessera_model::Labels;
 
 /// One failing `eval`.
 #[derive(Debug, Clone)]

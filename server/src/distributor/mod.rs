@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use tessera_storage::Label;
+use tessera_model::Label;
 use tokio::sync::Semaphore;
 
 use crate::config::{Config, Limits};

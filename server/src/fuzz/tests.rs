@@ -91,7 +91,8 @@ proptest! {
 
 fn promql(text: &str) {
     use std::time::{Duration, Instant};
-    use tessera_query::{Engine, EngineOptions, Labels, QueryOptions};
+    use tessera_model::Labels;
+    use tessera_query::{Engine, EngineOptions, QueryOptions};
     let limits = tessera_query::TextLimits::default();
     if tessera_query::engine::limits::check_text(text, &limits).is_ok() {
         if let Ok(expr) = promql_parser::parser::parse(text) {

@@ -20,8 +20,8 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::json;
+use tessera_model::Matcher;
 use tessera_query::{QueryOptions, Queryable, ReadResult, SelectHints};
-use tessera_storage::Matcher;
 
 use super::{params, AppState};
 use crate::error::{ApiError, JsonError};
@@ -48,17 +48,6 @@ async fn render_off_runtime(f: impl FnOnce() -> Response + Send + 'static) -> Re
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("rendering task failed: {e}")).into())
 }
 
-/// A compiled (validated) matcher as the read trait's.
-pub(super) fn query_matcher(m: &Matcher) -> tessera_query::Matcher {
-    let op = match m.op() {
-        tessera_storage::MatchOp::Equal => tessera_query::MatchOp::Equal,
-        tessera_storage::MatchOp::NotEqual => tessera_query::MatchOp::NotEqual,
-        tessera_storage::MatchOp::Regex => tessera_query::MatchOp::Regex,
-        tessera_storage::MatchOp::NotRegex => tessera_query::MatchOp::NotRegex,
-    };
-    tessera_query::Matcher { name: m.name().to_owned(), op, value: m.value().to_owned() }
-}
-
 /// Runs `read` once per selector (one empty selector when there are none) on the
 /// blocking pool and merges the answers sorted and unique, with every warning once.
 async fn read_union<T, F>(
@@ -68,15 +57,9 @@ async fn read_union<T, F>(
 ) -> Result<ReadResult<Vec<T>>, ApiError>
 where
     T: Ord + Send + 'static,
-    F: Fn(&dyn Queryable, &[tessera_query::Matcher]) -> Result<ReadResult<Vec<T>>, tessera_query::QueryError>
-        + Send
-        + 'static,
+    F: Fn(&dyn Queryable, &[Matcher]) -> Result<ReadResult<Vec<T>>, tessera_query::QueryError> + Send + 'static,
 {
-    let sets: Vec<Vec<tessera_query::Matcher>> = if selectors.is_empty() {
-        vec![Vec::new()]
-    } else {
-        selectors.iter().map(|s| s.iter().map(query_matcher).collect()).collect()
-    };
+    let sets: Vec<Vec<Matcher>> = if selectors.is_empty() { vec![Vec::new()] } else { selectors.to_vec() };
     let r = tokio::task::spawn_blocking(move || -> Result<ReadResult<Vec<T>>, tessera_query::QueryError> {
         let mut out = ReadResult::new(Vec::new());
         for set in &sets {

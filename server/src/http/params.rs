@@ -5,10 +5,9 @@
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap};
 use http_body_util::BodyExt;
-use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::Expr;
+use tessera_model::Matcher;
 use tessera_query::TextLimits;
-use tessera_storage::{MatchOp, Matcher};
 
 use crate::error::ApiError;
 
@@ -98,36 +97,13 @@ pub fn parse_selector(s: &str) -> Result<Vec<Vec<Matcher>>, ApiError> {
     let Expr::VectorSelector(vs) = expr else {
         return Err(ApiError::bad_data(format!("invalid parameter \"match[]\": {s:?} is not a series selector")));
     };
-    let groups: Vec<Vec<promql_parser::label::Matcher>> = if vs.matchers.or_matchers.is_empty() {
-        vec![vs.matchers.matchers.clone()]
-    } else {
-        vs.matchers.or_matchers.clone()
-    };
-    let mut out = Vec::new();
-    for group in groups {
-        let mut ms = Vec::with_capacity(group.len() + 1);
-        if let Some(name) = &vs.name {
-            if !group.iter().any(|m| m.name == "__name__") {
-                ms.push(Matcher::new("__name__", MatchOp::Equal, name).map_err(ApiError::from)?);
-            }
-        }
-        for m in &group {
-            let op = match m.op {
-                PMatchOp::Equal => MatchOp::Equal,
-                PMatchOp::NotEqual => MatchOp::NotEqual,
-                PMatchOp::Re(_) => MatchOp::Regex,
-                PMatchOp::NotRe(_) => MatchOp::NotRegex,
-            };
-            ms.push(Matcher::new(&m.name, op, &m.value).map_err(ApiError::from)?);
-        }
-        if ms.iter().all(|m| m.matches_empty()) {
-            return Err(ApiError::bad_data(format!(
-                "invalid parameter \"match[]\": {s:?} must contain at least one matcher that does not match the empty string"
-            )));
-        }
-        out.push(ms);
+    let sets = tessera_query::selector_matchers(&vs).map_err(ApiError::from)?;
+    if sets.iter().any(|set| set.iter().all(|m| m.matches_empty())) {
+        return Err(ApiError::bad_data(format!(
+            "invalid parameter \"match[]\": {s:?} must contain at least one matcher that does not match the empty string"
+        )));
     }
-    Ok(out)
+    Ok(sets)
 }
 
 /// The tenant of a request: `X-Scope-OrgID`, or `anonymous`. Tenant IDs follow the

@@ -32,7 +32,8 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 use futures::future::BoxFuture;
-use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
+use tessera_model::Labels;
+use tessera_query::{QueryError, QueryOutput, Queryable};
 
 pub use engine::engine_for;
 pub use exec::QueryControl;

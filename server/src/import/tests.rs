@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tessera_storage::{MatchOp, Matcher, SeriesSamples};
+use tessera_model::{MatchOp, Matcher};
+use tessera_storage::SeriesSamples;
 
 use super::*;
 

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use prost::Message as _;
 use tessera_model::canonical_float;
+use tessera_model::{Label, Sample};
 use tessera_proto::{prometheus, v2};
-use tessera_storage::{Label, Sample};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::validate::{describe, validate_labels, METRIC_NAME};

@@ -6,7 +6,7 @@
 //! without empty values (an empty value means "label absent" in Prometheus' model).
 //! Errors are sentences that say what is wrong, for the 400 body.
 
-use tessera_storage::Label;
+use tessera_model::Label;
 
 use crate::config::{Limits, NameValidation};
 use crate::shards::TENANT_LABEL;

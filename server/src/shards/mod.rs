@@ -25,9 +25,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_storage::{
-    Engine, EngineConfig, Interrupt, Label, MatchOp, Matcher, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats,
-};
+use tessera_model::{Label, Labels, Matcher, Sample};
+use tessera_storage::{Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesSamples, Stats};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{classify, ShardError, ShardErrorKind};
@@ -321,7 +320,7 @@ impl Shards {
                             // Labels are cloned only for this one series, never on the
                             // happy path.
                             let mut labels = stored[orig].0.clone();
-                            strip_tenant(&mut labels);
+                            labels.retain(|l| l.name != TENANT_LABEL);
                             out.first_rejection =
                                 Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
                         }
@@ -358,14 +357,14 @@ impl Shards {
         let parts = self.fan_out(stop, move |e, stop| e.select_until(&ms, mint, maxt, stop)).await?;
         let mut out: Vec<SeriesSamples> = parts.into_iter().flatten().collect();
         for s in &mut out {
-            strip_tenant(&mut s.labels);
+            s.labels = strip_tenant(std::mem::take(&mut s.labels));
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }
 
     /// Label sets of `tenant`'s series matching `matchers` with data in `[mint, maxt]`.
-    pub async fn series(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+    pub async fn series(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Labels>> {
         self.series_until(tenant, matchers, mint, maxt, Interrupt::none()).await
     }
 
@@ -377,13 +376,10 @@ impl Shards {
         mint: i64,
         maxt: i64,
         stop: Interrupt,
-    ) -> Result<Vec<Vec<Label>>> {
+    ) -> Result<Vec<Labels>> {
         let ms = Arc::new(tenant_matchers(tenant, matchers)?);
         let parts = self.fan_out(stop, move |e, stop| e.series_until(&ms, mint, maxt, stop)).await?;
-        let mut out: Vec<Vec<Label>> = parts.into_iter().flatten().collect();
-        for s in &mut out {
-            strip_tenant(s);
-        }
+        let mut out: Vec<Labels> = parts.into_iter().flatten().map(strip_tenant).collect();
         out.sort();
         out.dedup();
         Ok(out)
@@ -539,8 +535,8 @@ pub fn with_tenant(tenant: &str, mut labels: Vec<Label>) -> Vec<Label> {
 }
 
 /// Removes the tenant label from a stored label set.
-pub fn strip_tenant(labels: &mut Vec<Label>) {
-    labels.retain(|l| l.name != TENANT_LABEL);
+pub fn strip_tenant(labels: Labels) -> Labels {
+    labels.without(TENANT_LABEL)
 }
 
 /// The user's matchers plus the tenant's equality matcher. A user matcher on
@@ -550,7 +546,7 @@ pub fn tenant_matchers(tenant: &str, matchers: &[Matcher]) -> Result<Vec<Matcher
         return Err(ShardError::bad_data(format!("label name {TENANT_LABEL:?} is reserved and cannot be matched")));
     }
     let mut out = Vec::with_capacity(matchers.len() + 1);
-    out.push(Matcher::new(TENANT_LABEL, MatchOp::Equal, tenant).map_err(ShardError::from)?);
+    out.push(Matcher::equal(TENANT_LABEL, tenant));
     out.extend(matchers.iter().cloned());
     Ok(out)
 }

@@ -12,12 +12,11 @@
 
 use std::sync::Arc;
 
-use tessera_query::{
-    ErrorKind, Labels, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series,
-};
-use tessera_storage::{Interrupt, MatchOp, Matcher};
+use tessera_model::{Labels, Matcher};
+use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series};
+use tessera_storage::Interrupt;
 
-use super::{tenant_matchers, ShardError, ShardErrorKind, ShardId, Shards, TENANT_LABEL};
+use super::{strip_tenant, tenant_matchers, ShardError, ShardErrorKind, ShardId, Shards};
 
 /// A tenant-scoped, synchronous read view of the shards.
 #[derive(Clone)]
@@ -36,12 +35,7 @@ impl TenantView {
 
     /// Runs one of the shards' async index reads to completion from this (blocking)
     /// thread, with the request's deadline and cancel flag.
-    fn index_read<T, F, Fut>(
-        &self,
-        matchers: &[tessera_query::Matcher],
-        ctl: &QueryOptions,
-        f: F,
-    ) -> Result<T, QueryError>
+    fn index_read<T, F, Fut>(&self, matchers: &[Matcher], ctl: &QueryOptions, f: F) -> Result<T, QueryError>
     where
         F: FnOnce(Arc<Shards>, String, Vec<Matcher>, Interrupt) -> Fut,
         Fut: std::future::Future<Output = Result<T, ShardError>>,
@@ -49,25 +43,13 @@ impl TenantView {
         let Some(rt) = &self.runtime else {
             return Err(QueryError::internal("index reads of a tenant view need the tokio runtime it was made on"));
         };
-        let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        rt.block_on(f(Arc::clone(&self.shards), self.tenant.clone(), user, stop)).map_err(query_error)
+        rt.block_on(f(Arc::clone(&self.shards), self.tenant.clone(), matchers.to_vec(), stop)).map_err(query_error)
     }
 
     pub fn tenant(&self) -> &str {
         &self.tenant
     }
-}
-
-/// Converts the engine's matcher into a compiled storage matcher.
-fn to_storage_matcher(m: &tessera_query::Matcher) -> Result<Matcher, QueryError> {
-    let op = match m.op {
-        tessera_query::MatchOp::Equal => MatchOp::Equal,
-        tessera_query::MatchOp::NotEqual => MatchOp::NotEqual,
-        tessera_query::MatchOp::Regex => MatchOp::Regex,
-        tessera_query::MatchOp::NotRegex => MatchOp::NotRegex,
-    };
-    Matcher::new(&m.name, op, &m.value).map_err(|e| QueryError::bad_data(e.to_string()))
 }
 
 /// A shard error as the query engine's: every class is kept (an interrupted scan is a
@@ -98,15 +80,14 @@ fn storage_query_error(id: ShardId, e: &tessera_storage::Error) -> QueryError {
 impl Queryable for TenantView {
     fn select(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<SelectResult, QueryError> {
         // The local engines read what the time range says; the other hints are for
         // sources that can push work down.
         let (mint, maxt) = (hints.start, hints.end);
-        let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
-        let ms = tenant_matchers(&self.tenant, &user).map_err(query_error)?;
+        let ms = tenant_matchers(&self.tenant, matchers).map_err(query_error)?;
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
         let engines = &self.shards.engines;
         let parts: Vec<_> = std::thread::scope(|s| {
@@ -120,10 +101,7 @@ impl Queryable for TenantView {
         let mut out = Vec::new();
         for (id, part) in parts {
             let part = part?.map_err(|e| storage_query_error(id, &e))?;
-            for s in part {
-                let samples = s.samples.into_iter().map(|p| tessera_query::Sample { t: p.t, v: p.v }).collect();
-                out.push(Series { labels: to_query_labels(s.labels), samples });
-            }
+            out.extend(part.into_iter().map(|s| Series { labels: strip_tenant(s.labels), samples: s.samples }));
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(SelectResult::new(out))
@@ -131,7 +109,7 @@ impl Queryable for TenantView {
 
     fn series(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
@@ -139,12 +117,12 @@ impl Queryable for TenantView {
         let sets = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
             shards.series_until(&tenant, &ms, mint, maxt, stop).await
         })?;
-        Ok(ReadResult::new(sets.into_iter().map(to_query_labels).collect()))
+        Ok(ReadResult::new(sets))
     }
 
     fn label_names(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
@@ -158,7 +136,7 @@ impl Queryable for TenantView {
     fn label_values(
         &self,
         name: &str,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
@@ -169,16 +147,4 @@ impl Queryable for TenantView {
         })?;
         Ok(ReadResult::new(values))
     }
-}
-
-/// A stored label set as the engine's, without the tenant label. Storage labels are
-/// sorted and unique; dropping one keeps them so.
-fn to_query_labels(labels: Vec<tessera_storage::Label>) -> Labels {
-    Labels::from_sorted(
-        labels
-            .into_iter()
-            .filter(|l| l.name != TENANT_LABEL)
-            .map(|l| tessera_query::Label { name: l.name, value: l.value })
-            .collect(),
-    )
 }

@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
+use tessera_model::{Label, MatchOp, Matcher, Sample};
 use tessera_query::Queryable;
-use tessera_storage::{EngineConfig, Label, MatchOp, Matcher, Sample};
+use tessera_storage::EngineConfig;
 
 use super::*;
 
@@ -104,8 +105,7 @@ async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     shards.push("b", vec![series("b", &[("__name__", "up"), ("job", "n")], &[(10, 9.0)])]).await.expect("push");
     let view = shards.tenant_view("a");
     let got = tokio::task::spawn_blocking(move || {
-        let m =
-            tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let m = tessera_model::Matcher::equal("__name__", "up");
         view.select(&[m], &tessera_query::SelectHints::range(0, 100), &Default::default())
     })
     .await
@@ -163,8 +163,7 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
     shards.push("a", vec![series("a", &[("__name__", "up")], &[(10, 1.0)])]).await.expect("push");
     let view = shards.tenant_view("a");
     let err = tokio::task::spawn_blocking(move || {
-        let m =
-            tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let m = tessera_model::Matcher::equal("__name__", "up");
         let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
         view.select(&[m], &tessera_query::SelectHints::range(0, 100), &ctl)
     })
@@ -241,8 +240,7 @@ async fn tenant_view_serves_series_label_names_and_values_through_the_read_trait
     let (series, names, values) = tokio::task::spawn_blocking(move || {
         let hints = tessera_query::SelectHints::range(0, 100);
         let ctl = tessera_query::QueryOptions::default();
-        let up =
-            [tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() }];
+        let up = [tessera_model::Matcher::equal("__name__", "up")];
         (
             view.series(&up, &hints, &ctl).expect("series").data,
             view.label_names(&[], &hints, &ctl).expect("names").data,

@@ -5,7 +5,8 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::{MatchOp, RejectReason, WalFsync};
+use crate::{RejectReason, WalFsync};
+use tessera_model::{Label, MatchOp};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -52,6 +53,24 @@ fn in_order_appends_read_back_across_chunk_cuts() {
     let ms = [m("gpu", MatchOp::Equal, "0")];
     let r = e.select(&ms, samples[10].t, samples[20].t).expect("select");
     assert_eq!(r[0].samples, samples[10..=20].to_vec());
+}
+
+#[test]
+fn an_append_with_unsorted_or_duplicate_label_names_is_refused_whole() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let good = labels(&[("__name__", "a")]);
+    let samples = series_at(1, 1.0);
+    for bad in [
+        vec![Label::new("job", "x"), Label::new("__name__", "a")],
+        vec![Label::new("__name__", "a"), Label::new("__name__", "b")],
+    ] {
+        let batch =
+            [SeriesAppend { labels: &good, samples: &samples }, SeriesAppend { labels: &bad, samples: &samples }];
+        let err = e.append(&batch).expect_err("unsorted labels");
+        assert!(matches!(err, Error::InvalidInput(ref m) if m.contains("sorted and unique")), "{err}");
+    }
+    assert!(e.select(&[], i64::MIN, i64::MAX).expect("select").is_empty(), "nothing of the batch stored");
 }
 
 #[test]
@@ -335,7 +354,7 @@ proptest! {
             let (lo, hi) = (*a.min(b), *a.max(b));
             let got: BTreeSet<Vec<Label>> = e
                 .series(ms, i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1)
-                .expect("series").into_iter().collect();
+                .expect("series").into_iter().map(tessera_model::Labels::into_vec).collect();
             let want = model_select(&sets, ms, lo, hi);
             prop_assert_eq!(&got, &want, "matchers {:?} days {}..={}", ms, lo, hi);
             // Label names and values come from the index and agree with the same model.

@@ -12,7 +12,7 @@ fn selector_with_metric_name_gets_a_name_matcher() {
     let sel = parse_selector("up{job=~\"n.*\"}").expect("parses");
     assert_eq!(sel.len(), 1);
     assert_eq!(sel[0][0].name(), "__name__");
-    assert_eq!(sel[0][1].op(), MatchOp::Regex);
+    assert_eq!(sel[0][1].op(), tessera_model::MatchOp::Regex);
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //! - timestamps are unix seconds written from integer milliseconds (`1435781451.781`,
 //!   `1435781451.5` is written `1435781451.500`), never through a float.
 
-use tessera_query::{Labels, Sample, Series, Value, VectorElem};
+use tessera_model::{Labels, Sample};
+use tessera_query::{Series, Value, VectorElem};
 
 /// Appends `s` as a JSON string literal with Go's escaping.
 pub fn write_str(out: &mut String, s: &str) {

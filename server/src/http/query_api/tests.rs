@@ -11,9 +11,8 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use tessera_query::{
-    ErrorKind, Labels, MatchOp, Matcher, QueryError, QueryOutput, Queryable, Sample, Series, Value, VectorElem,
-};
+use tessera_model::{Labels, Matcher, Sample};
+use tessera_query::{ErrorKind, QueryError, QueryOutput, Queryable, Series, Value, VectorElem};
 use tower::ServiceExt;
 
 use super::json::{format_float, write_str, write_timestamp};
@@ -42,16 +41,7 @@ impl Queryable for MemQueryable {
         Ok(tessera_query::ReadResult::new(
             self.0
                 .iter()
-                .filter(|s| {
-                    matchers.iter().all(|m| {
-                        let v = s.labels.get(&m.name).unwrap_or("");
-                        match m.op {
-                            MatchOp::Equal => v == m.value,
-                            MatchOp::NotEqual => v != m.value,
-                            _ => false,
-                        }
-                    })
-                })
+                .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(m.name()).unwrap_or(""))))
                 .map(|s| Series {
                     labels: s.labels.clone(),
                     samples: s.samples.iter().copied().filter(|x| x.t >= mint && x.t <= maxt).collect(),
@@ -101,7 +91,7 @@ struct TestEvaluator {
 
 impl TestEvaluator {
     fn select_latest(data: &dyn Queryable, name: &str, t: i64) -> Result<Vec<VectorElem>, QueryError> {
-        let m = [Matcher { name: "__name__".into(), op: MatchOp::Equal, value: name.into() }];
+        let m = [Matcher::equal("__name__", name)];
         Ok(data
             .select(&m, &tessera_query::SelectHints::range(t - 300_000, t), &Default::default())?
             .data

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use tessera_query::Labels;
+use tessera_model::Labels;
 
 use super::json::{write_str, ObjectWriter};
 
