@@ -49,6 +49,7 @@ impl Labels {
     }
 
     /// The value of label `name`, if present.
+    #[inline]
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.binary_search_by(|l| l.name.as_str().cmp(name)).ok().map(|i| self.0[i].value.as_str())
     }
@@ -61,22 +62,27 @@ impl Labels {
         self
     }
 
+    #[inline]
     pub fn iter(&self) -> std::slice::Iter<'_, Label> {
         self.0.iter()
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
+    #[inline]
     pub fn as_slice(&self) -> &[Label] {
         &self.0
     }
 
+    #[inline]
     pub fn into_vec(self) -> Vec<Label> {
         self.0
     }
@@ -86,6 +92,7 @@ impl<'a> IntoIterator for &'a Labels {
     type Item = &'a Label;
     type IntoIter = std::slice::Iter<'a, Label>;
 
+    #[inline]
     fn into_iter(self) -> Self::IntoIter {
         self.0.iter()
     }

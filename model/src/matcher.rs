@@ -161,15 +161,18 @@ impl Matcher {
         Matcher { name, op, value, pattern, matches_empty }
     }
 
+    #[inline]
     pub fn name(&self) -> &str {
         &self.name
     }
 
+    #[inline]
     pub fn op(&self) -> MatchOp {
         self.op
     }
 
     /// The value or regex as the user wrote it.
+    #[inline]
     pub fn value(&self) -> &str {
         &self.value
     }
@@ -181,18 +184,21 @@ impl Matcher {
     }
 
     /// Whether a series without this label is selected.
+    #[inline]
     pub fn matches_empty(&self) -> bool {
         self.matches_empty
     }
 
     /// Whether the operator is `!=` or `!~`: the matcher selects what its
     /// [`Matcher::pattern`] does not match.
+    #[inline]
     pub fn is_negated(&self) -> bool {
         matches!(self.op, MatchOp::NotEqual | MatchOp::NotRegex)
     }
 
     /// The positive predicate, for an index that looks values up by
     /// [`Pattern::scan`] and negates the result itself when [`Matcher::is_negated`].
+    #[inline]
     pub fn pattern(&self) -> &Pattern {
         &self.pattern
     }

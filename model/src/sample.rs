@@ -9,6 +9,7 @@ pub struct Sample {
 }
 
 impl Sample {
+    #[inline]
     pub fn new(t: i64, v: f64) -> Sample {
         Sample { t, v }
     }

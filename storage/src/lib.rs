@@ -13,6 +13,11 @@
 //!   `Err`; `Err` means the storage itself failed (the sender should retry).
 //! - `Engine::select(&self, &[Matcher], mint, maxt) -> Result<Vec<SeriesSamples>>`:
 //!   samples with `mint <= t <= maxt`, in time order, one entry per series, labels sorted.
+//!
+//! Labels, samples and matchers are `tessera_model`'s (shared with the query engine):
+//! `SeriesAppend` takes `&[Label]` sorted by name with unique names (refused otherwise),
+//! reads answer `Labels`, and the index looks values up through the matcher's
+//! `Pattern::scan` plan.
 //! - `Engine::label_names` / `Engine::label_values` / `Engine::series` read the index only.
 //! - The `*_until` variants of those reads take an [`Interrupt`] (deadline, cancel flag)
 //!   and stop with `Error::Interrupted` when it fires.

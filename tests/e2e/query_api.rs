@@ -142,7 +142,7 @@ fn float_with_the_internal_marker_nan_payload_is_evaluated_as_a_float() {
     }
 }
 
-/// Selectors go through the storage matcher and `label_replace` through the engine; both
+/// Selectors go through the storage index and `label_replace` through the engine; both
 /// read regexes as Go's RE2 does, so `\d` matches the ASCII digit 3 and not the
 /// Arabic-Indic digit three, as in Prometheus.
 #[test]

@@ -28,7 +28,6 @@ use crate::value::{QueryOutput, Value, VectorElem};
 use eval::{Ctx, Evaluator};
 use types::Val;
 
-pub use labels_util::{is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 pub use limits::TextLimits;
 pub use selector::selector_matchers;
 

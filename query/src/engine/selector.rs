@@ -7,11 +7,10 @@ use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{MatrixSelector, VectorSelector};
 
 use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
-use super::labels_util::{is_stale_nan, NAME};
 use super::types::StepSeries;
 use crate::error::QueryError;
 use crate::model::{SelectHints, Series};
-use tessera_model::{Labels, MatchOp, Matcher};
+use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, METRIC_NAME};
 
 /// Compiles a selector's matchers (plus the metric name, which promql-parser keeps
 /// apart) into the `Queryable` contract's matcher sets, one per `or` alternative: the
@@ -29,7 +28,7 @@ pub fn selector_matchers(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>, tesse
         };
         Matcher::new(&m.name, op, &m.value)
     };
-    let name = vs.name.as_ref().map(|n| Matcher::equal(NAME, n.as_str()));
+    let name = vs.name.as_ref().map(|n| Matcher::equal(METRIC_NAME, n.as_str()));
     let base: Vec<Matcher> =
         name.into_iter().map(Ok).chain(vs.matchers.matchers.iter().map(compile)).collect::<Result<_, _>>()?;
     if vs.matchers.or_matchers.is_empty() {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::promqltest::MemStore;
-use tessera_model::{Labels, Sample};
+use tessera_model::{Labels, Sample, STALE_NAN_BITS};
 
 fn store() -> MemStore {
     let mut s = MemStore::new();

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_script, Cmd, EvalCmd, Expected, MsgMatch, Point};
 use super::store::{MemStore, TestStore};
-use crate::engine::{Engine, EngineOptions, QueryOptions, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
+use crate::engine::{Engine, EngineOptions, QueryOptions};
 use crate::value::{QueryOutput, Value};
-use tessera_model::Labels;
+use tessera_model::{Labels, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 
 /// One failing `eval`.
 #[derive(Debug, Clone)]

@@ -22,12 +22,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::Message as _;
-use tessera_model::canonical_float;
-use tessera_model::{Label, Sample};
+use tessera_model::{canonical_float, Label, Sample, METRIC_NAME};
 use tessera_proto::{prometheus, v2};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::validate::{describe, validate_labels, METRIC_NAME};
+use super::validate::{describe, validate_labels};
 use crate::config::Limits;
 use crate::error::{ApiError, ErrorKind};
 use crate::metadata::MetadataEntry;
