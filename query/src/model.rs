@@ -71,8 +71,11 @@ pub type SelectResult = ReadResult<Vec<Series>>;
 pub trait Queryable: Send + Sync {
     /// Every series matching all `matchers`, with its samples
     /// `hints.start <= t <= hints.end` (milliseconds, both inclusive) in time order.
-    /// Series with no sample in the range may be omitted. Stale markers (NaN with bits
-    /// `0x7ff0000000000002`) are returned as stored; the engine interprets them.
+    /// The matchers come compiled (regexes and fast paths built once per selector); a
+    /// source tests label values with `Matcher::matches` or plans index lookups with
+    /// `Matcher::pattern`. Series with no sample in the range may be omitted. Stale
+    /// markers (NaN with bits `0x7ff0000000000002`) are returned as stored; the engine
+    /// interprets them.
     fn select(
         &self,
         matchers: &[Matcher],
