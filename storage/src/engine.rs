@@ -2,7 +2,7 @@
 //!
 //! Write path: `append` → (head lock) resolve/create series, apply samples with
 //! Prometheus semantics (`head.rs`) → WAL record written (`wal/`) → RocksDB batch of cut
-//! chunks, new series and postings (`keys.rs`) → (head lock released) group-commit fsync
+//! chunks, new series and postings (`persist.rs`) → (head lock released) group-commit fsync
 //! → ack. Read path: `select` → day-clamped postings (`index.rs`) → head snapshot →
 //! persisted chunks (`read.rs`) → merged, de-duplicated samples.
 //!
@@ -39,6 +39,7 @@ use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
 use crate::matcher::Matcher;
+use crate::persist::{self, Batch};
 use crate::read;
 use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
 use crate::wal::{self, record, Damage, TornTail, Wal};
@@ -203,7 +204,7 @@ impl Engine {
                 return Err(Error::corrupt("wal record", format!("unknown record type {typ}")));
             }
             let (series, samples) = record::decode_batch(payload)?;
-            let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
+            let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, seg);
             for e in series {
                 let mut enc = Vec::new();
                 labels_codec::encode_labels(&e.labels, &mut enc);
@@ -221,7 +222,7 @@ impl Engine {
                         }
                         Some(_) => return Err(other_labels()),
                         None => {
-                            put_series(&self.db, &mut ctx.batch, e.id, hash, &enc)?;
+                            ctx.sink.put_series(e.id, hash, &enc)?;
                             head.insert(e.id, hash, MemSeries::new(enc.into_boxed_slice(), true));
                             rep.series_created += 1;
                         }
@@ -248,7 +249,7 @@ impl Engine {
                 };
                 // One attempt per series and replay: a failed read is not retried per sample.
                 if !s.warm && !s.warm_failure_logged {
-                    if let Err(e) = ctx.warm(x.id, s) {
+                    if let Err(e) = warm(&self.db, &self.cfg, x.id, s) {
                         // The WAL holds acknowledged samples; keep them even though the
                         // series' stored chunks cannot be read. The series stays cold, so
                         // live writes to it are refused until its chunks read again.
@@ -263,7 +264,7 @@ impl Engine {
             }
             rep.records += 1;
             rep.samples += samples.len() as u64;
-            finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+            finish_ctx(&mut head, ctx, &self.counters)?;
             rep.series_evicted += self.sweep_if_due(&mut head, seg, false)? as u64;
             Ok(())
         })?;
@@ -300,7 +301,7 @@ impl Engine {
 
         let mut report = AppendReport::default();
         let mut head = self.head.lock();
-        let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
+        let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut accepted: Vec<record::SampleEntry> = Vec::with_capacity(batch.iter().map(|s| s.samples.len()).sum());
         let mut sorted: Vec<Sample> = Vec::new();
@@ -343,7 +344,7 @@ impl Engine {
                         if id == u32::MAX {
                             return Err(Error::SeriesIdsExhausted);
                         }
-                        put_series(&self.db, &mut ctx.batch, id, hash, enc)?;
+                        ctx.sink.put_series(id, hash, enc)?;
                         head.insert(id, hash, MemSeries::new(enc.into(), true));
                         new_series.push((id, enc.to_vec()));
                         id
@@ -354,7 +355,7 @@ impl Engine {
                 // samples are refused: nothing was changed for it, so nothing is undone.
                 let series =
                     head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
-                if let Err(e) = ctx.warm(id, series) {
+                if let Err(e) = warm(&self.db, &self.cfg, id, series) {
                     let cause: Arc<str> = read::unreadable(&series.labels, &e).to_string().into();
                     if !series.warm_failure_logged {
                         series.warm_failure_logged = true;
@@ -403,7 +404,7 @@ impl Engine {
             self.wal.poison(cause);
             return Err(e);
         }
-        if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
+        if let Err(e) = finish_ctx(&mut head, ctx, &self.counters) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
             // now disagree, so stop taking writes (replay on reopen repairs it).
             let cause = format!("a RocksDB write failed after the WAL record was written: {}", e.chain());
@@ -444,7 +445,7 @@ impl Engine {
         if self.cfg.wal_max_bytes > 0 && self.wal.bytes() > self.cfg.wal_max_bytes {
             let oldest = pinned_segment(head).unwrap_or(new_seg);
             let cut_below = oldest + (new_seg - oldest).div_ceil(2).max(1);
-            let mut ctx = Ctx::new(&self.db, &self.cfg, new_seg);
+            let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, new_seg);
             let mut forced = 0u64;
             for (&id, s) in head.series.iter_mut() {
                 if s.open_len() > 0 && s.open_seg < cut_below {
@@ -452,7 +453,7 @@ impl Engine {
                     forced += 1;
                 }
             }
-            finish_ctx(&self.db, head, ctx, &self.counters)?;
+            finish_ctx(head, ctx, &self.counters)?;
             tracing::info!(forced, cut_below, "storage: WAL over budget, wrote open chunks early");
         }
         let keep_from = pinned_segment(head).unwrap_or(new_seg);
@@ -660,11 +661,11 @@ impl Engine {
     pub fn flush(&self) -> Result<()> {
         self.wal.check_poisoned()?;
         let mut head = self.head.lock();
-        let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
+        let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         for (&id, s) in head.series.iter_mut() {
             ctx.cut(id, s)?;
         }
-        finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+        finish_ctx(&mut head, ctx, &self.counters)?;
         let new_seg = self.wal.rotate()?;
         let cfs: Vec<_> = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META]
             .iter()
@@ -761,13 +762,13 @@ impl Engine {
             .map(|(&id, _)| id)
             .collect();
         if !victims.is_empty() {
-            let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
+            let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, seg);
             for &id in &victims {
                 if let Some(s) = head.get_mut(id) {
                     ctx.cut(id, s)?;
                 }
             }
-            finish_ctx(&self.db, head, ctx, &self.counters)?;
+            finish_ctx(head, ctx, &self.counters)?;
             for &id in &victims {
                 head.remove(id);
             }
@@ -890,15 +891,18 @@ fn parse_series_hash_id(k: &[u8]) -> Result<u32> {
     Ok(u32::from_be_bytes(id))
 }
 
-fn put_series(db: &DB, batch: &mut WriteBatch, id: u32, hash: u64, enc: &[u8]) -> Result<()> {
-    batch.put_cf(cf(db, CF_SERIES)?, keys::series_key(id), enc);
-    batch.put_cf(cf(db, CF_SERIES_BY_HASH)?, keys::series_hash_key(hash, id), []);
+/// Warms a cold series with its stored recent chunks; on a read error the series is
+/// left exactly as it was, still cold, and the next call tries again.
+fn warm(db: &DB, cfg: &EngineConfig, id: u32, s: &mut MemSeries) -> Result<()> {
+    if !s.warm {
+        s.warm_from(persist::load_recent(db, id, cfg.out_of_order_window_ms)?);
+    }
     Ok(())
 }
 
 /// Applies one sample to series `id` and indexes its day. The caller has warmed the
 /// series (or, in replay, tried to).
-fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Result<Outcome> {
+fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_, Batch<'_>>, id: u32, t: i64, v: f64) -> Result<Outcome> {
     let s =
         head.get_mut(id).ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
     let out = ctx.apply(id, s, t, v)?;
@@ -912,17 +916,9 @@ fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Re
 }
 
 /// Writes a context's RocksDB batch (chunks, series, postings) and folds its counters.
-fn finish_ctx(db: &DB, head: &mut Head, ctx: Ctx<'_>, counters: &Counters) -> Result<()> {
-    let Ctx { mut batch, postings, chunks_written, active_delta, .. } = ctx;
-    if !postings.is_empty() {
-        let pcf = cf(db, CF_POSTINGS)?;
-        for (k, ids) in &postings {
-            batch.merge_cf(pcf, k, db::encode_bitmap(ids));
-        }
-    }
-    if !batch.is_empty() {
-        db.write(batch).map_err(Error::rocks("write batch"))?;
-    }
+fn finish_ctx(head: &mut Head, ctx: Ctx<'_, Batch<'_>>, counters: &Counters) -> Result<()> {
+    let Ctx { sink, active_delta, .. } = ctx;
+    let chunks_written = sink.write()?;
     head.active = (head.active as i64 + active_delta).max(0) as u64;
     counters.active_series.store(head.active, Ordering::Relaxed);
     counters.chunks_written.fetch_add(chunks_written, Ordering::Relaxed);

@@ -31,6 +31,7 @@ mod interrupt;
 mod keys;
 mod labels_codec;
 mod matcher;
+mod persist;
 mod read;
 mod types;
 mod varint;
