@@ -313,3 +313,31 @@ fn containers_run_unprivileged_with_resources_and_the_kustomized_image() {
     // namespace.yaml creates.
     assert_eq!(str_of(&r.all("Namespace")[0]["metadata"]["name"], "namespace"), r.namespace);
 }
+
+#[test]
+fn network_policy_lets_the_gateways_reach_ingester_grpc_and_anyone_scrape_http() {
+    let r = render();
+    let procs = processes(&r);
+    let np = r.one("NetworkPolicy", "tessera-ingester");
+    let (ingester, c, ..) = procs.iter().find(|(.., p, _)| p.role == "ingester").expect("ingester");
+    assert!(labels_match(
+        &np["spec"]["podSelector"]["matchLabels"],
+        &ingester["spec"]["template"]["metadata"]["labels"]
+    ));
+    let rules = list_of(&np["spec"]["ingress"]);
+    let rule_for = |port: u16| {
+        rules
+            .iter()
+            .find(|rule| list_of(&rule["ports"]).iter().any(|p| resolve_port(c, &p["port"]) == port))
+            .unwrap_or_else(|| panic!("no ingress rule for port {port}"))
+    };
+    let grpc = rule_for(container_port(c, "grpc"));
+    let from = list_of(&grpc["from"]);
+    assert!(!from.is_empty(), "gRPC must not be open to every pod");
+    for (w, _, p, _) in &procs {
+        let labels = &w["spec"]["template"]["metadata"]["labels"];
+        let allowed = from.iter().any(|f| labels_match(&f["podSelector"]["matchLabels"], labels));
+        assert!(allowed, "{} cannot reach the ingesters' gRPC", p.name);
+    }
+    assert!(rule_for(container_port(c, "http"))["from"].is_badvalue(), "/metrics must stay scrapeable");
+}
