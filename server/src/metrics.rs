@@ -219,6 +219,14 @@ impl Metrics {
             self.shards_replayed.load(Ordering::Relaxed),
         );
         if let Some(shards) = shards {
+            simple(
+                &mut out,
+                "tessera_storage_reads_in_flight",
+                "Storage reads (one shard's part of a select or index read) running now; at most \
+                 max_blocking_storage_calls.",
+                "gauge",
+                shards.reads_in_flight() as u64,
+            );
             let stats = shards.stats();
             let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 10] = [
                 ("tessera_active_series", "Series with samples in the in-memory head, per shard.", "gauge", |s| {
