@@ -31,7 +31,9 @@ use parking_lot::Mutex;
 use rocksdb::{WriteBatch, DB};
 
 use crate::config::EngineConfig;
-use crate::db::{self, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH};
+use crate::db::{
+    self, Background, CompactionFailure, ALL_CFS, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH,
+};
 use crate::error::{Error, Result};
 use crate::head::{Ctx, Head, MemSeries, Outcome};
 use crate::index::Index;
@@ -41,7 +43,7 @@ use crate::labels_codec;
 use crate::matcher::Matcher;
 use crate::persist::{self, Batch};
 use crate::read;
-use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
+use crate::types::{AppendReport, DamagedFile, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
 use crate::wal::{self, record, Damage, TornTail, Wal};
 
 #[derive(Default)]
@@ -106,6 +108,11 @@ pub struct Engine {
     /// Shared with the chunks compaction filter.
     chunk_drop_before: Arc<AtomicI64>,
     replay: ReplayReport,
+    /// RocksDB's info-log sink: compactions that failed.
+    background: Arc<Background>,
+    /// Files compactions could not read; their column families' automatic compaction
+    /// is stopped (see `handle_background_failures`).
+    damaged: Mutex<Vec<DamagedFile>>,
 }
 
 impl Engine {
@@ -115,7 +122,8 @@ impl Engine {
         let started = Instant::now();
         std::fs::create_dir_all(dir).map_err(Error::io("create data dir", dir))?;
         let chunk_drop_before = Arc::new(AtomicI64::new(i64::MIN));
-        let db = db::open(&dir.join("db"), &config, Arc::clone(&chunk_drop_before))?;
+        let background = Arc::new(Background::new(&dir.join("db")));
+        let db = db::open(&dir.join("db"), &config, Arc::clone(&chunk_drop_before), Arc::clone(&background))?;
         let watermark = load_meta(&db)?;
         let lookback = chunk_lookback(&config);
         chunk_drop_before.store(watermark.saturating_sub(lookback), Ordering::Relaxed);
@@ -134,6 +142,8 @@ impl Engine {
             watermark: AtomicI64::new(watermark),
             chunk_drop_before,
             replay: ReplayReport::default(),
+            background,
+            damaged: Mutex::new(Vec::new()),
         };
         // `Wal::create` started a fresh segment after the existing ones; replay reads
         // the older ones (the fresh one is empty).
@@ -283,6 +293,7 @@ impl Engine {
     /// no-ops).
     pub fn append(&self, batch: &[SeriesAppend<'_>]) -> Result<AppendReport> {
         self.wal.check_poisoned()?;
+        self.handle_background_failures();
         // Validate everything before touching the head, so a bad request changes nothing.
         // All label sets are encoded into one buffer: one allocation per batch instead of
         // one per series (the allocator was the top cost with many distinct series).
@@ -500,8 +511,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs retention now (it also runs on WAL rotation and `flush`).
+    /// Runs retention now (it also runs on WAL rotation and `flush`), and acts on failed
+    /// compactions (`handle_background_failures`).
     pub fn enforce_retention(&self) -> Result<()> {
+        self.handle_background_failures();
         let mut head = self.head.lock();
         self.apply_retention(&mut head)
     }
@@ -660,6 +673,7 @@ impl Engine {
     /// truncates the WAL (afterwards it holds nothing older than this call).
     pub fn flush(&self) -> Result<()> {
         self.wal.check_poisoned()?;
+        self.handle_background_failures();
         let mut head = self.head.lock();
         let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         for (&id, s) in head.series.iter_mut() {
@@ -712,7 +726,105 @@ impl Engine {
             disk_bytes: disk,
             wal_bytes: self.wal.bytes(),
             wal_fsync: self.wal.fsync_stats(),
+            background_errors: self.db.property_int_value("rocksdb.background-errors").ok().flatten().unwrap_or(0),
+            compactions_stopped: self.compactions_stopped() as u64,
         }
+    }
+
+    /// Files that compactions could not read since open (each stopped its column
+    /// family's automatic compaction on this shard).
+    pub fn damaged_files(&self) -> Vec<DamagedFile> {
+        self.damaged.lock().clone()
+    }
+
+    /// Column families whose automatic compaction is stopped.
+    fn compactions_stopped(&self) -> usize {
+        let damaged = self.damaged.lock();
+        if damaged.iter().any(|d| d.column_family.is_none()) {
+            return ALL_CFS.len();
+        }
+        let mut cfs: Vec<&str> = damaged.iter().filter_map(|d| d.column_family.as_deref()).collect();
+        cfs.sort_unstable();
+        cfs.dedup();
+        cfs.len()
+    }
+
+    /// Acts on the compactions RocksDB reported as failed since the last call (cheap
+    /// when there are none; called from the write path, flush and retention, which run
+    /// on blocking threads).
+    ///
+    /// A compaction that read damaged bytes fails again at every retry (about one a
+    /// second, each re-reading its inputs up to the damage), and while it fails the
+    /// column family's level-0 files pile up until RocksDB stops the shard's writes.
+    /// So automatic compaction of that column family is stopped here: writes go on
+    /// (RocksDB applies no level-0 stall to a column family without automatic
+    /// compaction), reads of keys in the damaged blocks fail naming the cause, other
+    /// keys read as before. The cost, until an operator repairs the shard: reads of that
+    /// column family slow down as level-0 files accumulate, and retention no longer
+    /// drops its old data. Other failures (a full disk, say) are logged and left to
+    /// RocksDB's retry.
+    pub fn handle_background_failures(&self) {
+        let failures = self.background.take_new();
+        if failures.is_empty() {
+            return;
+        }
+        let live = match self.db.live_files() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "storage: cannot list RocksDB files");
+                Vec::new()
+            }
+        };
+        for f in failures {
+            if !f.is_corruption() {
+                tracing::error!(dir = %self.dir.display(), cause = %f.cause,
+                    "storage: a RocksDB compaction failed; RocksDB retries it");
+                continue;
+            }
+            let file = f.file_number().and_then(|n| live.iter().find(|l| sst_number(&l.name) == Some(n)));
+            let damaged = DamagedFile {
+                file: f.file.clone(),
+                column_family: file.map(|l| l.column_family_name.clone()),
+                level: file.map(|l| l.level),
+                cause: f.cause.clone(),
+            };
+            self.stop_compaction(&damaged, &f);
+            let mut list = self.damaged.lock();
+            if !list.iter().any(|d| d.file == damaged.file && d.column_family == damaged.column_family) {
+                list.push(damaged);
+            }
+        }
+    }
+
+    /// Stops automatic compaction of `damaged`'s column family (of all of them when the
+    /// file is not known), and says so.
+    fn stop_compaction(&self, damaged: &DamagedFile, failure: &CompactionFailure) {
+        let names: Vec<&str> = match &damaged.column_family {
+            Some(cf) => vec![cf.as_str()],
+            None => ALL_CFS.to_vec(),
+        };
+        for name in &names {
+            let stopped = cf(&self.db, name).and_then(|h| {
+                self.db.set_options_cf(h, &[("disable_auto_compactions", "true")]).map_err(Error::rocks("set options"))
+            });
+            if let Err(e) = stopped {
+                tracing::error!(dir = %self.dir.display(), column_family = name, error = %e.chain(),
+                    "storage: cannot stop automatic compaction");
+            }
+        }
+        tracing::error!(
+            dir = %self.dir.display(),
+            file = failure.file.as_deref().unwrap_or("(not named)"),
+            column_families = ?names,
+            level = ?damaged.level,
+            cause = %failure.cause,
+            "storage: a compaction read a damaged file. Automatic compaction of its column family is stopped \
+             on this shard so that the shard keeps taking writes; series with data in the damaged blocks are \
+             refused on write and fail on read, naming this cause. Until repaired, retention does not drop that \
+             column family's old data and its reads slow down as files accumulate. Repair: stop the server, \
+             restore this shard directory from a backup, or run RocksDB's `ldb --db=<dir> repair` (it moves \
+             unreadable tables to `lost/`, losing all their data) and restart"
+        );
     }
 
     /// Approximate heap bytes held by the head now (maps, series, open and recent
@@ -861,6 +973,11 @@ impl Engine {
     pub fn close(self) -> Result<()> {
         self.flush()
     }
+}
+
+/// The number of a table file from its name as `live_files` gives it (`/000012.sst`).
+fn sst_number(name: &str) -> Option<u64> {
+    Path::new(name).file_name()?.to_str()?.strip_suffix(".sst")?.parse().ok()
 }
 
 fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily> {

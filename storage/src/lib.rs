@@ -43,7 +43,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
 pub use matcher::{MatchOp, Matcher};
 pub use types::{
-    AppendReport, FsyncStats, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats,
+    AppendReport, DamagedFile, FsyncStats, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats,
     FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};
