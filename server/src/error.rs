@@ -12,6 +12,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::distributor::IngestError;
+use crate::ingest::decode::DecodeError;
 use crate::shards::{ShardError, ShardErrorKind};
 
 /// Result alias for request handling.
@@ -102,8 +103,8 @@ impl ApiError {
     /// Prometheus JSON envelope rendering, for the `/api/v1/*` JSON endpoints.
     pub fn into_json_response(self) -> Response {
         let (status, error_type) = status_of(self.kind);
-        // Written with Go's escaping so the bytes match Prometheus' (see query_api/json.rs).
-        let body = crate::http::query_api::json::error_envelope(error_type, &self.message);
+        // Written by the API's one JSON writer, so the bytes match Prometheus'.
+        let body = crate::http::json::error_envelope(error_type, &self.message);
         let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
         self.add_retry_after(&mut resp);
         resp
@@ -139,6 +140,23 @@ impl From<tessera_storage::Error> for ApiError {
     }
 }
 
+impl From<tessera_query::QueryError> for ApiError {
+    /// The engine's error classes are Prometheus' (`promql.ErrQueryCanceled` and so on),
+    /// so they map one to one.
+    fn from(e: tessera_query::QueryError) -> Self {
+        use tessera_query::ErrorKind as Q;
+        let kind = match e.kind {
+            Q::BadData => ErrorKind::BadData,
+            Q::Execution => ErrorKind::Execution,
+            Q::Canceled => ErrorKind::Canceled,
+            Q::Timeout => ErrorKind::Timeout,
+            Q::Unavailable => ErrorKind::Unavailable,
+            Q::Internal => ErrorKind::Internal,
+        };
+        ApiError::new(kind, e.message)
+    }
+}
+
 /// THE mapping of the write path's errors to HTTP: 400 for what a retry cannot fix,
 /// 413 over a per-request limit, 429 + `Retry-After` for the rate limit and the
 /// active-series cap, 503 (+ `Retry-After` when known) when the server cannot write
@@ -156,6 +174,23 @@ impl From<IngestError> for ApiError {
                 ApiError { kind: ErrorKind::Unavailable, message, retry_after_secs }
             }
             IngestError::Internal(message) => ApiError::internal(message),
+        }
+    }
+}
+
+/// A decoding refusal answered by an HTTP front end directly (content negotiation of
+/// remote write, remote read's body): 415 for a message or encoding not read here, 400
+/// for a body that is not one, 413 over a limit, 503 + `Retry-After` while the
+/// server-wide decoding memory is full.
+impl From<DecodeError> for ApiError {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::Unsupported(message) => ApiError::new(ErrorKind::UnsupportedMediaType, message),
+            DecodeError::Invalid(message) => ApiError::bad_data(message),
+            DecodeError::TooLarge(message) => ApiError::new(ErrorKind::TooLarge, message),
+            DecodeError::Busy { message, retry_after_secs } => {
+                ApiError { kind: ErrorKind::Unavailable, message, retry_after_secs: Some(retry_after_secs) }
+            }
         }
     }
 }
