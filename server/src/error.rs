@@ -3,8 +3,9 @@
 //!
 //! Two renderings exist because the two API families expect different bodies: the
 //! remote-write/read endpoints answer with a plain-text, human-readable message (the
-//! spec says senders log it as is), the JSON API with Prometheus' envelope
-//! `{"status":"error","errorType":"bad_data","error":"..."}`.
+//! spec says senders log it as is) ([`TextError`], here), the JSON API with Prometheus'
+//! envelope `{"status":"error","errorType":"bad_data","error":"..."}` ([`JsonError`],
+//! rendered by the API's one JSON writer in `crate::http::json`).
 
 use std::path::PathBuf;
 
@@ -100,17 +101,8 @@ impl ApiError {
         resp
     }
 
-    /// Prometheus JSON envelope rendering, for the `/api/v1/*` JSON endpoints.
-    pub fn into_json_response(self) -> Response {
-        let (status, error_type) = status_of(self.kind);
-        // Written by the API's one JSON writer, so the bytes match Prometheus'.
-        let body = crate::http::json::error_envelope(error_type, &self.message);
-        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        self.add_retry_after(&mut resp);
-        resp
-    }
-
-    fn add_retry_after(&self, resp: &mut Response) {
+    /// Sets `Retry-After` when the error carries one.
+    pub(crate) fn add_retry_after(&self, resp: &mut Response) {
         if let Some(secs) = self.retry_after_secs {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
@@ -202,14 +194,9 @@ impl From<DecodeError> for ApiError {
 // Internal → Internal; and `ShardErrorKind` likewise, Timeout → DeadlineExceeded,
 // Canceled → Cancelled.
 
-/// A JSON-API handler's error: renders [`ApiError`] in Prometheus' envelope.
+/// A JSON-API handler's error: renders [`ApiError`] in Prometheus' envelope (its
+/// `IntoResponse` is in `crate::http::json`, with the rest of the JSON).
 pub struct JsonError(pub ApiError);
-
-impl IntoResponse for JsonError {
-    fn into_response(self) -> Response {
-        self.0.into_json_response()
-    }
-}
 
 impl From<ApiError> for JsonError {
     fn from(e: ApiError) -> Self {

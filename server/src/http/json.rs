@@ -15,6 +15,7 @@
 //! Objects whose Go type is a struct keep the struct's field order ([`ObjectWriter`]);
 //! Go writes maps with sorted keys, so callers pass those sorted.
 
+use crate::error::{status_of, JsonError};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tessera_query::{Labels, Sample, Series, Value, VectorElem};
@@ -214,6 +215,19 @@ impl IntoResponse for ApiSuccess {
     fn into_response(self) -> Response {
         let body = success_envelope(&self.data_json, &self.warnings, &self.infos);
         (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+/// An error of a JSON endpoint, answered in Prometheus' envelope: status and `errorType`
+/// from [`status_of`] (the one mapping), `Retry-After` when the error carries one.
+impl IntoResponse for JsonError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let (status, error_type) = status_of(e.kind);
+        let body = error_envelope(error_type, &e.message);
+        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        e.add_retry_after(&mut resp);
+        resp
     }
 }
 

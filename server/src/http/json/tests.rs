@@ -91,3 +91,13 @@ fn object_writer_keeps_field_order_and_escapes_keys_and_values() {
     o.finish();
     assert_eq!(s, r#"{"type":"gauge","help":"a \u003cb\u003e","n":-3,"ok":true,"x":null,"k\u0026":[]}"#);
 }
+
+#[tokio::test]
+async fn errors_are_answered_in_the_envelope_with_status_type_and_retry_after() {
+    let resp = JsonError(crate::error::ApiError::too_many_requests("over <limit>", 7)).into_response();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(resp.headers()[header::RETRY_AFTER], "7");
+    assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("body");
+    assert_eq!(&body[..], br#"{"status":"error","errorType":"unavailable","error":"over \u003climit\u003e"}"#);
+}
