@@ -17,7 +17,7 @@ pub mod value;
 
 pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, TextLimits};
 pub use error::{ErrorKind, QueryError};
-pub use model::{Queryable, ReadResult, SelectHints, SelectResult, Series};
+pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series};
 pub use value::{QueryOutput, Value, VectorElem};
 
 /// The kernels the micro benchmarks time on their own; not an API.

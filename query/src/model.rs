@@ -42,6 +42,14 @@ impl SelectHints {
     }
 }
 
+/// One select a query will make, announced before evaluation through
+/// [`Queryable::prepare`]: the matchers and hints of a later [`Queryable::select`] call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedSelect {
+    pub matchers: Vec<Matcher>,
+    pub hints: SelectHints,
+}
+
 /// A read's answer plus the warnings of a source that answered partially (a shard or
 /// replica missing when the user allowed partial results), which the API passes on.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -69,6 +77,13 @@ pub type SelectResult = ReadResult<Vec<Series>>;
 /// cancel flag in `ctl`; sources whose reads can take long stop with a timeout or
 /// canceled error.
 pub trait Queryable: Send + Sync {
+    /// Called once per query, before evaluation, with every select evaluation will then
+    /// make, in evaluation order (fewer are made if evaluation stops on an error). A
+    /// remote source starts fetching them all concurrently here and answers the later
+    /// `select` calls from those fetches; a local source reads lazily and ignores it
+    /// (the default), so nothing is held in memory before it is needed.
+    fn prepare(&self, _selects: &[PlannedSelect], _ctl: &crate::QueryOptions) {}
+
     /// Every series matching all `matchers`, with its samples
     /// `hints.start <= t <= hints.end` (milliseconds, both inclusive) in time order.
     /// The matchers come compiled (regexes and fast paths built once per selector); a

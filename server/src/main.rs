@@ -29,6 +29,19 @@ enum Command {
     /// Cluster tools.
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Validate a config file for one role without starting anything; prints
+    /// `ok: ROLE config FILE is valid`, or exits 2 with messages naming the keys to fix.
+    CheckConfig(CheckConfigArgs),
+}
+
+#[derive(Args)]
+struct CheckConfigArgs {
+    /// The role the file is meant for; the cluster roles also need a valid [cluster] table.
+    #[arg(long, value_enum)]
+    role: tessera_server::check_config::Role,
+    /// TOML config file.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -154,6 +167,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve(args),
         Command::Import(args) => import(args),
         Command::Cluster(ClusterCommand::Placement { config }) => cluster_placement(&config),
+        Command::CheckConfig(args) => check_config(&args),
         Command::Promqltest(args) => {
             if tessera_query::promqltest::run_cli(&args.files) == 0 {
                 ExitCode::SUCCESS
@@ -263,6 +277,28 @@ fn cluster_placement(path: &std::path::Path) -> ExitCode {
         Err(e) => {
             eprintln!("error: {}: cluster: {e}", path.display());
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exit 0 with `ok: ...` (plus a summary) or 2 with one `error:` line per problem.
+fn check_config(args: &CheckConfigArgs) -> ExitCode {
+    let (role, file) = (args.role.name(), args.file.display());
+    match tessera_server::check_config::check_file(args.role, &args.file) {
+        Ok(checked) => {
+            println!("ok: {role} config {file} is valid");
+            println!("  {}", checked.summary);
+            for note in checked.notes {
+                eprintln!("note: {file}: {note}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in errors {
+                eprintln!("error: {file}: {e}");
+            }
+            eprintln!("{role} config {file} is NOT valid");
+            ExitCode::from(2)
         }
     }
 }

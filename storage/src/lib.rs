@@ -35,6 +35,7 @@ mod index;
 mod interrupt;
 mod keys;
 mod labels_codec;
+mod persist;
 mod read;
 mod types;
 mod varint;
@@ -45,6 +46,7 @@ pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
 pub use types::{
-    AppendReport, FsyncStats, RejectReason, Rejection, SeriesAppend, SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,
+    AppendReport, DamagedFile, FsyncStats, RejectReason, Rejection, SeriesAppend, SeriesSamples, Stats,
+    FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};

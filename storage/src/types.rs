@@ -129,6 +129,27 @@ pub struct Stats {
     pub wal_bytes: u64,
     /// Latency histogram of the WAL's fsyncs.
     pub wal_fsync: FsyncStats,
+    /// Failed RocksDB background jobs (compactions, flushes) since open: RocksDB's
+    /// `rocksdb.background-errors`.
+    pub background_errors: u64,
+    /// Column families whose automatic compaction is stopped because a compaction read
+    /// a damaged file (see `Engine::damaged_files`).
+    pub compactions_stopped: u64,
+}
+
+/// A RocksDB table file a compaction could not read. Its column family's automatic
+/// compaction is stopped on this shard (writes go on); the file stays in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedFile {
+    /// The file as RocksDB named it (`…/db/000012.sst`), or `None` if its status named none.
+    pub file: Option<String>,
+    /// Column family of the file (`chunks`, `series`, ...), or `None` if the file is not
+    /// among the live ones (then every column family's compaction is stopped).
+    pub column_family: Option<String>,
+    /// LSM level of the file, if known.
+    pub level: Option<i32>,
+    /// RocksDB's status, e.g. `Corruption: block checksum mismatch: ... offset 4096 size 3970`.
+    pub cause: String,
 }
 
 /// Upper bounds, in seconds, of the WAL fsync latency buckets (`+Inf` is implied).

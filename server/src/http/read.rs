@@ -26,6 +26,7 @@ use tessera_model::{MatchOp, Matcher};
 use tessera_proto::prometheus::{self, label_matcher, read_request::ResponseType};
 use tessera_query::{Queryable, SelectHints};
 
+use super::body::{read_bounded, BodyLimit};
 use super::{params, AppState};
 use crate::error::{ApiError, ErrorKind, TextError};
 use crate::ingest::decode;
@@ -67,7 +68,7 @@ async fn serve(
 ) -> Result<Response, ApiError> {
     // The body is read before taking a slot, so a client that sends it slowly (or
     // never) holds no slot, only its connection, until the deadline.
-    let body = super::write::read_body(headers, body, st.config.limits.max_request_bytes).await?;
+    let body = read_bounded(headers, body, &BodyLimit::request(st.config.limits.max_request_bytes)).await?;
     let _slot = tokio::time::timeout_at(deadline, st.read_slots.acquire())
         .await
         .map_err(|_| {

@@ -3,12 +3,11 @@
 //! and the index reads (series, label names and values).
 //!
 //! The trait is synchronous because the engine evaluates on its own thread and the API
-//! calls it from the blocking pool (never a runtime worker). `select` calls the engines
-//! directly, in parallel with `std::thread::scope`: each engine's `select` blocks on
-//! RocksDB reads, and overlapping them is what makes a 16-shard select not 16 times
-//! slower than one. The index reads run the shards' async fan-out on the runtime the
-//! view was made on ([`tokio::runtime::Handle::block_on`] from the blocking thread), so
-//! they stay bounded by the shards' storage slots as before.
+//! calls it from the blocking pool (never a runtime worker). Every method is one of the
+//! shards' blocking reads ([`Shards::select`] and the index reads): the shards' parts run
+//! in parallel (overlapping them is what makes a 16-shard select not 16 times slower
+//! than one), each holding one of the process's storage read slots, and stop at the
+//! request's deadline or cancel. No runtime is needed.
 
 use std::sync::Arc;
 
@@ -16,35 +15,30 @@ use tessera_model::{Labels, Matcher};
 use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series};
 use tessera_storage::Interrupt;
 
-use super::{strip_tenant, tenant_matchers, ShardError, ShardErrorKind, ShardId, Shards};
+use super::{ShardError, ShardErrorKind, Shards};
 
 /// A tenant-scoped, synchronous read view of the shards.
 #[derive(Clone)]
 pub struct TenantView {
     shards: Arc<Shards>,
     tenant: String,
-    /// The runtime the view was made on, for the index reads; `None` when made outside
-    /// one (then only `select` works).
-    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl TenantView {
     pub fn new(shards: Arc<Shards>, tenant: &str) -> Self {
-        TenantView { shards, tenant: tenant.to_owned(), runtime: tokio::runtime::Handle::try_current().ok() }
+        TenantView { shards, tenant: tenant.to_owned() }
     }
 
-    /// Runs one of the shards' async index reads to completion from this (blocking)
-    /// thread, with the request's deadline and cancel flag.
-    fn index_read<T, F, Fut>(&self, matchers: &[Matcher], ctl: &QueryOptions, f: F) -> Result<T, QueryError>
-    where
-        F: FnOnce(Arc<Shards>, String, Vec<Matcher>, Interrupt) -> Fut,
-        Fut: std::future::Future<Output = Result<T, ShardError>>,
-    {
-        let Some(rt) = &self.runtime else {
-            return Err(QueryError::internal("index reads of a tenant view need the tokio runtime it was made on"));
-        };
+    /// Runs one of the shards' blocking reads with the user's matchers and the request's
+    /// deadline and cancel flag.
+    fn read<T>(
+        &self,
+        matchers: &[Matcher],
+        ctl: &QueryOptions,
+        f: impl FnOnce(&Shards, &str, &[Matcher], &Interrupt) -> Result<T, ShardError>,
+    ) -> Result<T, QueryError> {
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        rt.block_on(f(Arc::clone(&self.shards), self.tenant.clone(), matchers.to_vec(), stop)).map_err(query_error)
+        f(&self.shards, &self.tenant, matchers, &stop).map_err(query_error)
     }
 
     pub fn tenant(&self) -> &str {
@@ -66,17 +60,6 @@ pub(crate) fn query_error(e: ShardError) -> QueryError {
     QueryError::new(kind, e.message)
 }
 
-/// A storage error of shard `id` as the query engine's, classified by [`super::classify`].
-fn storage_query_error(id: ShardId, e: &tessera_storage::Error) -> QueryError {
-    let mut err = query_error(ShardError::from_storage(Some(id), e));
-    match err.kind {
-        ErrorKind::Timeout => err.message = format!("query timed out in storage (shard {id}): {e}"),
-        ErrorKind::Canceled => err.message = format!("query was canceled in storage (shard {id})"),
-        _ => {}
-    }
-    err
-}
-
 impl Queryable for TenantView {
     fn select(
         &self,
@@ -87,23 +70,11 @@ impl Queryable for TenantView {
         // The local engines read what the time range says; the other hints are for
         // sources that can push work down.
         let (mint, maxt) = (hints.start, hints.end);
-        let ms = tenant_matchers(&self.tenant, matchers).map_err(query_error)?;
-        let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        let engines = &self.shards.engines;
-        let parts: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> =
-                engines.iter().map(|(id, e)| (*id, s.spawn(|| e.select_until(&ms, mint, maxt, &stop)))).collect();
-            handles
-                .into_iter()
-                .map(|(id, h)| (id, h.join().map_err(|_| QueryError::internal("a shard's select thread panicked"))))
-                .collect()
-        });
-        let mut out = Vec::new();
-        for (id, part) in parts {
-            let part = part?.map_err(|e| storage_query_error(id, &e))?;
-            out.extend(part.into_iter().map(|s| Series { labels: strip_tenant(s.labels), samples: s.samples }));
-        }
-        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let stored =
+            self.read(matchers, ctl, |shards, tenant, ms, stop| shards.select(tenant, ms, mint, maxt, stop))?;
+        // `Shards::select` stripped the tenant label and sorted them by the remaining
+        // labels: the query order.
+        let out = stored.into_iter().map(|s| Series { labels: s.labels, samples: s.samples }).collect();
         Ok(SelectResult::new(out))
     }
 
@@ -114,9 +85,7 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let sets = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
-            shards.series_until(&tenant, &ms, mint, maxt, stop).await
-        })?;
+        let sets = self.read(matchers, ctl, |shards, tenant, ms, stop| shards.series(tenant, ms, mint, maxt, stop))?;
         Ok(ReadResult::new(sets))
     }
 
@@ -127,9 +96,8 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let names = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
-            shards.label_names_until(&tenant, &ms, mint, maxt, stop).await
-        })?;
+        let names =
+            self.read(matchers, ctl, |shards, tenant, ms, stop| shards.label_names(tenant, ms, mint, maxt, stop))?;
         Ok(ReadResult::new(names))
     }
 
@@ -141,10 +109,8 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let name = name.to_owned();
-        let values = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
-            shards.label_values_until(&tenant, &name, &ms, mint, maxt, stop).await
-        })?;
+        let values = self
+            .read(matchers, ctl, |shards, tenant, ms, stop| shards.label_values(tenant, name, ms, mint, maxt, stop))?;
         Ok(ReadResult::new(values))
     }
 }
