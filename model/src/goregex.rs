@@ -9,8 +9,9 @@
 //!
 //! [`translate`] rewrites a Go pattern into an equivalent Rust pattern; everything else is
 //! passed through unchanged. Every place that compiles a user's regex goes through
-//! [`compile_anchored`]: the storage matcher, the promqltest store and `label_replace`,
-//! so a selector and `label_replace` agree on what `\d` means.
+//! [`compile_anchored`]: [`crate::Matcher`] (selectors, wherever they are applied:
+//! the storage index, the promqltest store) and `label_replace`, so a selector and
+//! `label_replace` agree on what `\d` means.
 
 use regex::Regex;
 

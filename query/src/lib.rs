@@ -15,9 +15,9 @@ pub mod model;
 pub mod promqltest;
 pub mod value;
 
-pub use engine::{Engine, EngineOptions, QueryOptions, TextLimits};
+pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, TextLimits};
 pub use error::{ErrorKind, QueryError};
-pub use model::{Label, Labels, MatchOp, Matcher, Queryable, ReadResult, Sample, SelectHints, SelectResult, Series};
+pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series};
 pub use value::{QueryOutput, Value, VectorElem};
 
 /// The kernels the micro benchmarks time on their own; not an API.

@@ -1,6 +1,7 @@
 //! The values a PromQL query returns, shaped like Prometheus' API result types.
 
-use crate::model::{Labels, Series};
+use crate::model::Series;
+use tessera_model::Labels;
 
 /// One element of an instant vector: a series' labels and its value at `t` (ms).
 #[derive(Debug, Clone, PartialEq)]

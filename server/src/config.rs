@@ -33,9 +33,10 @@ pub struct Config {
     /// the data directory is created (it is recorded there, because the series-to-shard
     /// hash depends on it); starting with a different value is refused.
     pub shards: u32,
-    /// Maximum number of storage calls running at once on the blocking thread pool, per
-    /// kind: this many reads (selects, index reads) and, separately, this many appends,
-    /// so reads can never hold up an acknowledged write. Default 0 = 2 × shards.
+    /// Maximum number of storage calls running at once, per kind: this many shard reads
+    /// (each shard's part of a select, remote read or index read) and, separately, this
+    /// many appends, so reads can never hold up an acknowledged write. Default 0 =
+    /// 2 × shards.
     pub max_blocking_storage_calls: usize,
     /// Seconds to wait for in-flight requests on SIGTERM/SIGINT before flushing and
     /// exiting anyway. Default 30. 0 = wait without limit.

@@ -3,8 +3,9 @@
 //!
 //! Two renderings exist because the two API families expect different bodies: the
 //! remote-write/read endpoints answer with a plain-text, human-readable message (the
-//! spec says senders log it as is), the JSON API with Prometheus' envelope
-//! `{"status":"error","errorType":"bad_data","error":"..."}`.
+//! spec says senders log it as is) ([`TextError`], here), the JSON API with Prometheus'
+//! envelope `{"status":"error","errorType":"bad_data","error":"..."}` ([`JsonError`],
+//! rendered by the API's one JSON writer in `crate::http::json`).
 
 use std::path::PathBuf;
 
@@ -12,6 +13,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use crate::distributor::IngestError;
+use crate::ingest::decode::DecodeError;
 use crate::shards::{ShardError, ShardErrorKind};
 
 /// Result alias for request handling.
@@ -99,17 +101,8 @@ impl ApiError {
         resp
     }
 
-    /// Prometheus JSON envelope rendering, for the `/api/v1/*` JSON endpoints.
-    pub fn into_json_response(self) -> Response {
-        let (status, error_type) = status_of(self.kind);
-        // Written with Go's escaping so the bytes match Prometheus' (see query_api/json.rs).
-        let body = crate::http::query_api::json::error_envelope(error_type, &self.message);
-        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
-        self.add_retry_after(&mut resp);
-        resp
-    }
-
-    fn add_retry_after(&self, resp: &mut Response) {
+    /// Sets `Retry-After` when the error carries one.
+    pub(crate) fn add_retry_after(&self, resp: &mut Response) {
         if let Some(secs) = self.retry_after_secs {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
@@ -132,10 +125,35 @@ impl From<ShardError> for ApiError {
     }
 }
 
+impl From<tessera_model::Error> for ApiError {
+    /// A matcher the user wrote that cannot be built (a regex Go's RE2 refuses): 400,
+    /// naming the label and the regex, with the regex parser's reason.
+    fn from(e: tessera_model::Error) -> Self {
+        ApiError::bad_data(e.chain())
+    }
+}
+
 impl From<tessera_storage::Error> for ApiError {
     /// Classified like every shard error (see `From<ShardError>`).
     fn from(e: tessera_storage::Error) -> Self {
         ShardError::from(e).into()
+    }
+}
+
+impl From<tessera_query::QueryError> for ApiError {
+    /// The engine's error classes are Prometheus' (`promql.ErrQueryCanceled` and so on),
+    /// so they map one to one.
+    fn from(e: tessera_query::QueryError) -> Self {
+        use tessera_query::ErrorKind as Q;
+        let kind = match e.kind {
+            Q::BadData => ErrorKind::BadData,
+            Q::Execution => ErrorKind::Execution,
+            Q::Canceled => ErrorKind::Canceled,
+            Q::Timeout => ErrorKind::Timeout,
+            Q::Unavailable => ErrorKind::Unavailable,
+            Q::Internal => ErrorKind::Internal,
+        };
+        ApiError::new(kind, e.message)
     }
 }
 
@@ -160,6 +178,23 @@ impl From<IngestError> for ApiError {
     }
 }
 
+/// A decoding refusal answered by an HTTP front end directly (content negotiation of
+/// remote write, remote read's body): 415 for a message or encoding not read here, 400
+/// for a body that is not one, 413 over a limit, 503 + `Retry-After` while the
+/// server-wide decoding memory is full.
+impl From<DecodeError> for ApiError {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::Unsupported(message) => ApiError::new(ErrorKind::UnsupportedMediaType, message),
+            DecodeError::Invalid(message) => ApiError::bad_data(message),
+            DecodeError::TooLarge(message) => ApiError::new(ErrorKind::TooLarge, message),
+            DecodeError::Busy { message, retry_after_secs } => {
+                ApiError { kind: ErrorKind::Unavailable, message, retry_after_secs: Some(retry_after_secs) }
+            }
+        }
+    }
+}
+
 // The gRPC front end maps the same errors in a sibling function here, e.g.
 // `fn grpc_code_of(&IngestError) -> tonic::Code`: Invalid and Rejected →
 // InvalidArgument, TooLarge → ResourceExhausted (no retry), RateLimited and
@@ -167,14 +202,9 @@ impl From<IngestError> for ApiError {
 // Internal → Internal; and `ShardErrorKind` likewise, Timeout → DeadlineExceeded,
 // Canceled → Cancelled.
 
-/// A JSON-API handler's error: renders [`ApiError`] in Prometheus' envelope.
+/// A JSON-API handler's error: renders [`ApiError`] in Prometheus' envelope (its
+/// `IntoResponse` is in `crate::http::json`, with the rest of the JSON).
 pub struct JsonError(pub ApiError);
-
-impl IntoResponse for JsonError {
-    fn into_response(self) -> Response {
-        self.0.into_json_response()
-    }
-}
 
 impl From<ApiError> for JsonError {
     fn from(e: ApiError) -> Self {

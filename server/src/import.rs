@@ -39,7 +39,8 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::Context;
-use tessera_storage::{Label, Sample, WalFsync};
+use tessera_model::{Label, Sample};
+use tessera_storage::WalFsync;
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use crate::config::Config;
@@ -184,7 +185,7 @@ impl SeriesIndex {
         }
         let parsed = s.labels()?;
         let mut pairs: Vec<(&[u8], &[u8])> = Vec::with_capacity(parsed.len() + 1);
-        pairs.push((crate::ingest::validate::METRIC_NAME.as_bytes(), s.name.as_bytes()));
+        pairs.push((tessera_model::METRIC_NAME.as_bytes(), s.name.as_bytes()));
         pairs.extend(parsed.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
         pairs.sort_by(|a, b| a.0.cmp(b.0));
         let labels = validate_labels(pairs.into_iter(), &config.limits)?;

@@ -11,6 +11,7 @@
 //! `shards/mod.rs` (`Shards::push` through the `ShardWriter` trait, hash in
 //! `shards/hash.rs`) → `tessera_storage::Engine::append`.
 
+pub mod check_config;
 pub mod cluster;
 pub mod config;
 pub mod distributor;

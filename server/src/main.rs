@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use tessera_server::cluster::{roles, Role};
+use tessera_server::cluster::{roles, FrontendRole};
 use tessera_server::config::{Config, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_SHARDS};
 
 #[derive(Parser)]
@@ -40,6 +40,19 @@ enum Command {
     Querier(FrontendArgs),
     /// Run a gateway: distributor and querier in one process.
     Gateway(FrontendArgs),
+    /// Validate a config file for one role without starting anything; prints
+    /// `ok: ROLE config FILE is valid`, or exits 2 with messages naming the keys to fix.
+    CheckConfig(CheckConfigArgs),
+}
+
+#[derive(Args)]
+struct CheckConfigArgs {
+    /// The role the file is meant for; the cluster roles also need a valid [cluster] table.
+    #[arg(long, value_enum)]
+    role: tessera_server::check_config::Role,
+    /// TOML config file.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
 }
 
 #[derive(Args)]
@@ -203,9 +216,10 @@ fn main() -> ExitCode {
         Command::Import(args) => import(args),
         Command::Cluster(ClusterCommand::Placement { config }) => cluster_placement(&config),
         Command::Ingester(args) => ingester(args),
-        Command::Distributor(args) => frontend(args, Role::Distributor),
-        Command::Querier(args) => frontend(args, Role::Querier),
-        Command::Gateway(args) => frontend(args, Role::Gateway),
+        Command::Distributor(args) => frontend(args, FrontendRole::Distributor),
+        Command::Querier(args) => frontend(args, FrontendRole::Querier),
+        Command::Gateway(args) => frontend(args, FrontendRole::Gateway),
+        Command::CheckConfig(args) => check_config(&args),
         Command::Promqltest(args) => {
             if tessera_query::promqltest::run_cli(&args.files) == 0 {
                 ExitCode::SUCCESS
@@ -354,7 +368,7 @@ fn ingester(args: IngesterArgs) -> ExitCode {
     run_async(roles::run_ingester(config, opts))
 }
 
-fn frontend(args: FrontendArgs, role: Role) -> ExitCode {
+fn frontend(args: FrontendArgs, role: FrontendRole) -> ExitCode {
     init_logs(&args.log);
     let mut config = match Config::from_file(&args.config) {
         Ok(c) => c,
@@ -362,6 +376,28 @@ fn frontend(args: FrontendArgs, role: Role) -> ExitCode {
     };
     roles::apply_overrides(&mut config, args.listen, None);
     run_async(roles::run_frontend(config, role))
+}
+
+/// Exit 0 with `ok: ...` (plus a summary) or 2 with one `error:` line per problem.
+fn check_config(args: &CheckConfigArgs) -> ExitCode {
+    let (role, file) = (args.role.name(), args.file.display());
+    match tessera_server::check_config::check_file(args.role, &args.file) {
+        Ok(checked) => {
+            println!("ok: {role} config {file} is valid");
+            println!("  {}", checked.summary);
+            for note in checked.notes {
+                eprintln!("note: {file}: {note}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in errors {
+                eprintln!("error: {file}: {e}");
+            }
+            eprintln!("{role} config {file} is NOT valid");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn fail(e: anyhow::Error) -> ExitCode {

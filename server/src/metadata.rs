@@ -12,7 +12,6 @@
 use std::collections::{BTreeMap, HashMap};
 
 use parking_lot::RwLock;
-use serde::Serialize;
 
 /// Distinct (type, help, unit) entries remembered per metric family.
 pub const MAX_ENTRIES_PER_METRIC: usize = 10;
@@ -24,10 +23,9 @@ pub const FAMILY_OVERHEAD_BYTES: usize = 96;
 /// Bytes charged per entry besides its help and unit text.
 pub const ENTRY_OVERHEAD_BYTES: usize = std::mem::size_of::<MetadataEntry>();
 
-/// One metadata entry, serialized as Prometheus' `/api/v1/metadata` does.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One metadata entry; `/api/v1/metadata` writes it as Prometheus' `{"type","help","unit"}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetadataEntry {
-    #[serde(rename = "type")]
     pub kind: &'static str,
     pub help: String,
     pub unit: String,

@@ -219,8 +219,16 @@ impl Metrics {
             self.shards_replayed.load(Ordering::Relaxed),
         );
         if let Some(shards) = shards {
+            simple(
+                &mut out,
+                "tessera_storage_reads_in_flight",
+                "Storage reads (one shard's part of a select or index read) running now; at most \
+                 max_blocking_storage_calls.",
+                "gauge",
+                shards.reads_in_flight() as u64,
+            );
             let stats = shards.stats();
-            let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 8] = [
+            let per_shard: [(&str, &str, &str, fn(&tessera_storage::Stats) -> u64); 10] = [
                 ("tessera_active_series", "Series with samples in the in-memory head, per shard.", "gauge", |s| {
                     s.active_series
                 }),
@@ -246,6 +254,19 @@ impl Metrics {
                     "Samples stored by the engine since start, per shard.",
                     "counter",
                     |s| s.samples_appended,
+                ),
+                (
+                    "tessera_storage_background_errors_total",
+                    "RocksDB background jobs (compactions, flushes) that failed since start, per shard.",
+                    "counter",
+                    |s| s.background_errors,
+                ),
+                (
+                    "tessera_storage_compactions_stopped",
+                    "Column families whose automatic compaction is stopped because a compaction read a damaged \
+                     file (the log names it), per shard.",
+                    "gauge",
+                    |s| s.compactions_stopped,
                 ),
             ];
             for (name, help, kind, f) in per_shard {

@@ -119,7 +119,8 @@ fn connection_cap(configured: usize) -> usize {
 
 /// The PromQL query API over the local shards, with the configured limits.
 fn query_api(state: &AppState) -> http::query_api::QueryApi {
-    use http::query_api::{engine_for, params::format_duration_ms, QueryApi, ServerInfo};
+    use http::params::format_duration_ms;
+    use http::query_api::{engine_for, QueryApi, ServerInfo};
     let cfg = &state.config;
     let mut flags = vec![
         ("listen".to_string(), cfg.listen.to_string()),

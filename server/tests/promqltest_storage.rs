@@ -1,7 +1,7 @@
 //! Prometheus' conformance scripts run through the real storage path: samples are
 //! pushed through `Shards::push` into three RocksDB-backed engines under a tenant, and
-//! every eval reads through `TenantView` (tenant matcher, storage matchers with their
-//! literal/prefix/set fast paths, per-day postings, head + persisted chunks).
+//! every eval reads through `TenantView` (tenant matcher, the compiled matchers' literal,
+//! prefix and set fast paths in the storage index, per-day postings, head + persisted chunks).
 //!
 //! The in-memory runner (`query/tests/promqltest.rs`) proves the engine; this proves
 //! that storage hands the engine the same series. Every eval that passes in memory
@@ -12,10 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tessera_model::{Label, Labels, Sample};
 use tessera_query::promqltest::{run_script_on, TestStore};
-use tessera_query::{Labels, Queryable};
+use tessera_query::Queryable;
 use tessera_server::shards::{series_hash, PushSeries, Shards, TenantView};
-use tessera_storage::{EngineConfig, Label, Sample, WalFsync};
+use tessera_storage::{EngineConfig, WalFsync};
 
 /// The scripts run here: every upstream script but the native-histogram one (its
 /// samples are not floats, so storage has nothing to add).

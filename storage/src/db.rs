@@ -1,5 +1,8 @@
 //! Opening the shard's RocksDB instance: column families, merge operator, retention
-//! compaction filter, and options sized for many shards per process.
+//! compaction filter, options sized for many shards per process, and the info-log sink
+//! that sees failed background work (`background.rs`).
+
+mod background;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -7,12 +10,15 @@ use std::sync::{Arc, OnceLock};
 
 use roaring::RoaringBitmap;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, MergeOperands, Options, WriteBufferManager, DB,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, InfoLogger, LogLevel, MergeOperands, Options,
+    WriteBufferManager, DB,
 };
 
 use crate::config::EngineConfig;
 use crate::error::{Error, Result};
 use crate::keys;
+
+pub use background::{Background, CompactionFailure};
 
 pub const CF_SERIES: &str = "series";
 pub const CF_SERIES_BY_HASH: &str = "series_by_hash";
@@ -66,10 +72,31 @@ pub fn encode_bitmap(b: &RoaringBitmap) -> Vec<u8> {
 ///
 /// `chunk_drop_before` is read by the `chunks` compaction filter: a chunk whose first
 /// timestamp is below it is dropped when compaction next touches it (retention without
-/// per-series tombstones).
-pub fn open(dir: &Path, cfg: &EngineConfig, chunk_drop_before: Arc<AtomicI64>) -> Result<DB> {
+/// per-series tombstones). RocksDB's warnings and errors go to `background` (and from
+/// there to `tracing`), not to a `LOG` file in `dir`.
+pub fn open(
+    dir: &Path,
+    cfg: &EngineConfig,
+    chunk_drop_before: Arc<AtomicI64>,
+    background: Arc<Background>,
+) -> Result<DB> {
     let mut db_opts = Options::default();
     db_opts.create_if_missing(true);
+    // A damaged block costs only what it damaged. With the default (`true`), the first
+    // compaction that reads a damaged block sets an unrecoverable background error and
+    // RocksDB refuses every later write of the shard, for every tenant, until reopened
+    // (and again after each reopen): `db/error_handler.cc`, DefaultErrorSeverityMap,
+    // (kCompaction, kCorruption, true) → kUnrecoverableError. With `false` that entry is
+    // kNoError: the compaction fails alone (the engine then stops automatic compaction of
+    // that column family, see `Engine::handle_background_failures`), reads of the damaged
+    // keys still fail with `Corruption` (block checksums are verified regardless), and a
+    // table that cannot be opened does not stop the DB from opening. What else the flag
+    // relaxes does not weaken durability here: RocksDB's own WAL is not what makes a write
+    // durable (ours is, and a failed RocksDB write poisons the engine), and a failed
+    // flush still fails `Engine::flush`, which then keeps the WAL.
+    db_opts.set_paranoid_checks(false);
+    let sink = Arc::clone(&background);
+    db_opts.set_info_logger(InfoLogger::new_callback_logger(LogLevel::Warn, move |level, msg| sink.on_log(level, msg)));
     db_opts.create_missing_column_families(true);
     // Few threads per instance: the process holds many shards on few cores.
     db_opts.set_max_background_jobs(2);

@@ -2,7 +2,7 @@
 //!
 //! Write path: `append` → (head lock) resolve/create series, apply samples with
 //! Prometheus semantics (`head.rs`) → WAL record written (`wal/`) → RocksDB batch of cut
-//! chunks, new series and postings (`keys.rs`) → (head lock released) group-commit fsync
+//! chunks, new series and postings (`persist.rs`) → (head lock released) group-commit fsync
 //! → ack. Read path: `select` → day-clamped postings (`index.rs`) → head snapshot →
 //! persisted chunks (`read.rs`) → merged, de-duplicated samples.
 //!
@@ -31,17 +31,20 @@ use parking_lot::Mutex;
 use rocksdb::{WriteBatch, DB};
 
 use crate::config::EngineConfig;
-use crate::db::{self, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH};
+use crate::db::{
+    self, Background, CompactionFailure, ALL_CFS, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH,
+};
 use crate::error::{Error, Result};
 use crate::head::{Ctx, Head, MemSeries, Outcome};
 use crate::index::Index;
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
-use crate::matcher::Matcher;
+use crate::persist::{self, Batch};
 use crate::read;
-use crate::types::{AppendReport, Label, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats};
+use crate::types::{AppendReport, DamagedFile, RejectReason, SeriesAppend, SeriesSamples, Stats};
 use crate::wal::{self, record, Damage, TornTail, Wal};
+use tessera_model::{Labels, Matcher, Sample};
 
 #[derive(Default)]
 struct Counters {
@@ -105,6 +108,11 @@ pub struct Engine {
     /// Shared with the chunks compaction filter.
     chunk_drop_before: Arc<AtomicI64>,
     replay: ReplayReport,
+    /// RocksDB's info-log sink: compactions that failed.
+    background: Arc<Background>,
+    /// Files compactions could not read; their column families' automatic compaction
+    /// is stopped (see `handle_background_failures`).
+    damaged: Mutex<Vec<DamagedFile>>,
 }
 
 impl Engine {
@@ -114,7 +122,8 @@ impl Engine {
         let started = Instant::now();
         std::fs::create_dir_all(dir).map_err(Error::io("create data dir", dir))?;
         let chunk_drop_before = Arc::new(AtomicI64::new(i64::MIN));
-        let db = db::open(&dir.join("db"), &config, Arc::clone(&chunk_drop_before))?;
+        let background = Arc::new(Background::new(&dir.join("db")));
+        let db = db::open(&dir.join("db"), &config, Arc::clone(&chunk_drop_before), Arc::clone(&background))?;
         let watermark = load_meta(&db)?;
         let lookback = chunk_lookback(&config);
         chunk_drop_before.store(watermark.saturating_sub(lookback), Ordering::Relaxed);
@@ -133,6 +142,8 @@ impl Engine {
             watermark: AtomicI64::new(watermark),
             chunk_drop_before,
             replay: ReplayReport::default(),
+            background,
+            damaged: Mutex::new(Vec::new()),
         };
         // `Wal::create` started a fresh segment after the existing ones; replay reads
         // the older ones (the fresh one is empty).
@@ -203,7 +214,7 @@ impl Engine {
                 return Err(Error::corrupt("wal record", format!("unknown record type {typ}")));
             }
             let (series, samples) = record::decode_batch(payload)?;
-            let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
+            let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, seg);
             for e in series {
                 let mut enc = Vec::new();
                 labels_codec::encode_labels(&e.labels, &mut enc);
@@ -221,7 +232,7 @@ impl Engine {
                         }
                         Some(_) => return Err(other_labels()),
                         None => {
-                            put_series(&self.db, &mut ctx.batch, e.id, hash, &enc)?;
+                            ctx.sink.put_series(e.id, hash, &enc)?;
                             head.insert(e.id, hash, MemSeries::new(enc.into_boxed_slice(), true));
                             rep.series_created += 1;
                         }
@@ -248,7 +259,7 @@ impl Engine {
                 };
                 // One attempt per series and replay: a failed read is not retried per sample.
                 if !s.warm && !s.warm_failure_logged {
-                    if let Err(e) = ctx.warm(x.id, s) {
+                    if let Err(e) = warm(&self.db, &self.cfg, x.id, s) {
                         // The WAL holds acknowledged samples; keep them even though the
                         // series' stored chunks cannot be read. The series stays cold, so
                         // live writes to it are refused until its chunks read again.
@@ -263,7 +274,7 @@ impl Engine {
             }
             rep.records += 1;
             rep.samples += samples.len() as u64;
-            finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+            finish_ctx(&mut head, ctx, &self.counters)?;
             rep.series_evicted += self.sweep_if_due(&mut head, seg, false)? as u64;
             Ok(())
         })?;
@@ -282,6 +293,7 @@ impl Engine {
     /// no-ops).
     pub fn append(&self, batch: &[SeriesAppend<'_>]) -> Result<AppendReport> {
         self.wal.check_poisoned()?;
+        self.handle_background_failures();
         // Validate everything before touching the head, so a bad request changes nothing.
         // All label sets are encoded into one buffer: one allocation per batch instead of
         // one per series (the allocator was the top cost with many distinct series).
@@ -293,6 +305,9 @@ impl Engine {
                     return Err(Error::InvalidInput(format!("label name of {} bytes exceeds 65535", l.name.len())));
                 }
             }
+            if !labels_codec::is_sorted_unique(s.labels) {
+                return Err(Error::InvalidInput("label names must be sorted and unique".to_owned()));
+            }
             let start = enc_buf.len();
             labels_codec::encode_labels(s.labels, &mut enc_buf);
             encoded.push((start, enc_buf.len(), labels_codec::labels_hash(&enc_buf[start..])));
@@ -300,7 +315,7 @@ impl Engine {
 
         let mut report = AppendReport::default();
         let mut head = self.head.lock();
-        let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
+        let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut accepted: Vec<record::SampleEntry> = Vec::with_capacity(batch.iter().map(|s| s.samples.len()).sum());
         let mut sorted: Vec<Sample> = Vec::new();
@@ -343,7 +358,7 @@ impl Engine {
                         if id == u32::MAX {
                             return Err(Error::SeriesIdsExhausted);
                         }
-                        put_series(&self.db, &mut ctx.batch, id, hash, enc)?;
+                        ctx.sink.put_series(id, hash, enc)?;
                         head.insert(id, hash, MemSeries::new(enc.into(), true));
                         new_series.push((id, enc.to_vec()));
                         id
@@ -354,7 +369,7 @@ impl Engine {
                 // samples are refused: nothing was changed for it, so nothing is undone.
                 let series =
                     head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
-                if let Err(e) = ctx.warm(id, series) {
+                if let Err(e) = warm(&self.db, &self.cfg, id, series) {
                     let cause: Arc<str> = read::unreadable(&series.labels, &e).to_string().into();
                     if !series.warm_failure_logged {
                         series.warm_failure_logged = true;
@@ -403,7 +418,7 @@ impl Engine {
             self.wal.poison(cause);
             return Err(e);
         }
-        if let Err(e) = finish_ctx(&self.db, &mut head, ctx, &self.counters) {
+        if let Err(e) = finish_ctx(&mut head, ctx, &self.counters) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
             // now disagree, so stop taking writes (replay on reopen repairs it).
             let cause = format!("a RocksDB write failed after the WAL record was written: {}", e.chain());
@@ -444,7 +459,7 @@ impl Engine {
         if self.cfg.wal_max_bytes > 0 && self.wal.bytes() > self.cfg.wal_max_bytes {
             let oldest = pinned_segment(head).unwrap_or(new_seg);
             let cut_below = oldest + (new_seg - oldest).div_ceil(2).max(1);
-            let mut ctx = Ctx::new(&self.db, &self.cfg, new_seg);
+            let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, new_seg);
             let mut forced = 0u64;
             for (&id, s) in head.series.iter_mut() {
                 if s.open_len() > 0 && s.open_seg < cut_below {
@@ -452,7 +467,7 @@ impl Engine {
                     forced += 1;
                 }
             }
-            finish_ctx(&self.db, head, ctx, &self.counters)?;
+            finish_ctx(head, ctx, &self.counters)?;
             tracing::info!(forced, cut_below, "storage: WAL over budget, wrote open chunks early");
         }
         let keep_from = pinned_segment(head).unwrap_or(new_seg);
@@ -499,8 +514,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Runs retention now (it also runs on WAL rotation and `flush`).
+    /// Runs retention now (it also runs on WAL rotation and `flush`), and acts on failed
+    /// compactions (`handle_background_failures`).
     pub fn enforce_retention(&self) -> Result<()> {
+        self.handle_background_failures();
         let mut head = self.head.lock();
         self.apply_retention(&mut head)
     }
@@ -552,7 +569,7 @@ impl Engine {
         }
     }
 
-    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Vec<Label>>> {
+    fn matched_labels(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         if mint > maxt {
             return Ok(Vec::new());
@@ -565,31 +582,25 @@ impl Engine {
             for (i, id) in ids.iter().enumerate() {
                 stop.check_every(i, "series listing")?;
                 match head.get(id) {
-                    Some(s) => out.push(labels_codec::decode_labels(&s.labels)?),
+                    Some(s) => out.push(labels_codec::decode_label_set(&s.labels)?),
                     None => not_in_head.push(id),
                 }
             }
         }
         for snap in read::stored_snaps(&self.db, &not_in_head, stop)? {
-            out.push(labels_codec::decode_labels(snap.labels())?);
+            out.push(labels_codec::decode_label_set(snap.labels())?);
         }
         Ok(out)
     }
 
     /// Label sets of the matching series with postings in the time range (day
     /// granularity: a series is listed if it has data on a day the range touches).
-    pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
+    pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Labels>> {
         self.series_until(matchers, mint, maxt, &Interrupt::none())
     }
 
     /// `series` that stops with `Error::Interrupted` when `stop` fires.
-    pub fn series_until(
-        &self,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: &Interrupt,
-    ) -> Result<Vec<Vec<Label>>> {
+    pub fn series_until(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mut out = self.matched_labels(matchers, mint, maxt, stop)?;
         out.sort();
         Ok(out)
@@ -615,8 +626,12 @@ impl Engine {
                 None => Ok(Vec::new()),
             };
         }
-        let mut names: Vec<String> =
-            self.matched_labels(matchers, mint, maxt, stop)?.into_iter().flatten().map(|l| l.name).collect();
+        let mut names: Vec<String> = self
+            .matched_labels(matchers, mint, maxt, stop)?
+            .into_iter()
+            .flat_map(Labels::into_vec)
+            .map(|l| l.name)
+            .collect();
         names.sort();
         names.dedup();
         Ok(names)
@@ -646,9 +661,7 @@ impl Engine {
         let mut values: Vec<String> = self
             .matched_labels(matchers, mint, maxt, stop)?
             .into_iter()
-            .flatten()
-            .filter(|l| l.name == name && !l.value.is_empty())
-            .map(|l| l.value)
+            .filter_map(|ls| ls.get(name).filter(|v| !v.is_empty()).map(str::to_owned))
             .collect();
         values.sort();
         values.dedup();
@@ -659,12 +672,13 @@ impl Engine {
     /// truncates the WAL (afterwards it holds nothing older than this call).
     pub fn flush(&self) -> Result<()> {
         self.wal.check_poisoned()?;
+        self.handle_background_failures();
         let mut head = self.head.lock();
-        let mut ctx = Ctx::new(&self.db, &self.cfg, self.wal.current_segment());
+        let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         for (&id, s) in head.series.iter_mut() {
             ctx.cut(id, s)?;
         }
-        finish_ctx(&self.db, &mut head, ctx, &self.counters)?;
+        finish_ctx(&mut head, ctx, &self.counters)?;
         let new_seg = self.wal.rotate()?;
         let cfs: Vec<_> = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META]
             .iter()
@@ -711,7 +725,105 @@ impl Engine {
             disk_bytes: disk,
             wal_bytes: self.wal.bytes(),
             wal_fsync: self.wal.fsync_stats(),
+            background_errors: self.db.property_int_value("rocksdb.background-errors").ok().flatten().unwrap_or(0),
+            compactions_stopped: self.compactions_stopped() as u64,
         }
+    }
+
+    /// Files that compactions could not read since open (each stopped its column
+    /// family's automatic compaction on this shard).
+    pub fn damaged_files(&self) -> Vec<DamagedFile> {
+        self.damaged.lock().clone()
+    }
+
+    /// Column families whose automatic compaction is stopped.
+    fn compactions_stopped(&self) -> usize {
+        let damaged = self.damaged.lock();
+        if damaged.iter().any(|d| d.column_family.is_none()) {
+            return ALL_CFS.len();
+        }
+        let mut cfs: Vec<&str> = damaged.iter().filter_map(|d| d.column_family.as_deref()).collect();
+        cfs.sort_unstable();
+        cfs.dedup();
+        cfs.len()
+    }
+
+    /// Acts on the compactions RocksDB reported as failed since the last call (cheap
+    /// when there are none; called from the write path, flush and retention, which run
+    /// on blocking threads).
+    ///
+    /// A compaction that read damaged bytes fails again at every retry (about one a
+    /// second, each re-reading its inputs up to the damage), and while it fails the
+    /// column family's level-0 files pile up until RocksDB stops the shard's writes.
+    /// So automatic compaction of that column family is stopped here: writes go on
+    /// (RocksDB applies no level-0 stall to a column family without automatic
+    /// compaction), reads of keys in the damaged blocks fail naming the cause, other
+    /// keys read as before. The cost, until an operator repairs the shard: reads of that
+    /// column family slow down as level-0 files accumulate, and retention no longer
+    /// drops its old data. Other failures (a full disk, say) are logged and left to
+    /// RocksDB's retry.
+    pub fn handle_background_failures(&self) {
+        let failures = self.background.take_new();
+        if failures.is_empty() {
+            return;
+        }
+        let live = match self.db.live_files() {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(dir = %self.dir.display(), error = %e, "storage: cannot list RocksDB files");
+                Vec::new()
+            }
+        };
+        for f in failures {
+            if !f.is_corruption() {
+                tracing::error!(dir = %self.dir.display(), cause = %f.cause,
+                    "storage: a RocksDB compaction failed; RocksDB retries it");
+                continue;
+            }
+            let file = f.file_number().and_then(|n| live.iter().find(|l| sst_number(&l.name) == Some(n)));
+            let damaged = DamagedFile {
+                file: f.file.clone(),
+                column_family: file.map(|l| l.column_family_name.clone()),
+                level: file.map(|l| l.level),
+                cause: f.cause.clone(),
+            };
+            self.stop_compaction(&damaged, &f);
+            let mut list = self.damaged.lock();
+            if !list.iter().any(|d| d.file == damaged.file && d.column_family == damaged.column_family) {
+                list.push(damaged);
+            }
+        }
+    }
+
+    /// Stops automatic compaction of `damaged`'s column family (of all of them when the
+    /// file is not known), and says so.
+    fn stop_compaction(&self, damaged: &DamagedFile, failure: &CompactionFailure) {
+        let names: Vec<&str> = match &damaged.column_family {
+            Some(cf) => vec![cf.as_str()],
+            None => ALL_CFS.to_vec(),
+        };
+        for name in &names {
+            let stopped = cf(&self.db, name).and_then(|h| {
+                self.db.set_options_cf(h, &[("disable_auto_compactions", "true")]).map_err(Error::rocks("set options"))
+            });
+            if let Err(e) = stopped {
+                tracing::error!(dir = %self.dir.display(), column_family = name, error = %e.chain(),
+                    "storage: cannot stop automatic compaction");
+            }
+        }
+        tracing::error!(
+            dir = %self.dir.display(),
+            file = failure.file.as_deref().unwrap_or("(not named)"),
+            column_families = ?names,
+            level = ?damaged.level,
+            cause = %failure.cause,
+            "storage: a compaction read a damaged file. Automatic compaction of its column family is stopped \
+             on this shard so that the shard keeps taking writes; series with data in the damaged blocks are \
+             refused on write and fail on read, naming this cause. Until repaired, retention does not drop that \
+             column family's old data and its reads slow down as files accumulate. Repair: stop the server, \
+             restore this shard directory from a backup, or run RocksDB's `ldb --db=<dir> repair` (it moves \
+             unreadable tables to `lost/`, losing all their data) and restart"
+        );
     }
 
     /// Approximate heap bytes held by the head now (maps, series, open and recent
@@ -761,13 +873,13 @@ impl Engine {
             .map(|(&id, _)| id)
             .collect();
         if !victims.is_empty() {
-            let mut ctx = Ctx::new(&self.db, &self.cfg, seg);
+            let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, seg);
             for &id in &victims {
                 if let Some(s) = head.get_mut(id) {
                     ctx.cut(id, s)?;
                 }
             }
-            finish_ctx(&self.db, head, ctx, &self.counters)?;
+            finish_ctx(head, ctx, &self.counters)?;
             for &id in &victims {
                 head.remove(id);
             }
@@ -791,7 +903,7 @@ impl Engine {
         match v {
             Some(v) => {
                 // Validated once when it enters the head, so later decodes cannot fail.
-                labels_codec::decode_labels(&v)?;
+                labels_codec::decode_label_set(&v)?;
                 Ok(Some(Box::from(&*v)))
             }
             None => Ok(None),
@@ -862,6 +974,11 @@ impl Engine {
     }
 }
 
+/// The number of a table file from its name as `live_files` gives it (`/000012.sst`).
+fn sst_number(name: &str) -> Option<u64> {
+    Path::new(name).file_name()?.to_str()?.strip_suffix(".sst")?.parse().ok()
+}
+
 fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a rocksdb::ColumnFamily> {
     db.cf_handle(name).ok_or_else(|| Error::corrupt("rocksdb", format!("missing column family {name}")))
 }
@@ -890,15 +1007,18 @@ fn parse_series_hash_id(k: &[u8]) -> Result<u32> {
     Ok(u32::from_be_bytes(id))
 }
 
-fn put_series(db: &DB, batch: &mut WriteBatch, id: u32, hash: u64, enc: &[u8]) -> Result<()> {
-    batch.put_cf(cf(db, CF_SERIES)?, keys::series_key(id), enc);
-    batch.put_cf(cf(db, CF_SERIES_BY_HASH)?, keys::series_hash_key(hash, id), []);
+/// Warms a cold series with its stored recent chunks; on a read error the series is
+/// left exactly as it was, still cold, and the next call tries again.
+fn warm(db: &DB, cfg: &EngineConfig, id: u32, s: &mut MemSeries) -> Result<()> {
+    if !s.warm {
+        s.warm_from(persist::load_recent(db, id, cfg.out_of_order_window_ms)?);
+    }
     Ok(())
 }
 
 /// Applies one sample to series `id` and indexes its day. The caller has warmed the
 /// series (or, in replay, tried to).
-fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Result<Outcome> {
+fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_, Batch<'_>>, id: u32, t: i64, v: f64) -> Result<Outcome> {
     let s =
         head.get_mut(id).ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
     let out = ctx.apply(id, s, t, v)?;
@@ -912,17 +1032,9 @@ fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_>, id: u32, t: i64, v: f64) -> Re
 }
 
 /// Writes a context's RocksDB batch (chunks, series, postings) and folds its counters.
-fn finish_ctx(db: &DB, head: &mut Head, ctx: Ctx<'_>, counters: &Counters) -> Result<()> {
-    let Ctx { mut batch, postings, chunks_written, active_delta, .. } = ctx;
-    if !postings.is_empty() {
-        let pcf = cf(db, CF_POSTINGS)?;
-        for (k, ids) in &postings {
-            batch.merge_cf(pcf, k, db::encode_bitmap(ids));
-        }
-    }
-    if !batch.is_empty() {
-        db.write(batch).map_err(Error::rocks("write batch"))?;
-    }
+fn finish_ctx(head: &mut Head, ctx: Ctx<'_, Batch<'_>>, counters: &Counters) -> Result<()> {
+    let Ctx { sink, active_delta, .. } = ctx;
+    let chunks_written = sink.write()?;
     head.active = (head.active as i64 + active_delta).max(0) as u64;
     counters.active_series.store(head.active, Ordering::Relaxed);
     counters.chunks_written.fetch_add(chunks_written, Ordering::Relaxed);

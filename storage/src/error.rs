@@ -11,7 +11,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// code in one place without matching every variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
-    /// The caller sent something invalid (bad regex, oversized label); retrying will not help.
+    /// The caller sent something invalid (unsorted or oversized labels); retrying will not help.
     BadData,
     /// The engine cannot serve writes right now (poisoned after a failed fsync, closed).
     Unavailable,
@@ -43,14 +43,6 @@ pub enum Error {
     /// Bytes read back from disk do not decode (chunk, WAL record, index entry).
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
-    /// A regex matcher did not compile.
-    #[error("invalid regex {value:?} for label {name:?}")]
-    InvalidRegex {
-        name: String,
-        value: String,
-        #[source]
-        source: regex::Error,
-    },
     /// The request cannot be stored as given (e.g. a label name longer than 65535 bytes).
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -75,7 +67,7 @@ impl Error {
     /// The class of this error, for status-code mapping.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::InvalidRegex { .. } | Error::InvalidInput(_) | Error::InvalidConfig(_) => ErrorKind::BadData,
+            Error::InvalidInput(_) | Error::InvalidConfig(_) => ErrorKind::BadData,
             Error::Poisoned { .. } | Error::SeriesIdsExhausted => ErrorKind::Unavailable,
             Error::Interrupted { timed_out: true, .. } => ErrorKind::Timeout,
             Error::Interrupted { timed_out: false, .. } => ErrorKind::Canceled,

@@ -31,7 +31,8 @@ use crate::db::{self, CF_META, CF_SERIES, CF_SERIES_BY_HASH};
 use crate::keys;
 use crate::labels_codec;
 use crate::wal::record::{self, Frame, SampleEntry};
-use crate::{Engine, EngineConfig, Label, MatchOp, Matcher, Sample, SeriesAppend, WalFsync};
+use crate::{Engine, EngineConfig, SeriesAppend, WalFsync};
+use tessera_model::{Label, MatchOp, Matcher, Sample};
 
 fn testdata() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
@@ -193,6 +194,11 @@ fn frozen_bytes_decode_to_the_values_they_were_written_from() {
 
 // ---- the tiny shard directory ----------------------------------------------------
 
+/// An info-log sink for a RocksDB opened directly.
+fn bg() -> Arc<db::Background> {
+    Arc::new(db::Background::new(Path::new("format-test")))
+}
+
 fn shard_config() -> EngineConfig {
     EngineConfig {
         // Small chunks, so a few samples make several persisted chunks.
@@ -321,7 +327,7 @@ fn the_frozen_shard_directory_opens_and_reads_back_exactly() {
         .collect();
     want.sort_by(|a, b| a.0.cmp(&b.0));
     let bits = |s: &[Sample]| s.iter().map(|x| (x.t, x.v.to_bits())).collect::<Vec<_>>();
-    let mut got: Vec<_> = got.into_iter().map(|s| (s.labels, bits(&s.samples))).collect();
+    let mut got: Vec<_> = got.into_iter().map(|s| (s.labels.into_vec(), bits(&s.samples))).collect();
     got.sort();
     let want: Vec<_> = want.into_iter().map(|(l, s)| (l, bits(&s))).collect();
     assert_eq!(got, want);
@@ -337,7 +343,8 @@ fn the_frozen_shard_directory_opens_and_reads_back_exactly() {
 #[test]
 fn the_frozen_shard_holds_the_schema_version_and_a_hash_entry_per_series() {
     let tmp = shard_copy();
-    let dbh = db::open(&tmp.path().join("db"), &shard_config(), Arc::new(AtomicI64::new(i64::MIN))).expect("open db");
+    let dbh =
+        db::open(&tmp.path().join("db"), &shard_config(), Arc::new(AtomicI64::new(i64::MIN)), bg()).expect("open db");
     let meta = dbh.cf_handle(CF_META).expect("meta cf");
     let version = dbh.get_cf(meta, keys::META_SCHEMA_VERSION).expect("get").expect("schema version present");
     assert_eq!(version, 1u32.to_be_bytes());
@@ -368,8 +375,8 @@ fn the_frozen_shard_holds_the_schema_version_and_a_hash_entry_per_series() {
 fn a_shard_of_an_unknown_schema_version_is_refused_naming_both_versions() {
     let tmp = shard_copy();
     {
-        let dbh =
-            db::open(&tmp.path().join("db"), &shard_config(), Arc::new(AtomicI64::new(i64::MIN))).expect("open db");
+        let dbh = db::open(&tmp.path().join("db"), &shard_config(), Arc::new(AtomicI64::new(i64::MIN)), bg())
+            .expect("open db");
         let meta = dbh.cf_handle(CF_META).expect("meta cf");
         dbh.put_cf(meta, keys::META_SCHEMA_VERSION, (keys::SCHEMA_VERSION + 1).to_be_bytes()).expect("put");
     }

@@ -14,20 +14,20 @@
 //! path. Chunks of one series never overlap in time: an out-of-order sample goes into
 //! the chunk whose range contains it, or the one before the gap it falls in.
 //!
-//! The head is guarded by one `Mutex` in `Engine`; nothing here locks.
+//! The head is in memory only: it never reads or writes RocksDB. What a cut, an
+//! out-of-order rewrite or a new day must persist goes to a [`ChunkSink`] (the engine
+//! passes `persist::Batch`), and a cold series is warmed from [`Recent`] chunks the
+//! engine loaded (`persist::load_recent`). The head is guarded by one `Mutex` in
+//! `Engine`; nothing here locks.
 
-use std::collections::{BTreeMap, HashMap};
-
-use roaring::RoaringBitmap;
-use rocksdb::{WriteBatch, DB};
+use std::collections::HashMap;
 
 use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
-use crate::db::CF_CHUNKS;
-use crate::error::{Error, Result};
-use crate::keys;
+use crate::error::Result;
 use crate::labels_codec;
-use crate::types::{RejectReason, Sample};
+use crate::types::RejectReason;
+use tessera_model::Sample;
 
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
 #[derive(Clone, Debug)]
@@ -85,6 +85,29 @@ impl MemSeries {
         self.open.as_ref().map_or(0, XorAppender::len)
     }
 
+    /// Makes a cold series warm with what is stored for it (loaded by the engine), so
+    /// out-of-order and duplicate checks see what is already on disk. Chunks already in
+    /// `recent` (replayed from the WAL while an earlier load failed) are kept; loaded
+    /// chunks with the same start are not added.
+    pub fn warm_from(&mut self, stored: Recent) {
+        let Recent { mut chunks, newest, ended_stale } = stored;
+        if let Some(t) = newest {
+            if !self.has_max || t > self.max_t {
+                self.max_t = t;
+                self.has_max = true;
+                self.stale = ended_stale;
+            }
+        }
+        if self.recent.is_empty() {
+            self.recent = chunks;
+        } else {
+            chunks.retain(|c| self.recent.iter().all(|r| r.mint != c.mint));
+            self.recent.extend(chunks);
+            self.recent.sort_by_key(|c| c.mint);
+        }
+        self.warm = true;
+    }
+
     /// Approximate heap bytes, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.labels.len()
@@ -102,48 +125,42 @@ pub enum Outcome {
     Rejected(RejectReason),
 }
 
-/// Per-call write context: the RocksDB batch and postings being accumulated.
-pub struct Ctx<'a> {
-    pub db: &'a DB,
+/// Where the head sends what must be persisted; implemented over a RocksDB write batch
+/// by `persist::Batch`, so the head itself knows nothing of the store.
+pub trait ChunkSink {
+    /// A sealed chunk, or an out-of-order rewrite of one, keyed by series and start time.
+    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]);
+    /// A chunk that a rewrite replaced with one starting at another time.
+    fn delete_chunk(&mut self, id: u32, mint: i64);
+    /// Series `id` (canonical label encoding `labels`) has samples on `day`.
+    fn add_to_day(&mut self, id: u32, labels: &[u8], day: i32) -> Result<()>;
+}
+
+/// A cold series' newest chunks as stored, for [`MemSeries::warm_from`].
+#[derive(Debug, Default)]
+pub struct Recent {
+    /// Chunks within the out-of-order window of the newest stored sample, oldest first.
+    pub chunks: Vec<CutChunk>,
+    /// Newest stored timestamp, if the series has any chunk.
+    pub newest: Option<i64>,
+    /// Whether the newest stored sample is a staleness marker.
+    pub ended_stale: bool,
+}
+
+/// Per-call write context: the configuration, the sink collecting what to persist, and
+/// the counters the engine folds in afterwards.
+pub struct Ctx<'a, S: ChunkSink> {
     pub cfg: &'a EngineConfig,
-    pub batch: WriteBatch,
-    /// Postings key → ids to OR in (one merge operand per key per call).
-    pub postings: BTreeMap<Vec<u8>, RoaringBitmap>,
+    pub sink: S,
     /// WAL segment the samples being applied are (or will be) written to.
     pub seg: u64,
-    pub chunks_written: u64,
     /// Change in the number of series with a non-empty open chunk.
     pub active_delta: i64,
 }
 
-impl<'a> Ctx<'a> {
-    pub fn new(db: &'a DB, cfg: &'a EngineConfig, seg: u64) -> Ctx<'a> {
-        Ctx {
-            db,
-            cfg,
-            batch: WriteBatch::default(),
-            postings: BTreeMap::new(),
-            seg,
-            chunks_written: 0,
-            active_delta: 0,
-        }
-    }
-
-    fn chunks_cf(&self) -> Result<&'a rocksdb::ColumnFamily> {
-        self.db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))
-    }
-
-    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]) -> Result<()> {
-        let cf = self.chunks_cf()?;
-        self.batch.put_cf(cf, keys::chunk_key(id, mint), keys::encode_chunk_value(enc, mint, maxt, bytes));
-        self.chunks_written += 1;
-        Ok(())
-    }
-
-    fn delete_chunk(&mut self, id: u32, mint: i64) -> Result<()> {
-        let cf = self.chunks_cf()?;
-        self.batch.delete_cf(cf, keys::chunk_key(id, mint));
-        Ok(())
+impl<'a, S: ChunkSink> Ctx<'a, S> {
+    pub fn new(cfg: &'a EngineConfig, sink: S, seg: u64) -> Ctx<'a, S> {
+        Ctx { cfg, sink, seg, active_delta: 0 }
     }
 
     /// Seals the open chunk of `s`: writes it and keeps it in `recent`.
@@ -157,7 +174,7 @@ impl<'a> Ctx<'a> {
         let mut bytes = open.into_bytes();
         // The appender grew its buffer by doubling; a sealed chunk never grows again.
         bytes.shrink_to_fit();
-        self.put_chunk(id, enc, s.open_mint, maxt, &bytes)?;
+        self.sink.put_chunk(id, enc, s.open_mint, maxt, &bytes);
         s.recent.push(CutChunk { enc, bytes, mint: s.open_mint, maxt });
         self.active_delta -= 1;
         Ok(())
@@ -173,79 +190,7 @@ impl<'a> Ctx<'a> {
             return Ok(());
         }
         s.days = [Some(day), s.days[0]];
-        let labels = labels_codec::decode_labels(&s.labels)?;
-        self.postings.entry(keys::all_postings_key(day).to_vec()).or_default().insert(id);
-        for l in &labels {
-            self.postings.entry(keys::postings_key(day, &l.name, &l.value)?).or_default().insert(id);
-        }
-        Ok(())
-    }
-
-    /// Loads `max_t` and the recent chunks of a series that existed before this process
-    /// started, so out-of-order and duplicate checks see what is already on disk.
-    ///
-    /// On a read error (a damaged chunk or SST block) the series is left exactly as it
-    /// was, still cold: the caller decides what to do with its samples, and the next
-    /// call tries again. Chunks already in `recent` (replayed from the WAL while an
-    /// earlier attempt failed) are kept; loaded chunks with the same start are not added.
-    pub fn warm(&mut self, id: u32, s: &mut MemSeries) -> Result<()> {
-        if s.warm {
-            return Ok(());
-        }
-        let cf = self.chunks_cf()?;
-        let window = self.cfg.out_of_order_window_ms;
-        // Bounded to this series' keys, so RocksDB need not read a neighbour's block to
-        // find where the series ends (a damaged neighbouring block then costs nothing).
-        let mut opts = rocksdb::ReadOptions::default();
-        opts.set_iterate_lower_bound(keys::chunk_key(id, i64::MIN).to_vec());
-        if let Some(next) = id.checked_add(1) {
-            opts.set_iterate_upper_bound(keys::chunk_key(next, i64::MIN).to_vec());
-        }
-        let mut it = self.db.raw_iterator_cf_opt(cf, opts);
-        it.seek_for_prev(keys::chunk_key(id, i64::MAX));
-        let mut newest: Option<i64> = None;
-        let mut loaded = Vec::new();
-        while it.valid() {
-            let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
-            let (cid, mint) = keys::parse_chunk_key(k)?;
-            if cid != id {
-                break;
-            }
-            let (enc, maxt, bytes) = keys::decode_chunk_value(mint, v)?;
-            let newest_t = *newest.get_or_insert(maxt);
-            if maxt < newest_t.saturating_sub(window) {
-                break;
-            }
-            loaded.push(CutChunk { enc, bytes: bytes.to_vec(), mint, maxt });
-            it.prev();
-        }
-        it.status().map_err(Error::rocks("read chunks"))?;
-        loaded.reverse();
-        // Whether the stored series ended with a staleness marker (the idle sweep evicts
-        // those sooner); the newest chunk is the last one loaded.
-        let ended_stale = match loaded.last() {
-            Some(c) => chunk::XorIter::new(&c.bytes, c.enc)
-                .last()
-                .transpose()?
-                .is_some_and(|x| Some(x.t) == newest && tessera_model::is_stale_nan(x.v)),
-            None => false,
-        };
-        if let Some(t) = newest {
-            if !s.has_max || t > s.max_t {
-                s.max_t = t;
-                s.has_max = true;
-                s.stale = ended_stale;
-            }
-        }
-        if s.recent.is_empty() {
-            s.recent = loaded;
-        } else {
-            loaded.retain(|c| s.recent.iter().all(|r| r.mint != c.mint));
-            s.recent.extend(loaded);
-            s.recent.sort_by_key(|c| c.mint);
-        }
-        s.warm = true;
-        Ok(())
+        self.sink.add_to_day(id, &s.labels, day)
     }
 
     /// Applies one sample to a (warm) series with Prometheus append semantics.
@@ -337,9 +282,9 @@ impl<'a> Ctx<'a> {
             let bytes = XorAppender::encode(enc, &samples)?;
             let old_mint = s.recent[target].mint;
             if old_mint != new_mint {
-                self.delete_chunk(id, old_mint)?;
+                self.sink.delete_chunk(id, old_mint);
             }
-            self.put_chunk(id, enc, new_mint, new_maxt, &bytes)?;
+            self.sink.put_chunk(id, enc, new_mint, new_maxt, &bytes);
             s.recent[target] = CutChunk { enc, bytes, mint: new_mint, maxt: new_maxt };
         }
         Ok(Outcome::Appended)

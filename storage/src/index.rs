@@ -18,7 +18,7 @@ use crate::db::{decode_bitmap, CF_POSTINGS};
 use crate::error::{Error, Result};
 use crate::interrupt::Interrupt;
 use crate::keys;
-use crate::matcher::{Matcher, ValueScan};
+use tessera_model::{MatchOp, Matcher, ValueScan};
 
 pub struct Index<'a> {
     db: &'a DB,
@@ -150,7 +150,7 @@ impl<'a> Index<'a> {
         // Cheap, selective matchers (`=` on a non-empty value) first, so an empty
         // intersection stops before any scan.
         let mut order: Vec<&Matcher> = matchers.iter().collect();
-        order.sort_by_key(|m| m.op() != crate::MatchOp::Equal || m.value().is_empty());
+        order.sort_by_key(|m| m.op() != MatchOp::Equal || m.value().is_empty());
         let mut acc: Option<RoaringBitmap> = None;
         for m in order {
             let b = self.matcher(m, &mut all)?;

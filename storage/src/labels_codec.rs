@@ -4,8 +4,8 @@
 //! (log framing) because both persist it and neither should depend on the other.
 
 use crate::error::{Error, Result};
-use crate::types::Label;
 use crate::varint::{self, Cursor};
+use tessera_model::{Label, Labels};
 
 /// Canonical label-set encoding (the `series` CF value and the WAL series entry):
 /// `count uvarint, then (name_len uvarint, name, value_len uvarint, value)*`.
@@ -32,6 +32,21 @@ pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {
         labels.push(Label { name, value });
     }
     Ok(labels)
+}
+
+/// [`decode_labels`] as a [`Labels`]: refused as corrupt unless sorted by name and
+/// unique, which `Engine::append` requires of every stored set.
+pub fn decode_label_set(b: &[u8]) -> Result<Labels> {
+    let labels = decode_labels(b)?;
+    if !is_sorted_unique(&labels) {
+        return Err(Error::corrupt("labels", "label names not sorted and unique"));
+    }
+    Ok(Labels::from_sorted(labels))
+}
+
+/// Whether names are strictly increasing: the canonical order of a stored label set.
+pub fn is_sorted_unique(labels: &[Label]) -> bool {
+    labels.windows(2).all(|w| w[0].name < w[1].name)
 }
 
 pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {

@@ -1,7 +1,7 @@
 //! One shard's durable time-series store.
 //!
 //! Owns the chunk codec, the write-ahead log, the in-memory head, the RocksDB layout,
-//! the per-day inverted index, label matchers and retention. It is synchronous (no
+//! the per-day inverted index (answering `tessera_model::Matcher`s) and retention. It is synchronous (no
 //! tokio): every call may block on disk and must be made from a blocking thread.
 //! It never knows about HTTP, gRPC, PromQL or tenants (the server encodes the tenant
 //! as the reserved label `__tenant__`). Byte layouts are in `FORMAT.md`.
@@ -13,6 +13,11 @@
 //!   `Err`; `Err` means the storage itself failed (the sender should retry).
 //! - `Engine::select(&self, &[Matcher], mint, maxt) -> Result<Vec<SeriesSamples>>`:
 //!   samples with `mint <= t <= maxt`, in time order, one entry per series, labels sorted.
+//!
+//! Labels, samples and matchers are `tessera_model`'s (shared with the query engine):
+//! `SeriesAppend` takes `&[Label]` sorted by name with unique names (refused otherwise),
+//! reads answer `Labels`, and the index looks values up through the matcher's
+//! `Pattern::scan` plan.
 //! - `Engine::label_names` / `Engine::label_values` / `Engine::series` read the index only.
 //! - The `*_until` variants of those reads take an [`Interrupt`] (deadline, cancel flag)
 //!   and stop with `Error::Interrupted` when it fires.
@@ -30,7 +35,7 @@ mod index;
 mod interrupt;
 mod keys;
 mod labels_codec;
-mod matcher;
+mod persist;
 mod read;
 mod types;
 mod varint;
@@ -40,9 +45,8 @@ pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
-pub use matcher::{MatchOp, Matcher};
 pub use types::{
-    AppendReport, FsyncStats, Label, RejectReason, Rejection, Sample, SeriesAppend, SeriesSamples, Stats,
+    AppendReport, DamagedFile, FsyncStats, RejectReason, Rejection, SeriesAppend, SeriesSamples, Stats,
     FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};

@@ -11,7 +11,8 @@ use crate::head::Head;
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
-use crate::types::{Sample, SeriesSamples};
+use crate::types::SeriesSamples;
+use tessera_model::Sample;
 
 /// What `select` copies out of the head under its lock (bytes only; decoding happens
 /// after the lock is released so a big query does not stall appends).
@@ -69,7 +70,7 @@ pub fn stored_snaps(db: &DB, ids: &[u32], stop: &Interrupt) -> Result<Vec<Series
         let got = db.batched_multi_get_cf(cf, &ks, true);
         for (&id, v) in batch.iter().zip(got) {
             let Some(v) = v.map_err(Error::rocks("get series"))? else { continue };
-            labels_codec::decode_labels(&v)?;
+            labels_codec::decode_label_set(&v)?;
             out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new() });
         }
     }
@@ -110,7 +111,7 @@ pub fn select(
         if samples.is_empty() {
             continue;
         }
-        result.push(SeriesSamples { labels: labels_codec::decode_labels(&snap.labels)?, samples });
+        result.push(SeriesSamples { labels: labels_codec::decode_label_set(&snap.labels)?, samples });
     }
     result.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(result)

@@ -1,33 +1,11 @@
-//! The data model shared with the server: labels, samples, append batches and reports.
+//! What the engine's API takes and gives besides the shared data model
+//! (`tessera_model`'s labels, samples and matchers): append batches, reports of what
+//! an append did, selected series and counters.
 
 use std::fmt;
 use std::sync::Arc;
 
-/// One label pair. A series is identified by its label set, sorted by name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Label {
-    pub name: String,
-    pub value: String,
-}
-
-impl Label {
-    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Label {
-        Label { name: name.into(), value: value.into() }
-    }
-}
-
-/// One float sample: `t` in milliseconds since the Unix epoch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Sample {
-    pub t: i64,
-    pub v: f64,
-}
-
-impl Sample {
-    pub fn new(t: i64, v: f64) -> Sample {
-        Sample { t, v }
-    }
-}
+use tessera_model::{Label, Labels, Sample};
 
 /// The samples of one series in an append batch.
 ///
@@ -122,7 +100,7 @@ impl fmt::Display for RejectReason {
 /// The samples of one series returned by `Engine::select`, in time order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SeriesSamples {
-    pub labels: Vec<Label>,
+    pub labels: Labels,
     pub samples: Vec<Sample>,
 }
 
@@ -151,6 +129,27 @@ pub struct Stats {
     pub wal_bytes: u64,
     /// Latency histogram of the WAL's fsyncs.
     pub wal_fsync: FsyncStats,
+    /// Failed RocksDB background jobs (compactions, flushes) since open: RocksDB's
+    /// `rocksdb.background-errors`.
+    pub background_errors: u64,
+    /// Column families whose automatic compaction is stopped because a compaction read
+    /// a damaged file (see `Engine::damaged_files`).
+    pub compactions_stopped: u64,
+}
+
+/// A RocksDB table file a compaction could not read. Its column family's automatic
+/// compaction is stopped on this shard (writes go on); the file stays in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DamagedFile {
+    /// The file as RocksDB named it (`…/db/000012.sst`), or `None` if its status named none.
+    pub file: Option<String>,
+    /// Column family of the file (`chunks`, `series`, ...), or `None` if the file is not
+    /// among the live ones (then every column family's compaction is stopped).
+    pub column_family: Option<String>,
+    /// LSM level of the file, if known.
+    pub level: Option<i32>,
+    /// RocksDB's status, e.g. `Corruption: block checksum mismatch: ... offset 4096 size 3970`.
+    pub cause: String,
 }
 
 /// Upper bounds, in seconds, of the WAL fsync latency buckets (`+Inf` is implied).

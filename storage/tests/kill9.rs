@@ -9,7 +9,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use tessera_storage::{Engine, EngineConfig, Label, MatchOp, Matcher, Sample, SeriesAppend};
+use tessera_model::{Label, Matcher, Sample};
+use tessera_storage::{Engine, EngineConfig, SeriesAppend};
 
 const CHILD_ENV: &str = "TESSERA_KILL9_CHILD_DIR";
 const SERIES: usize = 40;
@@ -97,11 +98,11 @@ fn kill_9_during_ingest_loses_no_acknowledged_sample() {
     acked.extend(kill_child_after(d.path(), next, 100));
 
     let e = Engine::open(d.path(), config()).expect("reopen after kill");
-    let m = [Matcher::new("__name__", MatchOp::Equal, "kill9").expect("matcher")];
+    let m = [Matcher::equal("__name__", "kill9")];
     let got = e.select(&m, i64::MIN, i64::MAX).expect("select");
     assert_eq!(got.len(), SERIES);
     for (j, s) in got.iter().enumerate() {
-        assert_eq!(s.labels, series_labels(j));
+        assert_eq!(s.labels.as_slice(), series_labels(j));
         let have: std::collections::HashMap<i64, u64> = s.samples.iter().map(|x| (x.t, x.v.to_bits())).collect();
         for &k in &acked {
             let t = T0 + k as i64 * 1000;

@@ -4,7 +4,8 @@
 //! groups) outside test code as an edge from the file's top-level module to `<module>`,
 //! and fails naming the first cycle found. A cycle means two modules can only be
 //! understood (and changed) together; the fix is to move the shared piece into a module
-//! both depend on (as `labels_codec` is for `keys` and `wal`).
+//! both depend on (as `labels_codec` is for `keys` and `wal`). The same scan checks that
+//! the head stays in memory only: the store behind it is `persist`'s business.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -138,6 +139,20 @@ fn storage_modules_import_each_other_without_cycles() {
     if let Some(cycle) = find_cycle(&graph) {
         panic!("module cycle in storage: {}", cycle.join(" → "));
     }
+}
+
+#[test]
+fn the_head_knows_nothing_of_rocksdb() {
+    let graph = graph();
+    let store = ["db", "keys", "persist", "read", "index", "wal", "engine"];
+    let reached: Vec<&String> = graph["head"].iter().filter(|m| store.contains(&m.as_str())).collect();
+    assert!(reached.is_empty(), "head imports store modules {reached:?}; persisting belongs in `persist`");
+    let mut files = Vec::new();
+    sources(&src_dir(), None, &mut files);
+    for (module, text) in files.iter().filter(|(m, _)| m == "head") {
+        assert!(!text.contains("rocksdb"), "{module} mentions rocksdb");
+    }
+    assert!(graph["persist"].contains("head"), "the scan did not see persist → head: {graph:?}");
 }
 
 #[test]

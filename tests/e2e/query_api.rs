@@ -142,7 +142,7 @@ fn float_with_the_internal_marker_nan_payload_is_evaluated_as_a_float() {
     }
 }
 
-/// Selectors go through the storage matcher and `label_replace` through the engine; both
+/// Selectors go through the storage index and `label_replace` through the engine; both
 /// read regexes as Go's RE2 does, so `\d` matches the ASCII digit 3 and not the
 /// Arabic-Indic digit three, as in Prometheus.
 #[test]
@@ -170,4 +170,58 @@ fn selector_and_label_replace_share_go_regex_semantics() {
     let with_n: Vec<_> = replaced.iter().filter(|e| e["metric"].get("n").is_some()).collect();
     assert_eq!(with_n.len(), 1, "{replaced:?}");
     assert_eq!(with_n[0]["metric"]["gpu"], "3");
+}
+
+/// Every JSON endpoint is written by the one JSON writer, which escapes strings as Go's
+/// encoding/json does (Prometheus' bytes): a label value and a HELP text holding `<`,
+/// `>`, `&` and U+2028 come back as `\u003c`, `\u003e`, `\u0026` and `\u2028` from the
+/// query, index, metadata and format endpoints and in the error envelope.
+#[test]
+fn every_json_endpoint_escapes_strings_like_prometheus() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(&dir.path().join("data"));
+    let t = now_ms() / 1000 * 1000 - 60_000;
+    let mut req = write_request(vec![ts(&[("__name__", "esc"), ("job", "<script>&\u{2028}")], &[(t, 1.0)])]);
+    req.metadata = vec![tessera_proto::prometheus::MetricMetadata {
+        r#type: tessera_proto::prometheus::metric_metadata::MetricType::Gauge as i32,
+        metric_family_name: "esc".into(),
+        help: "a <b> & c".into(),
+        unit: String::new(),
+    }];
+    let resp = server.write_v1(&req, None);
+    assert!(resp.status().is_success(), "write failed: {:?}", resp.text());
+
+    let raw =
+        |path: &str| -> String { server.http().get(server.url(path)).send().expect("answer").text().expect("body") };
+    let labels = r#"{"__name__":"esc","job":"\u003cscript\u003e\u0026\u2028"}"#;
+    let at = secs(t);
+    assert_eq!(
+        raw(&format!("/api/v1/query?query=esc&time={at}")),
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"vector","result":[{{"metric":{labels},"value":[{},"1"]}}]}}}}"#,
+            t / 1000
+        )
+    );
+    assert_eq!(
+        raw(&format!("/api/v1/query_range?query=esc&start={at}&end={at}&step=15")),
+        format!(
+            r#"{{"status":"success","data":{{"resultType":"matrix","result":[{{"metric":{labels},"values":[[{},"1"]]}}]}}}}"#,
+            t / 1000
+        )
+    );
+    assert_eq!(raw("/api/v1/series?match%5B%5D=esc"), format!(r#"{{"status":"success","data":[{labels}]}}"#));
+    assert_eq!(raw("/api/v1/labels"), r#"{"status":"success","data":["__name__","job"]}"#);
+    assert_eq!(raw("/api/v1/label/job/values"), r#"{"status":"success","data":["\u003cscript\u003e\u0026\u2028"]}"#);
+    assert_eq!(
+        raw("/api/v1/metadata?metric=esc"),
+        r#"{"status":"success","data":{"esc":[{"type":"gauge","help":"a \u003cb\u003e \u0026 c","unit":""}]}}"#
+    );
+    assert_eq!(
+        raw("/api/v1/format_query?query=esc%7Bjob%3D%22%3C%26%3E%22%7D"),
+        r#"{"status":"success","data":"esc{job=\"\u003c\u0026\u003e\"}"}"#
+    );
+    // An error message quoting the request is escaped the same way.
+    let err = raw("/api/v1/query?query=esc&time=%3Cnow%3E");
+    assert!(err.contains(r#"cannot parse \"\u003cnow\u003e\" to a valid timestamp"#), "{err}");
+    assert!(!err.contains('<'), "{err}");
 }

@@ -1,5 +1,5 @@
 //! Damaged files and hostile time ranges against the real binary: a damaged SST block
-//! costs only the series in it, a flipped byte mid-WAL costs only the damaged record
+//! costs only the series in it (also once RocksDB's compactions read it), a flipped byte mid-WAL costs only the damaged record
 //! (the intact segments after it are replayed, and the loss is logged), and index calls
 //! without a time range stay fast however far apart the stored days are.
 //!
@@ -39,6 +39,19 @@ fn chunk_ssts(data: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Sum of the per-shard values of one metric in `/metrics`.
+fn metric_sum(s: &Server, name: &str) -> u64 {
+    let text = s.http().get(s.url("/metrics")).send().expect("metrics").text().expect("metrics body");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Restarts 0–2 each add a level-0 file to every shard's `chunks` column family (the
+/// new samples are written out at shutdown); with the damaged one that makes four, and
+/// RocksDB compacts them, reading the damaged block, when restart 3 opens the shards.
+/// That compaction fails on each shard; the shards must keep serving everyone.
 #[test]
 fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyone() {
     let _serial = crate::probe::serial();
@@ -71,9 +84,12 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         std::fs::write(p, &bytes).expect("write");
     }
 
-    for restart in 0..2 {
+    for restart in 0..5 {
         let s = Server::start(&data);
         let t = base + 2_000_000 + restart * 1000;
+        if restart >= 3 {
+            wait_for_compactions_over_the_damage(&s, ssts.len() as u64, t);
+        }
         // One new sample for every series: the damaged ones are refused by name, the rest land.
         let series = (0..300).map(|i| ts(&[("__name__", "dmg"), ("i", &name(i))], &[(t, 1.0)])).collect();
         let r = s.write_v1(&write_request(series), Some("a"));
@@ -122,6 +138,27 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         assert_eq!(s.http().get(s.url("/-/ready")).send().expect("ready").status(), 200);
         assert!(s.terminate().success());
     }
+}
+
+/// Waits (up to 30 s) until the compactions RocksDB starts over the damaged files have
+/// failed on `shards` shards and been stopped, writing to another tenant meanwhile (each
+/// write must land: 204), then checks how the damage is reported.
+fn wait_for_compactions_over_the_damage(s: &Server, shards: u64, t: i64) {
+    let started = Instant::now();
+    let mut k = 0;
+    while metric_sum(s, "tessera_storage_compactions_stopped") < shards {
+        assert!(started.elapsed() < Duration::from_secs(30), "no stopped compaction reported:\n{}", s.stderr());
+        k += 1;
+        let w = write_request(vec![ts(&[("__name__", "during"), ("k", &k.to_string())], &[(t, 1.0)])]);
+        let r = s.write_v1(&w, Some("b"));
+        assert_eq!(r.status(), 204, "a write while compactions fail: {:?}\n{}", r.text(), s.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(metric_sum(s, "tessera_storage_background_errors_total") >= shards);
+    let log = strip_ansi(&s.stderr());
+    let line = log.lines().find(|l| l.contains("a compaction read a damaged file")).expect("the damage is logged");
+    assert!(line.contains(".sst") && line.contains("Corruption") && line.contains("chunks"), "{line}");
+    assert!(!log.contains("poisoned"), "{log}");
 }
 
 /// Offsets of the record frames in a WAL segment (`len u32 LE · crc u32 · type · payload`).

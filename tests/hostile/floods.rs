@@ -3,6 +3,8 @@
 //! runs, the server stays reachable (`probe`), because the expensive work runs off
 //! the async workers under bounded slots and deadlines.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use prost::Message;
@@ -13,7 +15,12 @@ use crate::probe::probe_during;
 
 /// A server with 5,000 series of 60 samples each (one per minute, the last hour).
 fn loaded_server(dir: &std::path::Path) -> Server {
-    let s = Server::start(&dir.join("data"));
+    loaded_server_with(dir, "")
+}
+
+/// [`loaded_server`] with extra TOML config.
+fn loaded_server_with(dir: &std::path::Path, config: &str) -> Server {
+    let s = Server::start_with_config(&dir.join("data"), config);
     let now = now_ms();
     for batch in 0..5 {
         let series = (0..1_000)
@@ -36,11 +43,36 @@ fn client() -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder().timeout(Duration::from_secs(60)).build().expect("client")
 }
 
+/// The most storage reads seen running at once (`tessera_storage_reads_in_flight`,
+/// sampled from `/metrics` every 10 ms until `done` is set).
+fn sample_reads_in_flight(url: String, done: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let c = client();
+        let mut most = 0;
+        while !done.load(Ordering::Relaxed) {
+            let text = c.get(&url).send().and_then(|r| r.text()).unwrap_or_default();
+            let now = text
+                .lines()
+                .find_map(|l| l.strip_prefix("tessera_storage_reads_in_flight "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            most = most.max(now);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        most
+    })
+}
+
+/// Remote read runs its queries through the same read slots as PromQL: with 2 slots,
+/// the flood never runs more than 2 storage reads at once (sampled), and the server
+/// stays reachable.
 #[test]
 fn a_flood_of_remote_reads_of_everything_leaves_the_server_reachable() {
     let _serial = crate::probe::serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let s = loaded_server(dir.path());
+    let s = loaded_server_with(dir.path(), "max_blocking_storage_calls = 2\n");
+    let done = Arc::new(AtomicBool::new(false));
+    let sampler = sample_reads_in_flight(s.url("/metrics"), Arc::clone(&done));
     let url = s.url("/api/v1/read");
     let now = now_ms();
     let body = snappy(
@@ -71,6 +103,9 @@ fn a_flood_of_remote_reads_of_everything_leaves_the_server_reachable() {
             assert!([200, 503].contains(&r.status().as_u16()), "{}", r.status());
         }
     });
+    done.store(true, Ordering::Relaxed);
+    let most = sampler.join().expect("sampler");
+    assert!((1..=2).contains(&most), "{most} storage reads at once with 2 read slots");
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use tessera_storage::Sample;
+use tessera_model::Sample;
 
 pub const SCRAPE_MS: i64 = 15_000;
 pub const T0: i64 = 1_760_000_000_000;

@@ -3,7 +3,8 @@
 use std::time::Instant;
 
 use criterion::{BatchSize, Criterion, Throughput};
-use tessera_storage::{Engine, EngineConfig, Label, MatchOp, Matcher, Sample, SeriesAppend, WalFsync};
+use tessera_model::{Label, MatchOp, Matcher, Sample};
+use tessera_storage::{Engine, EngineConfig, SeriesAppend, WalFsync};
 
 use crate::data::{self, Kind, KINDS, SCRAPE_MS, T0};
 

@@ -3,8 +3,8 @@
 //! Throughput is in samples, so the numbers compare directly with decode speed.
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
+use tessera_model::Sample;
 use tessera_query::bench_kernels::{eval_range, KahanSum, RangeFn};
-use tessera_query::Sample;
 
 /// A counter scraped every 15 s with millisecond jitter and one reset, as a 5m window
 /// holds it (20 samples), with the window bounds the engine would pass.

@@ -3,8 +3,9 @@
 //! the numbers compare with the samples/s/core target.
 
 use criterion::{black_box, Criterion, Throughput};
+use tessera_model::Labels;
 use tessera_query::promqltest::MemStore;
-use tessera_query::{Engine, EngineOptions, Labels, QueryOptions};
+use tessera_query::{Engine, EngineOptions, QueryOptions};
 
 /// 256 GPUs on 32 nodes, scraped every 15 s for 12 hours.
 const GPUS: usize = 256;

@@ -39,7 +39,7 @@ pub use series::{LabelsBuilder, SeriesRef};
 use crate::rng::Rng;
 
 /// Prometheus' staleness marker: a NaN with this exact bit pattern.
-pub use tessera_model::STALE_NAN_BITS;
+use tessera_model::STALE_NAN_BITS;
 
 /// Everything that shapes a dataset. Two equal configs give identical samples.
 #[derive(Debug, Clone)]
@@ -147,7 +147,7 @@ pub struct Sample {
 
 impl Sample {
     pub fn is_stale_marker(&self) -> bool {
-        self.value.to_bits() == STALE_NAN_BITS
+        tessera_model::is_stale_nan(self.value)
     }
 }
 

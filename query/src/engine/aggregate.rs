@@ -7,7 +7,7 @@ use promql_parser::parser::{AggregateExpr, LabelModifier};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, is_histogram_marker, NAME};
+use super::labels_util::{self, is_histogram_marker};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
@@ -15,7 +15,7 @@ use crate::functions::format::{format_go_decimal, format_go_g};
 use crate::functions::order;
 use crate::functions::sampling::{clamp_ratio, limit_ratio_keeps};
 use crate::functions::stats::{quantile, AvgAccumulator, KahanSum, StdvarAccumulator};
-use crate::model::Labels;
+use tessera_model::{Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// The running state of one group at one step. The numeric work is done by the tested
 /// accumulators in `functions::stats`; this only dispatches on the operator.
@@ -162,7 +162,7 @@ impl Evaluator<'_> {
                         }
                     }
                 }
-                let name_in_group = !without && names.iter().any(|n| n == NAME);
+                let name_in_group = !without && names.iter().any(|n| n == METRIC_NAME);
                 let mut out: Vec<StepSeries> = glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
                 let mut cur = StepCursor::new(input.len());
                 let mut present = Vec::new();
@@ -201,7 +201,7 @@ impl Evaluator<'_> {
                                 }
                                 if a.count == 0.0 && (op == "sum" || op == "avg") {
                                     // Only histograms: the result is a histogram, kept opaque.
-                                    out[g].pts.push((t, f64::from_bits(labels_util::HISTOGRAM_MARKER_BITS)));
+                                    out[g].pts.push((t, f64::from_bits(HISTOGRAM_MARKER_BITS)));
                                     continue;
                                 }
                                 if op != "sum" && op != "avg" {

@@ -11,7 +11,7 @@ use super::labels_util::{self, is_histogram_marker, signature};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
-use crate::model::Labels;
+use tessera_model::Labels;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Card {

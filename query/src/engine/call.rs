@@ -8,13 +8,13 @@ use promql_parser::parser::{Call, Expr};
 
 use super::binary::StepCursor;
 use super::eval::Evaluator;
-use super::labels_util::{self, is_histogram_marker, NAME};
+use super::labels_util::{self, is_histogram_marker};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::{format_go_g, parse_go_float};
 use crate::functions::order;
-use crate::model::{Label, Labels};
+use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -132,7 +132,7 @@ impl Evaluator<'_> {
                 let mut out = Vec::with_capacity(v.len());
                 for mut s in v {
                     let nl = functions::labels::label_replace_with(&s.labels, &dst, &repl, &src, &re)?;
-                    if dst == NAME {
+                    if dst == METRIC_NAME {
                         s.drop_name = false;
                     }
                     s.labels = nl;
@@ -151,7 +151,7 @@ impl Evaluator<'_> {
                 let mut out = Vec::with_capacity(v.len());
                 for mut s in v {
                     let nl = functions::labels::label_join(&s.labels, &dst, &sep, &srcs)?;
-                    if dst == NAME {
+                    if dst == METRIC_NAME {
                         s.drop_name = false;
                     }
                     s.labels = nl;
@@ -358,7 +358,7 @@ impl Evaluator<'_> {
         if matches!(name, "rate" | "increase") {
             let arg_text_pos = self.ctx.pos_of(name, 0);
             for s in &ra.series {
-                if let Some(metric) = s.labels.get(NAME) {
+                if let Some(metric) = s.labels.get(METRIC_NAME) {
                     if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
                         let p = self.ctx.pos_of(metric, 0);
                         let _ = &arg_text_pos;
@@ -389,7 +389,7 @@ impl Evaluator<'_> {
         // Functions that refuse a mix of floats and histograms (warning, no result);
         // the others ignore the histograms (info).
         let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
-        let mut floats_buf: Vec<crate::model::Sample> = Vec::new();
+        let mut floats_buf: Vec<tessera_model::Sample> = Vec::new();
         let ctx = self.ctx;
         self.for_each_window(&ra, |win, si, k, ws, we| {
             for (i, s) in scalars.iter().enumerate() {
@@ -403,11 +403,11 @@ impl Evaluator<'_> {
                     // Only histograms: the functions that map histograms to histograms
                     // produce one (kept opaque); the others produce nothing.
                     if matches!(name, "rate" | "increase" | "delta" | "irate" | "idelta" | "sum_over_time" | "avg_over_time") {
-                        out[si].pts.push((self.ts(k), f64::from_bits(labels_util::HISTOGRAM_MARKER_BITS)));
+                        out[si].pts.push((self.ts(k), f64::from_bits(HISTOGRAM_MARKER_BITS)));
                     }
                     return Ok(());
                 }
-                let metric = ra.series[si].labels.get(NAME).unwrap_or("").to_string();
+                let metric = ra.series[si].labels.get(METRIC_NAME).unwrap_or("").to_string();
                 let p = ctx.pos_of_first_arg(name);
                 if refuse_mix {
                     ctx.warn(format!(
@@ -479,7 +479,7 @@ impl Evaluator<'_> {
                     series_info.push(Some((g, ub)));
                 }
                 None => {
-                    let metric = s.labels.get(NAME).unwrap_or("");
+                    let metric = s.labels.get(METRIC_NAME).unwrap_or("");
                     let p = self.ctx.pos_of(metric, 0);
                     self.ctx.warn(format!(
                         "PromQL warning: bucket label \"le\" is missing or has a malformed value of {le:?} for metric name {metric:?} {p}"
@@ -517,7 +517,7 @@ impl Evaluator<'_> {
                 }
                 let (res, forced) = f(k, b);
                 if forced {
-                    let metric = out[g].labels.get(NAME).unwrap_or("").to_string();
+                    let metric = out[g].labels.get(METRIC_NAME).unwrap_or("").to_string();
                     let p = self.ctx.pos_of(&metric, 0);
                     self.ctx.info(format!(
                         "PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile) for metric name {metric:?} {p}"
@@ -544,7 +544,7 @@ fn absent_labels(e: &Expr) -> Labels {
     let mut set: Vec<Label> = Vec::new();
     let mut has: Vec<String> = Vec::new();
     for m in &vs.matchers.matchers {
-        if m.name == NAME {
+        if m.name == METRIC_NAME {
             continue;
         }
         if matches!(m.op, PMatchOp::Equal) && !has.contains(&m.name) {

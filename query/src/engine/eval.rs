@@ -10,8 +10,9 @@ use promql_parser::parser::{AtModifier, Expr, Offset};
 use super::types::{StepSeries, Val};
 use super::{EngineOptions, QueryOptions, DEFAULT_SUBQUERY_STEP_MS};
 use crate::error::{ErrorKind, QueryError};
-use crate::model::{Queryable, Sample};
+use crate::model::Queryable;
 use crate::value::{QueryOutput, Value};
+use tessera_model::Sample;
 
 /// State shared by every evaluator of one query (subqueries get their own
 /// [`Evaluator`] but the same context).
@@ -36,6 +37,9 @@ pub(crate) struct Ctx {
     pub query_step: i64,
     /// What the tree says about each selector (function, grouping), for select hints.
     pub selectors: std::collections::HashMap<usize, super::hints::SelectorContext>,
+    /// Each selector's compiled matcher sets (same key as `selectors`), compiled on first
+    /// use so the planning pass and the evaluation share them.
+    pub matchers: RefCell<std::collections::HashMap<usize, Vec<Vec<tessera_model::Matcher>>>>,
 }
 
 impl Ctx {
@@ -54,6 +58,7 @@ impl Ctx {
             query_end: end,
             query_step: 0,
             selectors: std::collections::HashMap::new(),
+            matchers: RefCell::new(std::collections::HashMap::new()),
         }
     }
 
@@ -375,9 +380,8 @@ impl<'a> Evaluator<'a> {
             .collect()
     }
 
-    /// Evaluates a subquery's inner expression on its own grid and returns its points
-    /// as the samples of a range argument.
-    pub fn eval_subquery(&mut self, sq: &promql_parser::parser::SubqueryExpr) -> Result<RangeArg, QueryError> {
+    /// The grid a subquery's inner expression is evaluated on, from this grid.
+    pub fn subquery_grid(&self, sq: &promql_parser::parser::SubqueryExpr) -> SubqueryGrid {
         let offset = offset_ms(&sq.offset);
         let at = self.resolve_at(&sq.at);
         let range = dur_ms(&sq.range);
@@ -389,11 +393,17 @@ impl<'a> Evaluator<'a> {
         // The first timestamp after `start - offset - range` that is a multiple of the
         // step (Go's truncating division, as Prometheus computes it).
         let lo = base_start - offset - range;
-        let mut s = step * (lo / step);
-        if s <= lo {
-            s += step;
+        let mut start = step * (lo / step);
+        if start <= lo {
+            start += step;
         }
-        let e = base_end - offset;
+        SubqueryGrid { offset, at, range, start, end: base_end - offset, step }
+    }
+
+    /// Evaluates a subquery's inner expression on its own grid and returns its points
+    /// as the samples of a range argument.
+    pub fn eval_subquery(&mut self, sq: &promql_parser::parser::SubqueryExpr) -> Result<RangeArg, QueryError> {
+        let SubqueryGrid { offset, at, range, start: s, end: e, step } = self.subquery_grid(sq);
         let mut series = Vec::new();
         if s <= e {
             // The subquery's grid is bounded by the sample limit before anything on it
@@ -464,7 +474,7 @@ impl<'a> Evaluator<'a> {
     pub fn for_each_window(
         &self,
         ra: &RangeArg,
-        mut f: impl FnMut(&[crate::model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
+        mut f: impl FnMut(&[tessera_model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
         let n = self.n_steps();
         let base = self.ctx.cur_samples();
@@ -501,13 +511,24 @@ pub(crate) struct RangeArg {
     pub at: Option<i64>,
 }
 
+/// Where a subquery's inner expression is evaluated: `start..=end` by `step` (empty
+/// when `start > end`), and the subquery's own range, offset and `@` time.
+pub(crate) struct SubqueryGrid {
+    pub offset: i64,
+    pub at: Option<i64>,
+    pub range: i64,
+    pub start: i64,
+    pub end: i64,
+    pub step: i64,
+}
+
 pub(crate) struct RangeSeries {
-    pub labels: crate::model::Labels,
+    pub labels: tessera_model::Labels,
     pub drop_name: bool,
     pub samples: Vec<Sample>,
 }
 
-fn is_literal(e: &Expr) -> bool {
+pub(crate) fn is_literal(e: &Expr) -> bool {
     matches!(e, Expr::NumberLiteral(_) | Expr::StringLiteral(_))
 }
 

@@ -2,9 +2,7 @@
 //! markers it interprets. Prometheus' number formatting and orderings live in
 //! `crate::functions` (`format`, `order`), the one tested implementation.
 
-use crate::model::Labels;
-
-pub use tessera_model::{is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
+use tessera_model::{Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// Whether `v` stands for a native histogram sample: the promqltest store writes
 /// [`HISTOGRAM_MARKER_BITS`] for one (the engine does not evaluate native histograms,
@@ -15,13 +13,11 @@ pub fn is_histogram_marker(v: f64) -> bool {
     v.to_bits() == HISTOGRAM_MARKER_BITS
 }
 
-pub(crate) const NAME: &str = tessera_model::METRIC_NAME;
-
 pub(crate) fn without_name(l: &Labels) -> Labels {
-    if l.get(NAME).is_none() {
+    if l.get(METRIC_NAME).is_none() {
         return l.clone();
     }
-    Labels::from_sorted(l.iter().filter(|x| x.name != NAME).cloned().collect())
+    Labels::from_sorted(l.iter().filter(|x| x.name != METRIC_NAME).cloned().collect())
 }
 
 /// Keeps only the labels named in `names`.
@@ -41,7 +37,7 @@ pub(crate) fn signature(l: &Labels, on: bool, names: &[String]) -> Vec<u8> {
     let mut key = Vec::with_capacity(64);
     for x in l.iter() {
         let listed = names.iter().any(|n| n == &x.name);
-        let take = if on { listed } else { !listed && x.name != NAME };
+        let take = if on { listed } else { !listed && x.name != METRIC_NAME };
         if take {
             key.extend_from_slice(x.name.as_bytes());
             key.push(0xff);

@@ -14,6 +14,7 @@ mod eval;
 mod hints;
 mod labels_util;
 pub mod limits;
+mod plan;
 mod selector;
 mod types;
 
@@ -28,8 +29,8 @@ use crate::value::{QueryOutput, Value, VectorElem};
 use eval::{Ctx, Evaluator};
 use types::Val;
 
-pub use labels_util::{is_histogram_marker, is_stale_nan, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 pub use limits::TextLimits;
+pub use selector::selector_matchers;
 
 /// Engine-wide limits and defaults.
 #[derive(Debug, Clone)]
@@ -99,6 +100,7 @@ impl Engine {
         let mut ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
         ctx.selectors = hints::collect(&ast);
         let mut ev = Evaluator::new(q, &ctx, time_ms, time_ms, 1);
+        announce_selects(&ev, &ast, opts);
         let val = ev.eval(&ast)?;
         let value = match val {
             Val::Scalar(v) => Value::Scalar { t: time_ms, v: v[0] },
@@ -161,13 +163,14 @@ impl Engine {
         ctx.query_step = step_ms;
         ctx.selectors = hints::collect(&ast);
         let mut ev = Evaluator::new(q, &ctx, start_ms, end_ms, step_ms);
+        announce_selects(&ev, &ast, opts);
         let val = ev.eval(&ast)?;
         let value = match val {
             Val::Scalar(v) => {
                 let samples = v
                     .iter()
                     .enumerate()
-                    .map(|(i, &v)| crate::model::Sample { t: start_ms + i as i64 * step_ms, v })
+                    .map(|(i, &v)| tessera_model::Sample { t: start_ms + i as i64 * step_ms, v })
                     .collect();
                 Value::Matrix(vec![Series { labels: Default::default(), samples }])
             }
@@ -179,6 +182,16 @@ impl Engine {
             }
         };
         Ok(ctx.into_output(value))
+    }
+}
+
+/// Tells the data source every select the evaluation of `ast` will make (see
+/// [`Queryable::prepare`]).
+fn announce_selects(ev: &Evaluator<'_>, ast: &promql_parser::parser::Expr, opts: &QueryOptions) {
+    let mut selects = Vec::new();
+    ev.plan(ast, &mut selects);
+    if !selects.is_empty() {
+        ev.q.prepare(&selects, opts);
     }
 }
 

@@ -7,33 +7,81 @@ use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{MatrixSelector, VectorSelector};
 
 use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
-use super::labels_util::{is_stale_nan, NAME};
 use super::types::StepSeries;
 use crate::error::QueryError;
-use crate::model::{Labels, MatchOp, Matcher, SelectHints, Series};
+use crate::model::{SelectHints, Series};
+use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, METRIC_NAME};
 
-/// Converts the parser's matchers (plus the metric name, which the parser keeps apart)
-/// into the `Queryable` contract's matcher sets, one per `or` alternative.
-pub(crate) fn matcher_sets(vs: &VectorSelector) -> Vec<Vec<Matcher>> {
-    let conv = |m: &promql_parser::label::Matcher| Matcher {
-        name: m.name.clone(),
-        op: match m.op {
+/// Compiles a selector's matchers (plus the metric name, which promql-parser keeps
+/// apart) into the `Queryable` contract's matcher sets, one per `or` alternative: the
+/// one place the parser's matchers become `tessera_model::Matcher`s, for the engine and
+/// for the API's `match[]` parameters. Each matcher is compiled once and then tested
+/// against every series. promql-parser has already checked the regexes in Rust's
+/// syntax; one that Go's dialect refuses is [`tessera_model::Error::InvalidRegex`].
+pub fn selector_matchers(vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>, tessera_model::Error> {
+    let compile = |m: &promql_parser::label::Matcher| {
+        let op = match m.op {
             PMatchOp::Equal => MatchOp::Equal,
             PMatchOp::NotEqual => MatchOp::NotEqual,
             PMatchOp::Re(_) => MatchOp::Regex,
             PMatchOp::NotRe(_) => MatchOp::NotRegex,
-        },
-        value: m.value.clone(),
+        };
+        Matcher::new(&m.name, op, &m.value)
     };
-    let name = vs.name.as_ref().map(|n| Matcher { name: NAME.to_string(), op: MatchOp::Equal, value: n.clone() });
-    let base: Vec<Matcher> = name.into_iter().chain(vs.matchers.matchers.iter().map(conv)).collect();
+    let name = vs.name.as_ref().map(|n| Matcher::equal(METRIC_NAME, n.as_str()));
+    let base: Vec<Matcher> =
+        name.into_iter().map(Ok).chain(vs.matchers.matchers.iter().map(compile)).collect::<Result<_, _>>()?;
     if vs.matchers.or_matchers.is_empty() {
-        return vec![base];
+        return Ok(vec![base]);
     }
-    vs.matchers.or_matchers.iter().map(|alt| base.iter().cloned().chain(alt.iter().map(conv)).collect()).collect()
+    vs.matchers
+        .or_matchers
+        .iter()
+        .map(|alt| base.iter().cloned().map(Ok).chain(alt.iter().map(compile)).collect())
+        .collect()
 }
 
 impl Evaluator<'_> {
+    /// The compiled matcher sets of `vs` ([`selector_matchers`]): compiled once per query
+    /// and cached in its context, for the planning pass and the evaluation to share.
+    pub(crate) fn matchers_of(&self, vs: &VectorSelector) -> Result<Vec<Vec<Matcher>>, QueryError> {
+        let key = super::hints::key(vs);
+        if let Some(sets) = self.ctx.matchers.borrow().get(&key) {
+            return Ok(sets.clone());
+        }
+        let sets = selector_matchers(vs).map_err(|e| QueryError::bad_data(e.to_string()))?;
+        self.ctx.matchers.borrow_mut().insert(key, sets.clone());
+        Ok(sets)
+    }
+
+    /// The offset, `@` time and the span `[rmin, rmax]` of reference times a selector
+    /// is evaluated at on this grid (one time when `@` pins it). The select reaches back
+    /// from `rmin` by the lookback delta or the matrix range.
+    pub(crate) fn window(&self, vs: &VectorSelector) -> (i64, Option<i64>, i64, i64) {
+        let offset = offset_ms(&vs.offset);
+        let at = self.resolve_at(&vs.at);
+        let (rmin, rmax) = match at {
+            Some(a) => (a - offset, a - offset),
+            None => (self.start - offset, self.end - offset),
+        };
+        (offset, at, rmin, rmax)
+    }
+
+    /// The hints of a select of `vs` for samples in `[mint, maxt]` on this grid.
+    pub(crate) fn hints(&self, vs: &VectorSelector, mint: i64, maxt: i64, range: i64) -> SelectHints {
+        let place = self.ctx.selectors.get(&super::hints::key(vs)).cloned().unwrap_or_default();
+        SelectHints {
+            start: mint,
+            end: maxt,
+            // An instant evaluation has no step, as in Prometheus' hints.
+            step: if self.start == self.end { 0 } else { self.step },
+            range,
+            func: place.func,
+            grouping: place.grouping,
+            by: place.by,
+        }
+    }
+
     /// Reads every series matching `vs` with samples in `[mint, maxt]`, sorted by labels.
     /// `range` is the matrix selector's range (ms), 0 for an instant selector; with the
     /// grid's step and the selector's place in the tree it makes the select's hints. The
@@ -46,19 +94,9 @@ impl Evaluator<'_> {
         range: i64,
     ) -> Result<Vec<Series>, QueryError> {
         self.ctx.check_interrupt_now()?;
-        let sets = matcher_sets(vs);
+        let sets = self.matchers_of(vs)?;
         let ctl = self.ctx.controls();
-        let place = self.ctx.selectors.get(&super::hints::key(vs)).cloned().unwrap_or_default();
-        let hints = SelectHints {
-            start: mint,
-            end: maxt,
-            // An instant evaluation has no step, as in Prometheus' hints.
-            step: if self.start == self.end { 0 } else { self.step },
-            range,
-            func: place.func,
-            grouping: place.grouping,
-            by: place.by,
-        };
+        let hints = self.hints(vs, mint, maxt, range);
         let read = |set: &[Matcher]| -> Result<Vec<Series>, QueryError> {
             let r = self.q.select(set, &hints, &ctl)?;
             for w in r.warnings {
@@ -92,14 +130,9 @@ impl Evaluator<'_> {
         vs: &VectorSelector,
         ts_as_value: bool,
     ) -> Result<Vec<StepSeries>, QueryError> {
-        let offset = offset_ms(&vs.offset);
-        let at = self.resolve_at(&vs.at);
+        let (offset, at, rmin, rmax) = self.window(vs);
         let n = self.n_steps();
         let lookback = self.ctx.lookback;
-        let (rmin, rmax) = match at {
-            Some(a) => (a - offset, a - offset),
-            None => (self.start - offset, self.end - offset),
-        };
         let series = self.select(vs, rmin - lookback + 1, rmax, 0)?;
         let mut out = Vec::with_capacity(series.len());
         for s in series {
@@ -133,13 +166,8 @@ impl Evaluator<'_> {
     /// markers removed.
     pub(crate) fn eval_matrix_selector(&self, ms: &MatrixSelector) -> Result<RangeArg, QueryError> {
         let vs = &ms.vs;
-        let offset = offset_ms(&vs.offset);
-        let at = self.resolve_at(&vs.at);
+        let (offset, at, rmin, rmax) = self.window(vs);
         let range = dur_ms(&ms.range);
-        let (rmin, rmax) = match at {
-            Some(a) => (a - offset, a - offset),
-            None => (self.start - offset, self.end - offset),
-        };
         let series = self.select(vs, rmin - range + 1, rmax, range)?;
         let series = series
             .into_iter()

@@ -1,6 +1,6 @@
 use super::*;
-use crate::model::{Labels, Sample};
 use crate::promqltest::MemStore;
+use tessera_model::{Labels, Sample, STALE_NAN_BITS};
 
 fn store() -> MemStore {
     let mut s = MemStore::new();
@@ -168,7 +168,7 @@ struct Recording {
 impl Queryable for Recording {
     fn select(
         &self,
-        matchers: &[crate::model::Matcher],
+        matchers: &[tessera_model::Matcher],
         hints: &crate::model::SelectHints,
         ctl: &QueryOptions,
     ) -> Result<crate::model::SelectResult, QueryError> {

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::error::QueryError;
-use crate::model::{Labels, Sample};
+use tessera_model::{Labels, Sample};
 
 /// One series of an intermediate result: its labels and its points. For an instant
 /// vector the points sit at step timestamps (at most one per step, in step order); for

@@ -4,9 +4,8 @@
 
 use regex::Regex;
 
-use crate::model::{Label, Labels};
 use crate::QueryError;
-use tessera_model::goregex;
+use tessera_model::{goregex, Label, Labels};
 
 /// Prometheus 3.x validates label names with the UTF-8 scheme: any non-empty valid UTF-8
 /// string (and a Rust `&str` is always valid UTF-8).

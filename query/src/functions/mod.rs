@@ -4,7 +4,8 @@
 //! aggregations share (`stats`), and the small pieces that must match Prometheus to the
 //! byte: output orderings (`order`), float ↔ label-value text (`format`) and
 //! `limit_ratio`'s hash-based sampling (`sampling`). Go regex syntax lives in
-//! `tessera_model::goregex`, shared with the storage matcher.
+//! `tessera_model::goregex`, shared with the selector matchers
+//! (`tessera_model::Matcher`).
 //!
 //! Nothing here knows about series selection, vectors, vector matching, the AST or the
 //! lookback window: the engine selects the samples, decides which function applies and

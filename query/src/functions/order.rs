@@ -4,7 +4,7 @@
 
 use std::cmp::Ordering;
 
-use crate::model::Labels;
+use tessera_model::Labels;
 
 /// `sort()`: ascending by value, NaN last. (Prometheus reverse-sorts a "NaN is smallest"
 /// heap order, which puts NaN at the end in both directions.)

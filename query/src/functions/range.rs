@@ -16,8 +16,8 @@ pub mod over_time;
 pub mod rate;
 pub mod trend;
 
-use crate::model::Sample;
 use crate::QueryError;
+use tessera_model::Sample;
 
 /// A range function resolved from its name once, so that evaluating it per window and
 /// step does not repeat the string match (a query evaluates `rate` millions of times).

@@ -7,7 +7,7 @@
 
 use xxhash_rust::xxh64::Xxh64;
 
-use crate::model::Labels;
+use tessera_model::Labels;
 
 /// Prometheus' `labels.Labels.Hash()`: xxhash64 (seed 0) over each label's name, a 0xff
 /// byte, its value and another 0xff byte, in label order. 0xff cannot occur in UTF-8, so

@@ -1,6 +1,6 @@
 //! Parser of the promqltest script format.
 
-use crate::model::Labels;
+use tessera_model::Labels;
 
 /// One point of a `load` or expected-result line.
 #[derive(Debug, Clone, Copy, PartialEq)]

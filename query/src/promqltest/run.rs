@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use super::parse::{parse_script, Cmd, EvalCmd, Expected, MsgMatch, Point};
 use super::store::{MemStore, TestStore};
-use crate::engine::{Engine, EngineOptions, QueryOptions, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
-use crate::model::Labels;
+use crate::engine::{Engine, EngineOptions, QueryOptions};
 use crate::value::{QueryOutput, Value};
+use tessera_model::{Labels, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 
 /// One failing `eval`.
 #[derive(Debug, Clone)]
@@ -88,19 +88,7 @@ pub fn run_script_on(name: &str, text: &str, store: &mut dyn TestStore) -> FileS
                 if let Some(e) = error {
                     load_error = Some((line, e));
                 }
-                for (labels, points) in series {
-                    for (i, p) in points.iter().enumerate() {
-                        let t = i as i64 * interval;
-                        match p {
-                            Point::Float(v) => store.add(labels.clone(), t, *v),
-                            Point::Stale => store.add(labels.clone(), t, f64::from_bits(STALE_NAN_BITS)),
-                            // Native histograms are not evaluated; a marker keeps their
-                            // presence visible (counted, skipped by float functions).
-                            Point::Histogram => store.add(labels.clone(), t, f64::from_bits(HISTOGRAM_MARKER_BITS)),
-                            Point::Missing => {}
-                        }
-                    }
-                }
+                load(store, series, interval);
             }
             Cmd::Eval(e) => {
                 let mut result = store.commit().and_then(|()| run_eval(&engine, store.queryable(), &e));
@@ -123,6 +111,23 @@ pub fn run_script_on(name: &str, text: &str, store: &mut dyn TestStore) -> FileS
         }
     }
     fs
+}
+
+/// Adds a `load` command's points to `store`, the first at t = 0.
+pub(crate) fn load(store: &mut dyn TestStore, series: Vec<(Labels, Vec<Point>)>, interval: i64) {
+    for (labels, points) in series {
+        for (i, p) in points.iter().enumerate() {
+            let t = i as i64 * interval;
+            match p {
+                Point::Float(v) => store.add(labels.clone(), t, *v),
+                Point::Stale => store.add(labels.clone(), t, f64::from_bits(STALE_NAN_BITS)),
+                // Native histograms are not evaluated; a marker keeps their
+                // presence visible (counted, skipped by float functions).
+                Point::Histogram => store.add(labels.clone(), t, f64::from_bits(HISTOGRAM_MARKER_BITS)),
+                Point::Missing => {}
+            }
+        }
+    }
 }
 
 /// Runs the scripts and prints `FILE:LINE: query: reason` for each failing eval,

@@ -1,12 +1,10 @@
 //! The in-memory store the runner loads test data into.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-
-use regex::Regex;
+use std::collections::BTreeMap;
 
 use crate::error::QueryError;
-use crate::model::{Labels, MatchOp, Matcher, Queryable, Sample, SelectHints, SelectResult, Series};
+use crate::model::{Queryable, SelectHints, SelectResult, Series};
+use tessera_model::{Labels, Matcher, Sample};
 
 /// Where a script's `load` data goes and what its evals read: [`MemStore`] here, and
 /// the real storage engine in the server's conformance test.
@@ -35,12 +33,12 @@ impl TestStore for MemStore {
     }
 }
 
-/// Series kept in label order, each with samples in time order. Regexes are Go (RE2)
-/// syntax, compiled as the storage matcher compiles them, once per distinct pattern.
+/// Series kept in label order, each with samples in time order. Selections test each
+/// series with the compiled `tessera_model::Matcher`s they are given, the matchers
+/// storage uses, so the only difference from storage is the absent index.
 #[derive(Default)]
 pub struct MemStore {
     series: BTreeMap<Labels, Vec<Sample>>,
-    regex_cache: Mutex<HashMap<String, Regex>>,
 }
 
 impl MemStore {
@@ -60,27 +58,6 @@ impl MemStore {
             Err(i) => s.insert(i, Sample { t, v }),
         }
     }
-
-    fn matches(&self, m: &Matcher, value: &str) -> Result<bool, QueryError> {
-        Ok(match m.op {
-            MatchOp::Equal => value == m.value,
-            MatchOp::NotEqual => value != m.value,
-            MatchOp::Regex | MatchOp::NotRegex => {
-                let mut cache = self.regex_cache.lock().map_err(|_| QueryError::internal("regex cache poisoned"))?;
-                if !cache.contains_key(&m.value) {
-                    let re = tessera_model::goregex::compile_anchored(&m.value)
-                        .map_err(|e| QueryError::bad_data(format!("invalid regular expression {:?}: {e}", m.value)))?;
-                    cache.insert(m.value.clone(), re);
-                }
-                let hit = cache[&m.value].is_match(value);
-                if m.op == MatchOp::Regex {
-                    hit
-                } else {
-                    !hit
-                }
-            }
-        })
-    }
 }
 
 impl Queryable for MemStore {
@@ -95,7 +72,7 @@ impl Queryable for MemStore {
         'series: for (labels, samples) in &self.series {
             for m in matchers {
                 // A missing label matches as the empty string.
-                if !self.matches(m, labels.get(&m.name).unwrap_or(""))? {
+                if !m.matches(labels.get(m.name()).unwrap_or("")) {
                     continue 'series;
                 }
             }

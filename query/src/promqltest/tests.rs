@@ -1,5 +1,6 @@
 use super::parse::{parse_script, parse_series_line, Cmd, Point};
 use super::run_script;
+use super::store::MemStore;
 
 #[test]
 fn series_values_expand_like_promtool() {
@@ -61,4 +62,100 @@ fn expect_fail_and_annotations_are_checked() {
     let s = run_script("t.test", script);
     assert_eq!((s.passed, s.failed), (2, 1), "{:?}", s.failures);
     assert!(s.failures[0].reason.contains("warn"));
+}
+
+/// A source that records what `prepare` announced and what `select` was then asked.
+struct Recorder<'a> {
+    inner: &'a MemStore,
+    announced: std::sync::Mutex<Vec<crate::model::PlannedSelect>>,
+    selected: std::sync::Mutex<Vec<crate::model::PlannedSelect>>,
+}
+
+impl crate::model::Queryable for Recorder<'_> {
+    fn prepare(&self, selects: &[crate::model::PlannedSelect], _ctl: &crate::QueryOptions) {
+        self.announced.lock().unwrap().extend_from_slice(selects);
+    }
+
+    fn select(
+        &self,
+        matchers: &[tessera_model::Matcher],
+        hints: &crate::model::SelectHints,
+        ctl: &crate::QueryOptions,
+    ) -> Result<crate::model::SelectResult, crate::QueryError> {
+        self.selected
+            .lock()
+            .unwrap()
+            .push(crate::model::PlannedSelect { matchers: matchers.to_vec(), hints: hints.clone() });
+        crate::model::Queryable::select(self.inner, matchers, hints, ctl)
+    }
+}
+
+fn sorted_debug(v: &[crate::model::PlannedSelect]) -> Vec<String> {
+    let mut out: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
+    out.sort();
+    out
+}
+
+/// The pre-pass that announces a query's selects (`engine/plan.rs`) mirrors evaluation
+/// exactly: over every eval of the upstream and own scripts, a query that succeeds made
+/// exactly the announced selects (same matchers, ranges and hints), and one that fails
+/// made no select that was not announced.
+#[test]
+fn every_select_evaluation_makes_was_announced_before_it_started() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for dir in [root.clone(), root.join("upstream")] {
+        for e in std::fs::read_dir(&dir).expect("read testdata") {
+            let p = e.expect("entry").path();
+            if p.extension().is_some_and(|x| x == "test") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let engine = crate::Engine::new(crate::EngineOptions::default());
+    let (mut exact, mut with_selects, mut mismatches) = (0usize, 0usize, Vec::new());
+    for path in &files {
+        let text = std::fs::read_to_string(path).expect("read script");
+        let mut store = MemStore::new();
+        for cmd in parse_script(&text) {
+            match cmd {
+                Cmd::Clear => store.clear(),
+                Cmd::Load { series, interval, .. } => super::run::load(&mut store, series, interval),
+                Cmd::Eval(e) => {
+                    let rec = Recorder { inner: &store, announced: Default::default(), selected: Default::default() };
+                    let opts = crate::QueryOptions::default();
+                    let res = match (e.instant, e.range) {
+                        (Some(t), _) => engine.instant_query(&rec, &e.query, t, &opts).map(|_| ()),
+                        (None, Some((s, en, st))) => engine.range_query(&rec, &e.query, s, en, st, &opts).map(|_| ()),
+                        _ => continue,
+                    };
+                    let announced = sorted_debug(&rec.announced.lock().unwrap());
+                    let selected = sorted_debug(&rec.selected.lock().unwrap());
+                    let at = format!("{}:{}: {}", path.display(), e.line, e.query);
+                    if res.is_ok() {
+                        if announced != selected {
+                            mismatches.push(format!("{at}\n  announced {announced:?}\n  selected  {selected:?}"));
+                        }
+                        exact += 1;
+                        with_selects += usize::from(!selected.is_empty());
+                    } else {
+                        let mut left = announced.clone();
+                        for s in &selected {
+                            match left.iter().position(|a| a == s) {
+                                Some(i) => {
+                                    left.remove(i);
+                                }
+                                None => {
+                                    mismatches.push(format!("{at}\n  not announced: {s}\n  announced {announced:?}"))
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(mismatches.is_empty(), "{} evals differ from their plan:\n{}", mismatches.len(), mismatches.join("\n"));
+    assert!(exact > 1000 && with_selects > 800, "too few evals compared: {exact} ({with_selects} with selects)");
 }

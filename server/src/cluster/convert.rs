@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
+use tessera_model::{Label, Labels, MatchOp, Matcher, Sample};
 use tessera_proto::ingester as pb;
-use tessera_storage::{Label, MatchOp, Matcher, RejectReason, Sample, SeriesSamples};
+use tessera_storage::{RejectReason, SeriesSamples};
 use tonic::{Code, Status};
 
 use super::identity::Identity;
@@ -85,24 +86,25 @@ pub fn label_set_to_pb(labels: &[Label]) -> pb::LabelSet {
     pb::LabelSet { labels: labels.iter().map(label_to_pb).collect() }
 }
 
-/// Wire labels as the engine's label set (the ingester sends them sorted and unique).
-pub fn query_labels_from_pb(labels: Vec<pb::Label>) -> tessera_query::Labels {
-    tessera_query::Labels::from_pairs(labels.into_iter().map(|l| (l.name, l.value)))
+/// Wire labels as a label set (the ingester sends them sorted and unique; `from_pairs`
+/// sorts anyway, so a misbehaving peer cannot break the sorted-labels invariant).
+pub fn labels_from_pb_set(labels: Vec<pb::Label>) -> Labels {
+    Labels::from_pairs(labels.into_iter().map(|l| (l.name, l.value)))
 }
 
-pub fn query_samples_from_pb(s: &pb::Series) -> Vec<tessera_query::Sample> {
-    s.timestamps.iter().zip(&s.values).map(|(&t, &v)| tessera_query::Sample { t, v }).collect()
+pub fn samples_from_pb(s: &pb::Series) -> Vec<Sample> {
+    s.timestamps.iter().zip(&s.values).map(|(&t, &v)| Sample { t, v }).collect()
 }
 
-pub fn matcher_to_pb(m: &tessera_query::Matcher) -> pb::Matcher {
+pub fn matcher_to_pb(m: &Matcher) -> pb::Matcher {
     use pb::matcher::Type;
-    let t = match m.op {
-        tessera_query::MatchOp::Equal => Type::Eq,
-        tessera_query::MatchOp::NotEqual => Type::Neq,
-        tessera_query::MatchOp::Regex => Type::Re,
-        tessera_query::MatchOp::NotRegex => Type::Nre,
+    let t = match m.op() {
+        MatchOp::Equal => Type::Eq,
+        MatchOp::NotEqual => Type::Neq,
+        MatchOp::Regex => Type::Re,
+        MatchOp::NotRegex => Type::Nre,
     };
-    pb::Matcher { r#type: t as i32, name: m.name.clone(), value: m.value.clone() }
+    pb::Matcher { r#type: t as i32, name: m.name().to_owned(), value: m.value().to_owned() }
 }
 
 /// A wire matcher compiled for storage; a bad regex or type is `INVALID_ARGUMENT`.

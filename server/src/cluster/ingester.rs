@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::Stream;
+use tessera_model::{Labels, Matcher};
 use tessera_proto::ingester as pb;
-use tessera_storage::{Label, Matcher, SeriesSamples};
+use tessera_storage::{Interrupt, SeriesSamples};
 use tonic::{Request, Response, Status};
 
 use super::convert;
 use super::identity::Identity;
-use crate::shards::{request_interrupt, PushSeries, ShardId, Shards};
+use crate::shards::{request_controls, PushSeries, ShardId, Shards};
 
 /// Longest a read may run when the caller sent no deadline.
 pub const MAX_READ: Duration = Duration::from_secs(120);
@@ -88,6 +89,22 @@ pub fn parse_grpc_timeout(v: &str) -> Option<Duration> {
         "n" => Duration::from_nanos(n),
         _ => return None,
     })
+}
+
+/// Runs a blocking shard read off the async workers. The read stops at `deadline`, or
+/// when this future is dropped (the client went away): the cancel flag is raised then.
+async fn blocking_read<T: Send + 'static>(
+    shards: &Arc<Shards>,
+    deadline: Instant,
+    read: impl FnOnce(&Shards, &Interrupt) -> crate::shards::Result<T> + Send + 'static,
+) -> Result<T, Status> {
+    let (ctl, _cancel_on_drop) = request_controls(deadline);
+    let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
+    let shards = Arc::clone(shards);
+    tokio::task::spawn_blocking(move || read(&shards, &stop))
+        .await
+        .map_err(|e| Status::internal(format!("read task failed: {e}")))?
+        .map_err(convert::status_from_shard_error)
 }
 
 fn storage_matchers(ms: &[pb::Matcher]) -> Result<Vec<Matcher>, Status> {
@@ -161,13 +178,10 @@ impl pb::ingester_server::Ingester for IngesterService {
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
         // The guard lives in this future: dropped (client gone, deadline) = scans stop.
-        let (stop, _cancel_on_drop) = request_interrupt(deadline);
-        let series = self
-            .shards
-            .select_until(&req.tenant, &ms, req.start_ms, req.end_ms, stop)
-            .await
-            .map_err(convert::status_from_shard_error)?;
-        let size: fn(&SeriesSamples) -> usize = |s| convert::wire_size(&s.labels, s.samples.len());
+        let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
+        let series =
+            blocking_read(&self.shards, deadline, move |sh, stop| sh.select(&tenant, &ms, start, end, stop)).await?;
+        let size: fn(&SeriesSamples) -> usize = |s| convert::wire_size(s.labels.as_slice(), s.samples.len());
         Ok(Response::new(frames(series, size, |batch| pb::SelectResponse {
             series: batch.into_iter().map(convert::series_to_pb).collect(),
         })))
@@ -182,12 +196,10 @@ impl pb::ingester_server::Ingester for IngesterService {
         self.check(req.cluster.as_ref())?;
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
-        let (stop, _cancel_on_drop) = request_interrupt(deadline);
-        let names = self
-            .shards
-            .label_names_until(&req.tenant, &ms, req.start_ms, req.end_ms, stop)
-            .await
-            .map_err(convert::status_from_shard_error)?;
+        let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
+        let names =
+            blocking_read(&self.shards, deadline, move |sh, stop| sh.label_names(&tenant, &ms, start, end, stop))
+                .await?;
         Ok(Response::new(pb::LabelNamesResponse { names }))
     }
 
@@ -200,12 +212,11 @@ impl pb::ingester_server::Ingester for IngesterService {
         self.check(req.cluster.as_ref())?;
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
-        let (stop, _cancel_on_drop) = request_interrupt(deadline);
-        let values = self
-            .shards
-            .label_values_until(&req.tenant, &req.name, &ms, req.start_ms, req.end_ms, stop)
-            .await
-            .map_err(convert::status_from_shard_error)?;
+        let (tenant, name, start, end) = (req.tenant, req.name, req.start_ms, req.end_ms);
+        let values = blocking_read(&self.shards, deadline, move |sh, stop| {
+            sh.label_values(&tenant, &name, &ms, start, end, stop)
+        })
+        .await?;
         Ok(Response::new(pb::LabelValuesResponse { values }))
     }
 
@@ -217,15 +228,12 @@ impl pb::ingester_server::Ingester for IngesterService {
         self.check(req.cluster.as_ref())?;
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
-        let (stop, _cancel_on_drop) = request_interrupt(deadline);
-        let sets = self
-            .shards
-            .series_until(&req.tenant, &ms, req.start_ms, req.end_ms, stop)
-            .await
-            .map_err(convert::status_from_shard_error)?;
-        let size: fn(&Vec<Label>) -> usize = |l| convert::wire_size(l, 0);
+        let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
+        let sets =
+            blocking_read(&self.shards, deadline, move |sh, stop| sh.series(&tenant, &ms, start, end, stop)).await?;
+        let size: fn(&Labels) -> usize = |l| convert::wire_size(l.as_slice(), 0);
         Ok(Response::new(frames(sets, size, |batch| pb::SeriesResponse {
-            series: batch.iter().map(|l| convert::label_set_to_pb(l)).collect(),
+            series: batch.iter().map(|l| convert::label_set_to_pb(l.as_slice())).collect(),
         })))
     }
 

@@ -29,4 +29,4 @@ pub mod writer;
 
 pub use config::{ClusterConfig, IngesterEntry};
 pub use placement::{Member, Placement, PlacementError};
-pub use roles::{validate_for_role, Frontend, Role};
+pub use roles::{check_cluster_config, Frontend, FrontendRole};

@@ -18,6 +18,7 @@ use tonic::transport::{Channel, Endpoint};
 use super::convert;
 use super::identity::Identity;
 use super::{ClusterConfig, Placement};
+use crate::http::json::{write_str_array, ObjectWriter};
 
 /// How long a connection attempt to an ingester may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -153,60 +154,77 @@ impl Peers {
         }
     }
 
-    /// `/api/v1/status/cluster` data: identity, placement and each ingester's health.
-    pub fn status_json(&self, role: &str) -> serde_json::Value {
-        let id = &self.identity;
-        let ingesters: Vec<serde_json::Value> = self
-            .peers
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let h = p.health.lock().clone();
-                serde_json::json!({
-                    "id": p.id,
-                    "addr": p.addr,
-                    "zone": p.zone,
-                    "up": h.up,
-                    "error": h.error,
-                    "last_check_ms_ago": h.checked.map(|t| t.elapsed().as_millis() as u64),
-                    "series": h.series,
-                    "shards": self.placement.shards_of(i),
-                })
-            })
-            .collect();
+    /// `/api/v1/status/cluster` data (JSON): identity, placement and each ingester's health.
+    pub fn status_json(&self, role: &str) -> String {
         let up: Vec<bool> = self.peers.iter().map(|p| p.health.lock().up).collect();
-        let shards: Vec<serde_json::Value> = self
-            .placement
-            .replicas
-            .iter()
-            .enumerate()
-            .map(|(s, r)| {
-                serde_json::json!({
-                    "shard": s,
-                    "replicas": r.iter().map(|&i| self.peers[i].id.as_str()).collect::<Vec<_>>(),
-                    "replicas_up": r.iter().filter(|&&i| up[i]).count(),
-                })
+        let mut out = String::new();
+        let mut o = ObjectWriter::new(&mut out);
+        o.str("role", role)
+            .raw("cluster", |out| identity_json(out, &self.identity))
+            .int("replication_factor", i64::from(self.config.replication_factor))
+            .int("write_quorum", self.write_quorum() as i64)
+            .int("read_quorum", self.read_quorum() as i64)
+            .raw("ingesters", |out| {
+                out.push('[');
+                for (i, p) in self.peers.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let h = p.health.lock().clone();
+                    let mut e = ObjectWriter::new(out);
+                    e.str("id", &p.id).str("addr", &p.addr).str("zone", &p.zone).bool("up", h.up);
+                    match &h.error {
+                        Some(err) => e.str("error", err),
+                        None => e.null("error"),
+                    };
+                    match h.checked {
+                        Some(t) => e.int("last_check_ms_ago", t.elapsed().as_millis() as i64),
+                        None => e.null("last_check_ms_ago"),
+                    };
+                    e.int("series", h.series as i64);
+                    e.raw("shards", |out| write_ints(out, self.placement.shards_of(i).iter().map(|&s| s as i64)));
+                    e.finish();
+                }
+                out.push(']');
             })
-            .collect();
-        serde_json::json!({
-            "role": role,
-            "cluster": identity_json(id),
-            "replication_factor": self.config.replication_factor,
-            "write_quorum": self.write_quorum(),
-            "read_quorum": self.read_quorum(),
-            "ingesters": ingesters,
-            "shards": shards,
-        })
+            .raw("shards", |out| {
+                out.push('[');
+                for (s, r) in self.placement.replicas.iter().enumerate() {
+                    if s > 0 {
+                        out.push(',');
+                    }
+                    let ids: Vec<String> = r.iter().map(|&i| self.peers[i].id.clone()).collect();
+                    let mut e = ObjectWriter::new(out);
+                    e.int("shard", s as i64)
+                        .raw("replicas", |out| write_str_array(out, &ids))
+                        .int("replicas_up", r.iter().filter(|&&i| up[i]).count() as i64);
+                    e.finish();
+                }
+                out.push(']');
+            });
+        o.finish();
+        out
     }
 }
 
+fn write_ints(out: &mut String, items: impl Iterator<Item = i64>) {
+    out.push('[');
+    for (i, v) in items.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&v.to_string());
+    }
+    out.push(']');
+}
+
 /// The identity as JSON (epoch in hex, as error messages print it).
-pub fn identity_json(id: &Identity) -> serde_json::Value {
-    serde_json::json!({
-        "name": id.name,
-        "shards": id.shards,
-        "hash_version": id.hash_version,
-        "placement_algorithm": id.algorithm,
-        "placement_epoch": format!("{:016x}", id.epoch),
-    })
+pub fn identity_json(out: &mut String, id: &Identity) {
+    let mut o = ObjectWriter::new(out);
+    o.str("name", &id.name)
+        .int("shards", i64::from(id.shards))
+        .str("hash_version", &id.hash_version)
+        .str("placement_algorithm", &id.algorithm)
+        .str("placement_epoch", &format!("{:016x}", id.epoch));
+    o.finish();
 }

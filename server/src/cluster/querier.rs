@@ -32,10 +32,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use tessera_model::{Labels, Matcher, Sample};
 use tessera_proto::ingester as pb;
-use tessera_query::{
-    ErrorKind, Labels, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series,
-};
+use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series};
 use tonic::Status;
 
 use super::convert;
@@ -175,18 +174,18 @@ impl ClusterQueryable {
         }
     }
 
-    fn request_parts(&self, matchers: &[tessera_query::Matcher]) -> (pb::ClusterIdentity, Vec<pb::Matcher>) {
+    fn request_parts(&self, matchers: &[Matcher]) -> (pb::ClusterIdentity, Vec<pb::Matcher>) {
         (self.peers.pb_identity(), matchers.iter().map(convert::matcher_to_pb).collect())
     }
 }
 
 /// Merges one series' samples from several replicas: time order, one sample per
 /// timestamp (the first replica's, in config order).
-fn merge_samples(mut parts: Vec<Vec<tessera_query::Sample>>) -> Vec<tessera_query::Sample> {
+fn merge_samples(mut parts: Vec<Vec<Sample>>) -> Vec<Sample> {
     if parts.len() == 1 {
         return parts.pop().unwrap_or_default();
     }
-    let mut all: Vec<tessera_query::Sample> = parts.into_iter().flatten().collect();
+    let mut all: Vec<Sample> = parts.into_iter().flatten().collect();
     // Stable: equal timestamps keep replica order, and dedup keeps the first.
     all.sort_by_key(|s| s.t);
     all.dedup_by_key(|s| s.t);
@@ -202,7 +201,7 @@ fn with_timeout<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
 impl Queryable for ClusterQueryable {
     fn select(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<SelectResult, QueryError> {
@@ -226,11 +225,11 @@ impl Queryable for ClusterQueryable {
                 Ok(series)
             }
         })?;
-        let mut merged: BTreeMap<Labels, Vec<Vec<tessera_query::Sample>>> = BTreeMap::new();
+        let mut merged: BTreeMap<Labels, Vec<Vec<Sample>>> = BTreeMap::new();
         for answer in out.answers.into_iter().flatten() {
             for s in answer {
-                let samples = convert::query_samples_from_pb(&s);
-                merged.entry(convert::query_labels_from_pb(s.labels)).or_default().push(samples);
+                let samples = convert::samples_from_pb(&s);
+                merged.entry(convert::labels_from_pb_set(s.labels)).or_default().push(samples);
             }
         }
         let data = merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect();
@@ -239,7 +238,7 @@ impl Queryable for ClusterQueryable {
 
     fn series(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
@@ -264,7 +263,7 @@ impl Queryable for ClusterQueryable {
             }
         })?;
         let mut all: Vec<Labels> =
-            out.answers.into_iter().flatten().flatten().map(|s| convert::query_labels_from_pb(s.labels)).collect();
+            out.answers.into_iter().flatten().flatten().map(|s| convert::labels_from_pb_set(s.labels)).collect();
         all.sort();
         all.dedup();
         Ok(ReadResult { data: all, warnings })
@@ -272,7 +271,7 @@ impl Queryable for ClusterQueryable {
 
     fn label_names(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
@@ -298,7 +297,7 @@ impl Queryable for ClusterQueryable {
     fn label_values(
         &self,
         name: &str,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {

@@ -28,7 +28,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures::future::BoxFuture;
-use tessera_query::{Labels, Queryable, SelectHints};
+use tessera_model::Labels;
+use tessera_query::{Queryable, SelectHints};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -40,6 +41,10 @@ use super::writer::ClusterWriter;
 use crate::config::Config;
 use crate::distributor::ShardWriter;
 use crate::error::ApiError;
+use crate::error::JsonError;
+use crate::http::body::{read_bounded, BodyLimit};
+use crate::http::json::{ApiSuccess, ObjectWriter};
+use crate::http::params::Params;
 use crate::http::query_api::{HeadSummary, QueryApi, TenantData};
 use crate::http::{self, AppState, ServerState};
 use crate::shards::{ShardError, ShardId, Shards};
@@ -58,33 +63,33 @@ pub trait Frontend: Send + Sync {
 
 /// Which front end a process is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub enum FrontendRole {
     Distributor,
     Querier,
     Gateway,
 }
 
-impl Role {
+impl FrontendRole {
     pub fn name(self) -> &'static str {
         match self {
-            Role::Distributor => "distributor",
-            Role::Querier => "querier",
-            Role::Gateway => "gateway",
+            FrontendRole::Distributor => "distributor",
+            FrontendRole::Querier => "querier",
+            FrontendRole::Gateway => "gateway",
         }
     }
 
     fn writes(self) -> bool {
-        self != Role::Querier
+        self != FrontendRole::Querier
     }
 
     fn reads(self) -> bool {
-        self != Role::Distributor
+        self != FrontendRole::Distributor
     }
 }
 
 /// Reads and writes through the ingesters.
 pub struct ClusterFrontend {
-    role: Role,
+    role: FrontendRole,
     peers: Arc<Peers>,
     writer: Arc<ClusterWriter>,
     /// The runtime the fan-outs of the synchronous read views run on.
@@ -93,7 +98,7 @@ pub struct ClusterFrontend {
 
 impl ClusterFrontend {
     /// Must be called on the runtime (the read views run their fan-out on it).
-    pub fn new(role: Role, peers: Arc<Peers>) -> Self {
+    pub fn new(role: FrontendRole, peers: Arc<Peers>) -> Self {
         ClusterFrontend {
             role,
             writer: Arc::new(ClusterWriter::new(Arc::clone(&peers))),
@@ -129,9 +134,9 @@ impl Frontend for ClusterFrontend {
 
     fn ready(&self) -> Result<(), String> {
         let need = match self.role {
-            Role::Distributor => self.peers.write_quorum(),
-            Role::Querier => self.peers.read_quorum(),
-            Role::Gateway => self.peers.write_quorum().max(self.peers.read_quorum()),
+            FrontendRole::Distributor => self.peers.write_quorum(),
+            FrontendRole::Querier => self.peers.read_quorum(),
+            FrontendRole::Gateway => self.peers.write_quorum().max(self.peers.read_quorum()),
         };
         let short = self.peers.short_shards(need);
         if short.is_empty() {
@@ -195,9 +200,9 @@ struct PartialSwitch {
     max_form_bytes: usize,
 }
 
-/// `partial_response` among form pairs: `Some(true|false)` when given.
-fn partial_param(pairs: &[(String, String)]) -> Result<Option<bool>, ApiError> {
-    match crate::http::params::one(pairs, "partial_response") {
+/// `partial_response` among the request's parameters: `Some(true|false)` when given.
+fn partial_param(params: &Params) -> Result<Option<bool>, ApiError> {
+    match params.get("partial_response") {
         None => Ok(None),
         Some("true" | "1") => Ok(Some(true)),
         Some("false" | "0") => Ok(Some(false)),
@@ -209,23 +214,20 @@ fn partial_param(pairs: &[(String, String)]) -> Result<Option<bool>, ApiError> {
 
 async fn switch(State(sw): State<PartialSwitch>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let is_form = parts
-        .headers
-        .get(axum::http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
+    let content_type = parts.headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let is_form = content_type.is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     let (body, bytes) = if parts.method == axum::http::Method::POST && is_form {
-        match crate::http::params::read_form_body(&parts.headers, body, sw.max_form_bytes).await {
+        match read_bounded(&parts.headers, body, &BodyLimit::form(sw.max_form_bytes)).await {
             Ok(b) => (Body::from(b.clone()), b),
-            Err(e) => return e.into_json_response(),
+            Err(e) => return JsonError(e).into_response(),
         }
     } else {
         (body, bytes::Bytes::new())
     };
-    let pairs = crate::http::params::form_pairs(parts.uri.query(), &bytes);
-    let partial = match partial_param(&pairs) {
+    let params = Params::from_request(parts.uri.query(), content_type, &bytes);
+    let partial = match partial_param(&params) {
         Ok(p) => p.unwrap_or(sw.default),
-        Err(e) => return e.into_json_response(),
+        Err(e) => return JsonError(e).into_response(),
     };
     let mut req = Request::from_parts(parts, body);
     if !bytes.is_empty() {
@@ -239,12 +241,13 @@ async fn switch(State(sw): State<PartialSwitch>, req: Request) -> Response {
 }
 
 /// `/api/v1/status/cluster` of a front end.
-async fn frontend_status(State((peers, role)): State<(Arc<Peers>, Role)>) -> Response {
-    axum::Json(serde_json::json!({"status": "success", "data": peers.status_json(role.name())})).into_response()
+async fn frontend_status(State((peers, role)): State<(Arc<Peers>, FrontendRole)>) -> Response {
+    ApiSuccess::data(peers.status_json(role.name())).into_response()
 }
 
 fn query_api(config: &Config, data: Arc<dyn TenantData>) -> QueryApi {
-    use http::query_api::{engine_for, params::format_duration_ms, ServerInfo};
+    use http::params::format_duration_ms;
+    use http::query_api::{engine_for, ServerInfo};
     let mut flags = vec![("listen".to_string(), config.listen.to_string())];
     flags.extend(config.query.flag_pairs());
     let info = ServerInfo {
@@ -256,8 +259,8 @@ fn query_api(config: &Config, data: Arc<dyn TenantData>) -> QueryApi {
 }
 
 /// Runs a distributor, querier or gateway until SIGTERM/SIGINT.
-pub async fn run_frontend(config: Config, role: Role) -> anyhow::Result<()> {
-    validate_for_role(&config, role.name())?;
+pub async fn run_frontend(config: Config, role: FrontendRole) -> anyhow::Result<()> {
+    check_cluster_config(&config)?;
     let peers = Arc::new(Peers::new(&config.cluster)?);
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -311,7 +314,7 @@ pub struct IngesterOptions {
 
 /// Runs an ingester until SIGTERM/SIGINT (see the module doc for the order of events).
 pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Result<()> {
-    validate_for_role(&config, "ingester")?;
+    check_cluster_config(&config)?;
     let cluster = config.cluster.clone();
     let members = cluster.ingesters();
     let Some(me) = members.iter().position(|e| e.id == opts.id) else {
@@ -356,17 +359,21 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     let state: AppState = Arc::new(ServerState::new(config));
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_watch(shutdown.clone()));
-    let status_json = serde_json::json!({
-        "status": "success",
-        "data": {
-            "role": "ingester",
-            "id": opts.id,
-            "cluster": identity_json(&identity),
-            "shards": owned.iter().map(|s| s.0).collect::<Vec<_>>(),
-            "grpc_listen": grpc_bound.to_string(),
-        }
-    });
-    let status = Router::new().route("/api/v1/status/cluster", get(move || async move { axum::Json(status_json) }));
+    let mut data = String::new();
+    let mut o = ObjectWriter::new(&mut data);
+    o.str("role", "ingester")
+        .str("id", &opts.id)
+        .raw("cluster", |out| identity_json(out, &identity))
+        .raw("shards", |out| {
+            let ids: Vec<String> = owned.iter().map(|s| s.0.to_string()).collect();
+            out.push('[');
+            out.push_str(&ids.join(","));
+            out.push(']');
+        })
+        .str("grpc_listen", &grpc_bound.to_string());
+    o.finish();
+    let status = Router::new()
+        .route("/api/v1/status/cluster", get(move || async move { ApiSuccess::data(data).into_response() }));
     let app = http::router(Arc::clone(&state), None).merge(status);
     let serve = http::connections::serve(
         listener,
@@ -438,18 +445,11 @@ fn pb_server(
         .max_encoding_message_size(max)
 }
 
-/// Checks a config for `role` (serve, ingester, distributor, querier, gateway) without
-/// starting anything; the error names the key to fix.
-pub fn validate_for_role(config: &Config, role: &str) -> anyhow::Result<()> {
+/// What every cluster role checks at start: the config, and its `[cluster]` table (the
+/// same checks `tessera check-config --role ROLE` runs, in `check_config.rs`).
+pub fn check_cluster_config(config: &Config) -> anyhow::Result<()> {
     config.validate()?;
-    match role {
-        "serve" => Ok(()),
-        "ingester" | "distributor" | "querier" | "gateway" => {
-            config.cluster.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-            Ok(())
-        }
-        other => anyhow::bail!("unknown role {other:?}; expected serve, ingester, distributor, querier or gateway"),
-    }
+    config.cluster.validate().map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 async fn wait_in_flight(serve_task: tokio::task::JoinHandle<Result<(), std::io::Error>>, timeout_secs: u64) {

@@ -22,12 +22,11 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use tessera_storage::Label;
+use tessera_model::Label;
 use tokio::sync::Semaphore;
 
 use crate::config::{Config, Limits};
-use crate::error::{ApiError, ErrorKind};
-use crate::ingest::decode::{self, Batch, Version};
+use crate::ingest::decode::{self, Batch, DecodeError, Version};
 use crate::ingest::limits::{ActiveSeries, RateLimiter};
 use crate::ingest::window::{self, Window};
 use crate::metadata::MetadataStore;
@@ -103,17 +102,17 @@ impl From<ShardError> for IngestError {
     }
 }
 
-/// The request-level refusals of `ingest::decode` (which speaks the HTTP error type),
-/// in the write path's terms.
-fn decode_error(e: ApiError) -> IngestError {
-    match e.kind {
-        ErrorKind::BadData | ErrorKind::UnsupportedMediaType => IngestError::Invalid(e.message),
-        ErrorKind::TooLarge => IngestError::TooLarge(e.message),
-        ErrorKind::Unavailable | ErrorKind::TooManyRequests | ErrorKind::Timeout => {
-            IngestError::Unavailable { message: e.message, retry_after_secs: e.retry_after_secs }
-        }
-        ErrorKind::Execution | ErrorKind::Internal | ErrorKind::NotFound | ErrorKind::Canceled => {
-            IngestError::Internal(e.message)
+impl From<DecodeError> for IngestError {
+    /// The request-level refusals of `ingest::decode`, in the write path's terms.
+    fn from(e: DecodeError) -> Self {
+        match e {
+            // The front end negotiates the message before the distributor sees a body, so
+            // an unsupported one cannot reach here; should it, a retry fails too.
+            DecodeError::Unsupported(message) | DecodeError::Invalid(message) => IngestError::Invalid(message),
+            DecodeError::TooLarge(message) => IngestError::TooLarge(message),
+            DecodeError::Busy { message, retry_after_secs } => {
+                IngestError::Unavailable { message, retry_after_secs: Some(retry_after_secs) }
+            }
         }
     }
 }
@@ -193,7 +192,7 @@ impl Distributor {
         let t = tenant.to_owned();
         let prepared = tokio::task::spawn_blocking(move || -> Result<_, IngestError> {
             let mut budget = decode::Budget::with_inflight(lim.max_decoded_bytes_per_request, sem, admitted);
-            let mut batch = decode::decode_within(version, &body, &lim, &mut budget).map_err(decode_error)?;
+            let mut batch = decode::decode_within(version, &body, &lim, &mut budget)?;
             drop(body);
             let invalid = batch.problems.samples();
             let refused = window::filter(&mut batch, window);

@@ -68,10 +68,14 @@ proptest! {
             None => (&[][..], &[][..]),
         };
         let query = String::from_utf8_lossy(query);
-        let pairs = params::form_pairs(Some(&query), body);
-        let _ = params::time_range(&pairs);
-        let _ = params::limit(&pairs);
-        let _ = params::selectors(&pairs, &tessera_query::TextLimits::default());
+        let p = params::Params::from_request(Some(&query), Some("application/x-www-form-urlencoded"), body);
+        let _ = params::time_param(&p, "start", params::MIN_TIME_MS);
+        let _ = params::required_time(&p, "end");
+        let _ = params::parse_duration_ns(p.value("step"));
+        let _ = params::limit(&p);
+        let _ = params::metadata_limit(&p, "limit_per_metric");
+        let _ = params::tsdb_limit(&p, 10, 10_000);
+        let _ = params::selectors(&p, &tessera_query::TextLimits::default());
     }
 
     /// The PromQL entry points: the text check, parsing, printing (`format_query`),
@@ -91,7 +95,8 @@ proptest! {
 
 fn promql(text: &str) {
     use std::time::{Duration, Instant};
-    use tessera_query::{Engine, EngineOptions, Labels, QueryOptions};
+    use tessera_model::Labels;
+    use tessera_query::{Engine, EngineOptions, QueryOptions};
     let limits = tessera_query::TextLimits::default();
     if tessera_query::engine::limits::check_text(text, &limits).is_ok() {
         if let Ok(expr) = promql_parser::parser::parse(text) {

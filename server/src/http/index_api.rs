@@ -10,35 +10,30 @@
 //! the source, which stops scanning and frees its storage slot when either fires (503
 //! `timeout` / 499 `canceled`). A source's warnings are passed on in the envelope.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{header, HeaderMap};
+use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use serde_json::json;
+use tessera_model::Matcher;
 use tessera_query::{QueryOptions, Queryable, ReadResult, SelectHints};
-use tessera_storage::Matcher;
 
-use super::{params, AppState};
+use super::json::{self, ApiSuccess, ObjectWriter};
+use super::params::{self, Params, MAX_TIME_MS, MIN_TIME_MS};
+use super::AppState;
 use crate::error::{ApiError, JsonError};
 use crate::ingest::validate::valid_label_name;
 use crate::shards::request_controls;
 
-/// `{"status":"success","data":...}` plus `warnings`: the source's, and one more when a
-/// limit truncated the data.
-fn success<T: Serialize>(data: T, mut warnings: Vec<String>, truncated: bool) -> Response {
-    let mut body = json!({"status": "success", "data": data});
+/// `{"status":"success","data":...}` with `data` already written by `http::json`, plus
+/// `warnings`: the source's, and one more when a limit truncated the data.
+fn success(data_json: String, mut warnings: Vec<String>, truncated: bool) -> Response {
     if truncated {
         warnings.push("results truncated due to limit".to_owned());
     }
-    if !warnings.is_empty() {
-        body["warnings"] = json!(warnings);
-    }
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    ApiSuccess { data_json, warnings, infos: Vec::new() }.into_response()
 }
 
 /// Rendering a large answer (tens of thousands of series) is CPU work: like the reads
@@ -46,17 +41,6 @@ fn success<T: Serialize>(data: T, mut warnings: Vec<String>, truncated: bool) ->
 /// `/-/ready`, `/metrics` and writes while many index calls are in flight.
 async fn render_off_runtime(f: impl FnOnce() -> Response + Send + 'static) -> Result<Response, JsonError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| ApiError::internal(format!("rendering task failed: {e}")).into())
-}
-
-/// A compiled (validated) matcher as the read trait's.
-pub(super) fn query_matcher(m: &Matcher) -> tessera_query::Matcher {
-    let op = match m.op() {
-        tessera_storage::MatchOp::Equal => tessera_query::MatchOp::Equal,
-        tessera_storage::MatchOp::NotEqual => tessera_query::MatchOp::NotEqual,
-        tessera_storage::MatchOp::Regex => tessera_query::MatchOp::Regex,
-        tessera_storage::MatchOp::NotRegex => tessera_query::MatchOp::NotRegex,
-    };
-    tessera_query::Matcher { name: m.name().to_owned(), op, value: m.value().to_owned() }
 }
 
 /// Runs `read` once per selector (one empty selector when there are none) on the
@@ -68,15 +52,9 @@ async fn read_union<T, F>(
 ) -> Result<ReadResult<Vec<T>>, ApiError>
 where
     T: Ord + Send + 'static,
-    F: Fn(&dyn Queryable, &[tessera_query::Matcher]) -> Result<ReadResult<Vec<T>>, tessera_query::QueryError>
-        + Send
-        + 'static,
+    F: Fn(&dyn Queryable, &[Matcher]) -> Result<ReadResult<Vec<T>>, tessera_query::QueryError> + Send + 'static,
 {
-    let sets: Vec<Vec<tessera_query::Matcher>> = if selectors.is_empty() {
-        vec![Vec::new()]
-    } else {
-        selectors.iter().map(|s| s.iter().map(query_matcher).collect()).collect()
-    };
+    let sets: Vec<Vec<Matcher>> = if selectors.is_empty() { vec![Vec::new()] } else { selectors.to_vec() };
     let r = tokio::task::spawn_blocking(move || -> Result<ReadResult<Vec<T>>, tessera_query::QueryError> {
         let mut out = ReadResult::new(Vec::new());
         for set in &sets {
@@ -101,7 +79,7 @@ where
 /// them: the form and tenant first ([`IndexRequest::read`]), then, after any
 /// endpoint-specific check, `match[]`, the time range and `limit` ([`IndexRequest::resolve`]).
 struct IndexRequest {
-    pairs: Vec<(String, String)>,
+    params: Params,
     tenant: String,
 }
 
@@ -110,7 +88,8 @@ struct IndexRead {
     selectors: Vec<Vec<Matcher>>,
     start: i64,
     end: i64,
-    limit: Option<usize>,
+    /// 0: no limit.
+    limit: usize,
     q: Arc<dyn Queryable>,
     ctl: QueryOptions,
     /// Raises the cancel flag in `ctl` when the handler's future is dropped.
@@ -118,24 +97,28 @@ struct IndexRead {
 }
 
 impl IndexRequest {
-    /// The form body is bounded as the query API's (413 in the JSON envelope, the rest
-    /// of an oversized body read and discarded first so the client sees the answer).
+    /// The tenant and the form body, read as for every JSON endpoint (the body bounded
+    /// as the query API's: 413 in the JSON envelope, the rest of an oversized body read
+    /// and discarded first so the client sees the answer).
     async fn read(st: &AppState, q: Option<&str>, headers: &HeaderMap, body: Body) -> Result<Self, ApiError> {
-        let body = params::read_form_body(headers, body, st.config.query.max_form_bytes()).await?;
-        let pairs = params::form_pairs(q, &body);
-        let tenant = params::tenant(headers)?;
-        Ok(IndexRequest { pairs, tenant })
+        let (params, tenant) = params::read_request(headers, q, body, st.config.query.max_form_bytes()).await?;
+        Ok(IndexRequest { params, tenant })
     }
 
     /// `require_match`: refuse a request without `match[]` (the series endpoint:
     /// listing every series is never what a client means).
     async fn resolve(self, st: &AppState, require_match: bool) -> Result<IndexRead, ApiError> {
-        let selectors = params::selectors_off_runtime(&self.pairs, st.config.query.text_limits()).await?;
-        if require_match && selectors.is_empty() {
+        let p = &self.params;
+        if require_match && p.all("match[]").is_empty() {
             return Err(ApiError::bad_data("no match[] parameter provided"));
         }
-        let (start, end) = params::time_range(&self.pairs)?;
-        let limit = params::limit(&self.pairs)?;
+        let limit = params::limit(p)?;
+        let start = params::time_param(p, "start", MIN_TIME_MS)?;
+        let end = params::time_param(p, "end", MAX_TIME_MS)?;
+        if end < start {
+            return Err(params::invalid_param("end", "end timestamp must not be before start time"));
+        }
+        let selectors = params::selectors_off_runtime(p, st.config.query.text_limits()).await?;
         let q = st.queryable(&self.tenant)?;
         // The request's deadline (the query timeout) and a cancel flag raised when the
         // guard, kept in the handler's future, drops.
@@ -144,15 +127,13 @@ impl IndexRequest {
     }
 }
 
-/// Truncates to `limit` and says whether anything was cut.
-fn apply_limit<T>(v: &mut Vec<T>, limit: Option<usize>) -> bool {
-    match limit {
-        Some(n) if v.len() > n => {
-            v.truncate(n);
-            true
-        }
-        _ => false,
+/// Truncates to `limit` (0: no limit) and says whether anything was cut.
+fn apply_limit<T>(v: &mut Vec<T>, limit: usize) -> bool {
+    if limit > 0 && v.len() > limit {
+        v.truncate(limit);
+        return true;
     }
+    false
 }
 
 pub async fn series(
@@ -170,9 +151,15 @@ pub async fn series(
         read_union(q, &selectors, move |q, set| q.series(set, &hints, &ctl)).await?;
     render_off_runtime(move || {
         let truncated = apply_limit(&mut all, limit);
-        // A BTreeMap serializes as a JSON object with sorted keys, as Prometheus prints it.
-        let data: Vec<BTreeMap<String, String>> =
-            all.into_iter().map(|ls| ls.into_vec().into_iter().map(|l| (l.name, l.value)).collect()).collect();
+        // Label sets are sorted by name, the order Prometheus writes them in.
+        let mut data = String::from("[");
+        for (i, labels) in all.iter().enumerate() {
+            if i > 0 {
+                data.push(',');
+            }
+            json::write_labels(&mut data, labels);
+        }
+        data.push(']');
         success(data, warnings, truncated)
     })
     .await
@@ -191,7 +178,9 @@ pub async fn label_names(
         read_union(q, &selectors, move |q, set| q.label_names(set, &hints, &ctl)).await?;
     render_off_runtime(move || {
         let truncated = apply_limit(&mut names, limit);
-        success(names, warnings, truncated)
+        let mut data = String::new();
+        json::write_str_array(&mut data, &names);
+        success(data, warnings, truncated)
     })
     .await
 }
@@ -218,32 +207,43 @@ pub async fn label_values(
         read_union(q, &selectors, move |q, set| q.label_values(&name, set, &hints, &ctl)).await?;
     render_off_runtime(move || {
         let truncated = apply_limit(&mut values, limit);
-        success(values, warnings, truncated)
+        let mut data = String::new();
+        json::write_str_array(&mut data, &values);
+        success(data, warnings, truncated)
     })
     .await
 }
 
-/// `/api/v1/metadata?metric=&limit=&limit_per_metric=`, from the in-memory store.
+/// `/api/v1/metadata?metric=&limit=&limit_per_metric=`, from the in-memory store, with
+/// Prometheus' rules: `limit` counts metric families (0 gives none), `limit_per_metric`
+/// entries per family (0 or negative: all), a negative `limit` none at all.
 pub async fn metadata(
     State(st): State<AppState>,
     headers: HeaderMap,
     RawQuery(q): RawQuery,
 ) -> Result<Response, JsonError> {
-    let pairs = params::form_pairs(q.as_deref(), &[]);
+    let p = Params::from_query(q.as_deref());
     let tenant = params::tenant(&headers)?;
-    let parse_limit = |key: &str| -> Result<Option<usize>, ApiError> {
-        match params::one(&pairs, key) {
-            None => Ok(None),
-            Some(s) => match s.parse::<i64>() {
-                Ok(n) if n >= 0 => Ok(Some(n as usize)),
-                // Prometheus treats a negative limit as "no limit".
-                Ok(_) => Ok(None),
-                Err(_) => Err(ApiError::bad_data(format!("invalid parameter {key:?}: {s:?} is not an integer"))),
-            },
-        }
-    };
-    let limit = parse_limit("limit")?;
-    let per_metric = parse_limit("limit_per_metric")?;
-    let data = st.metadata.query(&tenant, params::one(&pairs, "metric"), limit, per_metric);
+    let limit = params::metadata_limit(&p, "limit")?;
+    let per_metric = params::metadata_limit(&p, "limit_per_metric")?.filter(|&n| n > 0);
+    let families = st.metadata.query(&tenant, p.get("metric"), limit, per_metric);
+    // A map in Go: keys sorted (the BTreeMap's order); each entry a struct in field order.
+    let mut data = String::new();
+    let mut o = ObjectWriter::new(&mut data);
+    for (name, entries) in &families {
+        o.raw(name, |out| {
+            out.push('[');
+            for (i, e) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let mut entry = ObjectWriter::new(out);
+                entry.str("type", e.kind).str("help", &e.help).str("unit", &e.unit);
+                entry.finish();
+            }
+            out.push(']');
+        });
+    }
+    o.finish();
     Ok(success(data, Vec::new(), false))
 }

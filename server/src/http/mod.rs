@@ -10,14 +10,20 @@
 //! | `/-/healthy`, `/-/ready`, `/metrics` | `health.rs` |
 //! | `/api/v1/query`, `/api/v1/query_range`, `/api/v1/status/*`, ... | `query_api.rs` (added by the query API work; mounted in [`router`]) |
 //!
+//! Shared by every endpoint, each rule once: `params.rs` (Prometheus' parameter parsers
+//! and their error texts, the tenant header), `body.rs` (the bounded body reader: 413
+//! after draining) and `json.rs` (the JSON writer, with Go's escaping).
+//!
 //! Handlers never call storage directly. Reads go through the tenant's
 //! [`tessera_query::Queryable`] ([`ServerState::queryable`]), writes through the
 //! [`crate::distributor::Distributor`]; behind both, [`crate::shards::Shards`] owns
 //! tenancy and the blocking pool.
 
+pub mod body;
 pub mod connections;
 pub mod health;
 pub mod index_api;
+pub mod json;
 pub mod params;
 pub mod query_api;
 pub mod read;

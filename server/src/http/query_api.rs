@@ -3,7 +3,8 @@
 //! Routes (GET, and POST with a form body where Prometheus allows it): `/api/v1/query`,
 //! `/query_range`, `/query_exemplars`, `/format_query`, `/parse_query`, and
 //! `/status/{buildinfo,runtimeinfo,flags,tsdb}`. Answers are byte-compatible with Prometheus
-//! 3.x (see `json.rs`); errors use its envelope and types (see `response.rs`).
+//! 3.x (written by `http/json.rs`, parameters read by `http/params.rs`); errors use its
+//! envelope and types (see `response.rs`).
 //! Not implemented: `stats=` is accepted but no query statistics are returned, and
 //! `query_exemplars` answers an empty list because no exemplars are stored.
 //!
@@ -16,10 +17,6 @@ mod ast_json;
 mod engine;
 mod exec;
 mod handlers;
-/// Prometheus-exact JSON writing, shared with the server's error envelope.
-pub mod json;
-/// Parameter parsing shared with the other read endpoints (series, labels).
-pub mod params;
 mod response;
 mod status;
 #[cfg(test)]
@@ -32,7 +29,8 @@ use std::time::Duration;
 use axum::routing::get;
 use axum::Router;
 use futures::future::BoxFuture;
-use tessera_query::{Labels, QueryError, QueryOutput, Queryable};
+use tessera_model::Labels;
+use tessera_query::{QueryError, QueryOutput, Queryable};
 
 pub use engine::engine_for;
 pub use exec::QueryControl;

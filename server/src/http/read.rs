@@ -22,11 +22,11 @@ use bytes::Bytes;
 use prost::Message;
 use std::sync::Arc;
 
+use tessera_model::{MatchOp, Matcher};
 use tessera_proto::prometheus::{self, label_matcher, read_request::ResponseType};
 use tessera_query::{Queryable, SelectHints};
-use tessera_storage::{MatchOp, Matcher};
 
-use super::index_api::query_matcher;
+use super::body::{read_bounded, BodyLimit};
 use super::{params, AppState};
 use crate::error::{ApiError, ErrorKind, TextError};
 use crate::ingest::decode;
@@ -68,7 +68,7 @@ async fn serve(
 ) -> Result<Response, ApiError> {
     // The body is read before taking a slot, so a client that sends it slowly (or
     // never) holds no slot, only its connection, until the deadline.
-    let body = super::write::read_body(headers, body, st.config.limits.max_request_bytes).await?;
+    let body = read_bounded(headers, body, &BodyLimit::request(st.config.limits.max_request_bytes)).await?;
     let _slot = tokio::time::timeout_at(deadline, st.read_slots.acquire())
         .await
         .map_err(|_| {
@@ -112,8 +112,7 @@ async fn serve(
         let mut results = Vec::with_capacity(req.queries.len());
         let mut total = 0usize;
         for rq in &req.queries {
-            let matchers: Vec<tessera_query::Matcher> =
-                rq.matchers.iter().map(|m| to_matcher(m).map(|m| query_matcher(&m))).collect::<Result<_, _>>()?;
+            let matchers: Vec<Matcher> = rq.matchers.iter().map(to_matcher).collect::<Result<_, _>>()?;
             let hints = SelectHints::range(rq.start_timestamp_ms, rq.end_timestamp_ms);
             // Remote read has no warnings field; a partial answer is still an answer.
             let series = q.select(&matchers, &hints, &ctl).map_err(ApiError::from)?.data;

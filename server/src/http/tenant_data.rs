@@ -8,7 +8,8 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use tessera_query::{Labels, Queryable, SelectHints};
+use tessera_model::Labels;
+use tessera_query::{Queryable, SelectHints};
 
 use super::query_api::{HeadSummary, TenantData};
 use super::AppState;
@@ -66,7 +67,8 @@ mod tests {
     use crate::config::Config;
     use crate::http::ServerState;
     use crate::shards::{series_hash, PushSeries, Shards};
-    use tessera_storage::{EngineConfig, Label, Sample};
+    use tessera_model::{Label, Sample};
+    use tessera_storage::EngineConfig;
 
     #[tokio::test]
     async fn query_api_sees_only_the_tenants_series_and_not_ready_is_unavailable() {

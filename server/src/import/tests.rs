@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use tessera_storage::{MatchOp, Matcher, SeriesSamples};
+use tessera_model::{MatchOp, Matcher};
+use tessera_storage::SeriesSamples;
 
 use super::*;
 
@@ -32,9 +33,8 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 fn select_all(dir: &Path, tenant: &str, name: &str) -> Vec<SeriesSamples> {
     let shards = Shards::open(dir, 2, &tessera_storage::EngineConfig::default(), 2, &|_, _| {}).expect("open");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let m = Matcher::new("__name__", MatchOp::Equal, name).expect("matcher");
-    rt.block_on(shards.select(tenant, &[m], i64::MIN, i64::MAX)).expect("select")
+    shards.select(tenant, &[m], i64::MIN, i64::MAX, &tessera_storage::Interrupt::none()).expect("select")
 }
 
 /// Every file under `dir` with its size: "unchanged" means this is equal.

@@ -22,15 +22,36 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use prost::Message as _;
-use tessera_model::canonical_float;
+use tessera_model::{canonical_float, Label, Sample, METRIC_NAME};
 use tessera_proto::{prometheus, v2};
-use tessera_storage::{Label, Sample};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::validate::{describe, validate_labels, METRIC_NAME};
+use super::validate::{describe, validate_labels};
 use crate::config::Limits;
-use crate::error::{ApiError, ErrorKind};
 use crate::metadata::MetadataEntry;
+
+/// Why a body was refused, in the write path's own terms: the HTTP status is chosen by
+/// `crate::error` (one mapping), the distributor's [`IngestError`] by the distributor;
+/// this module knows neither.
+///
+/// [`IngestError`]: crate::distributor::IngestError
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Content-Type or Content-Encoding names a message or an encoding not read here.
+    #[error("{0}")]
+    Unsupported(String),
+    /// Not snappy, not protobuf, or a request-level rule of the spec broken; a retry
+    /// fails too.
+    #[error("{0}")]
+    Invalid(String),
+    /// Over a per-request size or memory limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// The server-wide in-flight memory bound has no room now; a retry after
+    /// `retry_after_secs` may succeed.
+    #[error("{message}")]
+    Busy { message: String, retry_after_secs: u64 },
+}
 
 /// Which protobuf message the body holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,8 +65,8 @@ pub enum Version {
 /// Picks the message from `Content-Type` and checks `Content-Encoding`, per the 2.0
 /// spec: a missing Content-Type means 1.0 (old senders), a missing encoding means
 /// snappy (as Prometheus' own receiver assumes); anything else unsupported is 415.
-pub fn negotiate(content_type: Option<&str>, content_encoding: Option<&str>) -> Result<Version, ApiError> {
-    let unsupported = |m: String| ApiError::new(ErrorKind::UnsupportedMediaType, m);
+pub fn negotiate(content_type: Option<&str>, content_encoding: Option<&str>) -> Result<Version, DecodeError> {
+    let unsupported = DecodeError::Unsupported;
     if let Some(enc) = content_encoding {
         if !enc.trim().eq_ignore_ascii_case("snappy") {
             return Err(unsupported(format!(
@@ -79,20 +100,17 @@ pub fn negotiate(content_type: Option<&str>, content_encoding: Option<&str>) -> 
 
 /// Snappy block decompression with a bound on the output size (checked from the
 /// length header before allocating, so a tiny body cannot claim gigabytes).
-pub fn decompress(body: &[u8], max: usize) -> Result<Bytes, ApiError> {
+pub fn decompress(body: &[u8], max: usize) -> Result<Bytes, DecodeError> {
     let len = snap::raw::decompress_len(body)
-        .map_err(|e| ApiError::bad_data(format!("body is not snappy block-compressed: {e}")))?;
+        .map_err(|e| DecodeError::Invalid(format!("body is not snappy block-compressed: {e}")))?;
     if len > max {
-        return Err(ApiError::new(
-            ErrorKind::TooLarge,
-            format!(
-                "decompressed body would be {len} bytes, more than the limit of {max} (limits.max_decompressed_bytes)"
-            ),
-        ));
+        return Err(DecodeError::TooLarge(format!(
+            "decompressed body would be {len} bytes, more than the limit of {max} (limits.max_decompressed_bytes)"
+        )));
     }
     let out = snap::raw::Decoder::new()
         .decompress_vec(body)
-        .map_err(|e| ApiError::bad_data(format!("body is not snappy block-compressed: {e}")))?;
+        .map_err(|e| DecodeError::Invalid(format!("body is not snappy block-compressed: {e}")))?;
     Ok(Bytes::from(out))
 }
 
@@ -182,19 +200,24 @@ pub struct Batch {
 /// Decompresses and decodes a body of the given version and validates every series.
 /// A request-level problem (not snappy, not protobuf, too large) is an `Err`; series
 /// problems are collected in `Batch::problems` so valid series are still written.
-pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Batch, ApiError> {
+pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Batch, DecodeError> {
     decode_within(version, body, limits, &mut Budget::new(limits.max_decoded_bytes_per_request))
 }
 
 /// [`decode`] charging a given budget (one that may also hold in-flight permits).
-pub fn decode_within(version: Version, body: &[u8], limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
+pub fn decode_within(
+    version: Version,
+    body: &[u8],
+    limits: &Limits,
+    budget: &mut Budget,
+) -> Result<Batch, DecodeError> {
     let raw = decompress(body, limits.max_decompressed_bytes)?;
     let (proto, schema) = match version {
         Version::V1 => (tessera_proto::PROTO_V1, V1_REQUEST),
         Version::V2 => (tessera_proto::PROTO_V2, V2_REQUEST),
     };
     let not_protobuf =
-        |e: &dyn std::fmt::Display| ApiError::bad_data(format!("body is not a valid {proto} protobuf message: {e}"));
+        |e: &dyn std::fmt::Display| DecodeError::Invalid(format!("body is not a valid {proto} protobuf message: {e}"));
     budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
     match version {
         Version::V1 => {
@@ -241,17 +264,14 @@ impl Budget {
     /// Accounts for `bytes` more, or refuses the request if they do not fit: 413 over
     /// the per-request budget, 503 (retry later) when the server-wide in-flight bound
     /// has no room left. Call it before allocating them.
-    pub fn charge(&mut self, bytes: usize) -> Result<(), ApiError> {
+    pub fn charge(&mut self, bytes: usize) -> Result<(), DecodeError> {
         let used = self.used.saturating_add(bytes);
         if used > self.max {
-            return Err(ApiError::new(
-                ErrorKind::TooLarge,
-                format!(
-                    "request would take more than {} bytes of memory once decoded (limits.max_decoded_bytes_per_request); \
+            return Err(DecodeError::TooLarge(format!(
+                "request would take more than {} bytes of memory once decoded (limits.max_decoded_bytes_per_request); \
                      send fewer series per request",
-                    self.max
-                ),
-            ));
+                self.max
+            )));
         }
         if let Some((sem, held, covered)) = &mut self.inflight {
             if used > *covered {
@@ -260,12 +280,12 @@ impl Budget {
                 let room = (self.max - *covered).div_ceil(1024);
                 let kib = (used - *covered).div_ceil(1024).max(GROW_KIB).min(room);
                 let n = u32::try_from(kib).unwrap_or(u32::MAX);
-                let more = Arc::clone(sem).try_acquire_many_owned(n).map_err(|_| {
-                    let mut e = ApiError::unavailable(
-                        "the server is already decoding as many write requests as limits.max_inflight_write_bytes allows; retry later",
-                    );
-                    e.retry_after_secs = Some(1);
-                    e
+                let more = Arc::clone(sem).try_acquire_many_owned(n).map_err(|_| DecodeError::Busy {
+                    message:
+                        "the server is already decoding as many write requests as limits.max_inflight_write_bytes \
+                              allows; retry later"
+                            .to_owned(),
+                    retry_after_secs: 1,
                 })?;
                 held.merge(more);
                 *covered += n as usize * 1024;
@@ -439,7 +459,7 @@ fn varint(buf: &mut &[u8]) -> Result<u64, String> {
     Err("varint longer than 10 bytes".into())
 }
 
-fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
+fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) -> Result<Batch, DecodeError> {
     let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
     for (index, ts) in req.timeseries.into_iter().enumerate() {
         let pairs = || ts.labels.iter().map(|l| (&l.name[..], &l.value[..]));
@@ -474,12 +494,12 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) 
     Ok(b)
 }
 
-fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Batch, ApiError> {
+fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Batch, DecodeError> {
     let symbols = &req.symbols;
     // The spec: "symbols[0] MUST be an empty string"; ref 0 means "unset" everywhere.
     if let Some(first) = symbols.first() {
         if !first.is_empty() {
-            return Err(ApiError::bad_data(format!(
+            return Err(DecodeError::Invalid(format!(
                 "symbols[0] must be the empty string (remote write 2.0 spec), got {} bytes",
                 first.len()
             )));
@@ -565,7 +585,7 @@ fn v2_metadata<'a>(
     sym: &impl Fn(u32) -> Option<&'a [u8]>,
     max_text: usize,
     budget: &mut Budget,
-) -> Result<(), ApiError> {
+) -> Result<(), DecodeError> {
     if md.r#type == 0 && md.help_ref == 0 && md.unit_ref == 0 {
         return Ok(());
     }

@@ -1,7 +1,8 @@
 //! The write path before storage: decoding remote-write bodies (`decode`), validating
 //! series (`validate`), the accepted time window of samples (`window`) and per-tenant
-//! limits (`limits`). The HTTP handler that strings them together is `http/write.rs`;
-//! sharding and durability are `shards`.
+//! limits (`limits`). The `distributor` strings them together; sharding and durability
+//! are `shards`. Nothing here knows a protocol: refusals are domain errors
+//! (`decode::DecodeError`), mapped to HTTP in `crate::error`.
 
 pub mod decode;
 pub mod limits;

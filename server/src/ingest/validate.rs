@@ -6,13 +6,10 @@
 //! without empty values (an empty value means "label absent" in Prometheus' model).
 //! Errors are sentences that say what is wrong, for the 400 body.
 
-use tessera_storage::Label;
+use tessera_model::{Label, METRIC_NAME};
 
 use crate::config::{Limits, NameValidation};
 use crate::shards::TENANT_LABEL;
-
-/// Label name of the metric name.
-pub use tessera_model::METRIC_NAME;
 
 /// Checks one series' labels (name/value byte pairs in wire order) against the
 /// limits. Returns the owned, sorted label set or a sentence naming the problem.

@@ -16,7 +16,7 @@
 //! and independent of endianness, so the result is the same on every machine and
 //! every version of the crate.
 
-use tessera_storage::Label;
+use tessera_model::Label;
 use xxhash_rust::xxh3::Xxh3;
 
 /// Byte that separates fields in the hashed stream; never part of valid UTF-8.

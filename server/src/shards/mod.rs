@@ -8,15 +8,17 @@
 //! PromQL engine) ever sees it. Users may not send a label or a matcher named
 //! `__tenant__`; the validators refuse both.
 //!
-//! Concurrency: the storage engines are synchronous and block on disk. The async entry
-//! points here hand each shard's part to `spawn_blocking`, bounded by a semaphore (one
-//! for reads, one for appends, so reads never hold up a write) so
-//! that a burst of requests cannot spawn hundreds of blocking threads, and run the
-//! shards' parts in parallel. [`TenantView`] is the synchronous (already on a blocking
-//! thread) view for the PromQL engine.
+//! Concurrency: the storage engines are synchronous and block on disk. Writes come from
+//! the async side: [`Shards::push`] hands each shard's part to `spawn_blocking`, bounded
+//! by the write semaphore. Reads come from blocking threads (query threads, the blocking
+//! pool) through [`TenantView`]: [`Shards::select`] and the index reads run the shards'
+//! parts in parallel on scoped threads, each part holding one of the process's read
+//! slots ([`ReadSlots`], waited for until the request's deadline or cancel), so a burst
+//! of reads runs at most that many storage reads at once and never holds up a write.
 
 mod error;
 mod hash;
+mod read_slots;
 mod tenant_view;
 
 use std::collections::BTreeMap;
@@ -25,13 +27,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_storage::{
-    Engine, EngineConfig, Interrupt, Label, MatchOp, Matcher, RejectReason, Sample, SeriesAppend, SeriesSamples, Stats,
-};
+use tessera_model::{Label, Labels, Matcher, Sample};
+use tessera_storage::{Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesSamples, Stats};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{classify, ShardError, ShardErrorKind};
 pub use hash::{series_hash, shard_of};
+use read_slots::ReadSlots;
 pub use tenant_view::TenantView;
 
 /// Result of a call on the shards.
@@ -108,26 +110,19 @@ pub struct Shards {
     /// S, the number of logical shards of the whole data set (the modulus of
     /// [`shard_of`]); not the number of engines here.
     total: u32,
-    /// Bounds concurrent storage reads from the async side (see the module doc).
-    permits: Arc<Semaphore>,
+    /// Bounds the storage reads (one per shard part) running at once (see the module doc).
+    read_slots: ReadSlots,
     /// Bounds concurrent appends, separately: a flood of reads holding every read
-    /// permit must never delay an acknowledged write (measured: a one-sample write
+    /// slot must never delay an acknowledged write (measured: a one-sample write
     /// waited 560 ms behind a flood of index calls when both shared one pool).
     write_permits: Arc<Semaphore>,
-}
-
-/// Which pool a storage call takes its permit from.
-#[derive(Clone, Copy)]
-enum Lane {
-    Read,
-    Write,
 }
 
 impl Shards {
     /// Opens (and WAL-replays) all `count` logical shards under `data_dir/shard-NNNN`.
     /// Blocking: call it from a blocking thread. Shards open in parallel on a few
     /// threads; `on_open` is called after each one (for progress logging) with (shard
-    /// id, engine).
+    /// id, engine). `permits` storage reads and as many appends may run at once.
     pub fn open(
         data_dir: &Path,
         count: usize,
@@ -191,7 +186,7 @@ impl Shards {
         Ok(Shards {
             engines,
             total,
-            permits: Arc::new(Semaphore::new(permits.max(1))),
+            read_slots: ReadSlots::new(permits),
             write_permits: Arc::new(Semaphore::new(permits.max(1))),
         })
     }
@@ -220,25 +215,19 @@ impl Shards {
         self.engines.iter().map(|(id, e)| (*id, e.stats())).collect()
     }
 
+    /// Storage reads running now (each holds a read slot).
+    pub fn reads_in_flight(&self) -> usize {
+        self.read_slots.in_use()
+    }
+
     /// A synchronous, tenant-scoped view for the PromQL engine.
     pub fn tenant_view(self: &Arc<Self>, tenant: &str) -> TenantView {
         TenantView::new(Arc::clone(self), tenant)
     }
 
-    /// A permit for one storage call; waiting for it ends at `deadline`, if given.
-    async fn permit(&self, lane: Lane, deadline: Option<Instant>) -> Result<OwnedSemaphorePermit> {
-        let pool = match lane {
-            Lane::Read => &self.permits,
-            Lane::Write => &self.write_permits,
-        };
-        let acquire = Arc::clone(pool).acquire_owned();
-        let acquired = match deadline {
-            Some(d) => tokio::time::timeout_at(d.into(), acquire)
-                .await
-                .map_err(|_| ShardError::new(ShardErrorKind::Timeout, "timed out waiting for a storage slot"))?,
-            None => acquire.await,
-        };
-        acquired.map_err(|_| ShardError::shutting_down())
+    /// A permit for one append.
+    async fn write_permit(&self) -> Result<OwnedSemaphorePermit> {
+        Arc::clone(&self.write_permits).acquire_owned().await.map_err(|_| ShardError::shutting_down())
     }
 
     /// The engine of shard `id`, if this process serves it.
@@ -248,15 +237,14 @@ impl Shards {
             .ok_or_else(|| ShardError::unavailable(format!("shard {id} is not served by this process")))
     }
 
-    /// Runs `f` on shard `id`'s engine on the blocking pool, holding a semaphore permit
-    /// (waited for until `deadline` at most).
-    async fn on_shard<T, F>(&self, id: ShardId, lane: Lane, deadline: Option<Instant>, f: F) -> Result<T>
+    /// Runs `f` on shard `id`'s engine on the blocking pool, holding a write permit.
+    async fn on_shard<T, F>(&self, id: ShardId, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Engine) -> std::result::Result<T, tessera_storage::Error> + Send + 'static,
     {
         let engine = Arc::clone(self.engine(id)?);
-        let permit = self.permit(lane, deadline).await?;
+        let permit = self.write_permit().await?;
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             f(&engine)
@@ -291,7 +279,7 @@ impl Shards {
             tasks.push(async move {
                 let idx2 = idx.clone();
                 let (report, secs) = self
-                    .on_shard(shard, Lane::Write, None, move |engine| {
+                    .on_shard(shard, move |engine| {
                         let batch: Vec<SeriesAppend<'_>> = idx2
                             .iter()
                             .map(|&i| SeriesAppend { labels: &stored[i].0, samples: &stored[i].1 })
@@ -321,7 +309,7 @@ impl Shards {
                             // Labels are cloned only for this one series, never on the
                             // happy path.
                             let mut labels = stored[orig].0.clone();
-                            strip_tenant(&mut labels);
+                            labels.retain(|l| l.name != TENANT_LABEL);
                             out.first_rejection =
                                 Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
                         }
@@ -340,71 +328,56 @@ impl Shards {
     }
 
     /// Series of `tenant` matching `matchers` with their samples in `[mint, maxt]` (ms),
-    /// sorted by labels, tenant label stripped.
-    pub async fn select(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<SeriesSamples>> {
-        self.select_until(tenant, matchers, mint, maxt, Interrupt::none()).await
-    }
-
-    /// `select` whose storage scans stop when `stop` fires (see [`request_interrupt`]).
-    pub async fn select_until(
+    /// sorted by labels, tenant label stripped. Blocking (see [`Shards::read_all`]); the
+    /// storage scans stop when `stop` fires.
+    pub fn select(
         &self,
         tenant: &str,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-        stop: Interrupt,
+        stop: &Interrupt,
     ) -> Result<Vec<SeriesSamples>> {
-        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let parts = self.fan_out(stop, move |e, stop| e.select_until(&ms, mint, maxt, stop)).await?;
+        let ms = tenant_matchers(tenant, matchers)?;
+        let parts = self.read_all(stop, |e, stop| e.select_until(&ms, mint, maxt, stop))?;
         let mut out: Vec<SeriesSamples> = parts.into_iter().flatten().collect();
         for s in &mut out {
-            strip_tenant(&mut s.labels);
+            s.labels = strip_tenant(std::mem::take(&mut s.labels));
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }
 
     /// Label sets of `tenant`'s series matching `matchers` with data in `[mint, maxt]`.
-    pub async fn series(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Vec<Label>>> {
-        self.series_until(tenant, matchers, mint, maxt, Interrupt::none()).await
-    }
-
-    /// `series` whose index scans stop when `stop` fires.
-    pub async fn series_until(
+    /// Blocking; the index scans stop when `stop` fires.
+    pub fn series(
         &self,
         tenant: &str,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-        stop: Interrupt,
-    ) -> Result<Vec<Vec<Label>>> {
-        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let parts = self.fan_out(stop, move |e, stop| e.series_until(&ms, mint, maxt, stop)).await?;
-        let mut out: Vec<Vec<Label>> = parts.into_iter().flatten().collect();
-        for s in &mut out {
-            strip_tenant(s);
-        }
+        stop: &Interrupt,
+    ) -> Result<Vec<Labels>> {
+        let ms = tenant_matchers(tenant, matchers)?;
+        let parts = self.read_all(stop, |e, stop| e.series_until(&ms, mint, maxt, stop))?;
+        let mut out: Vec<Labels> = parts.into_iter().flatten().map(strip_tenant).collect();
         out.sort();
         out.dedup();
         Ok(out)
     }
 
-    /// Label names used by `tenant`'s series matching `matchers` in `[mint, maxt]`, sorted.
-    pub async fn label_names(&self, tenant: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
-        self.label_names_until(tenant, matchers, mint, maxt, Interrupt::none()).await
-    }
-
-    /// `label_names` whose index scans stop when `stop` fires.
-    pub async fn label_names_until(
+    /// Label names used by `tenant`'s series matching `matchers` in `[mint, maxt]`,
+    /// sorted. Blocking; the index scans stop when `stop` fires.
+    pub fn label_names(
         &self,
         tenant: &str,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-        stop: Interrupt,
+        stop: &Interrupt,
     ) -> Result<Vec<String>> {
-        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let parts = self.fan_out(stop, move |e, stop| e.label_names_until(&ms, mint, maxt, stop)).await?;
+        let ms = tenant_matchers(tenant, matchers)?;
+        let parts = self.read_all(stop, |e, stop| e.label_names_until(&ms, mint, maxt, stop))?;
         let mut out: Vec<String> = parts.into_iter().flatten().filter(|n| n != TENANT_LABEL).collect();
         out.sort();
         out.dedup();
@@ -412,34 +385,22 @@ impl Shards {
     }
 
     /// Values of label `name` among `tenant`'s series matching `matchers`, sorted.
-    pub async fn label_values(
+    /// Blocking; the index scans stop when `stop` fires.
+    pub fn label_values(
         &self,
         tenant: &str,
         name: &str,
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
-    ) -> Result<Vec<String>> {
-        self.label_values_until(tenant, name, matchers, mint, maxt, Interrupt::none()).await
-    }
-
-    /// `label_values` whose index scans stop when `stop` fires.
-    pub async fn label_values_until(
-        &self,
-        tenant: &str,
-        name: &str,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: Interrupt,
+        stop: &Interrupt,
     ) -> Result<Vec<String>> {
         if name == TENANT_LABEL {
             // The tenant label is invisible; answering it would leak tenant names.
             return Ok(Vec::new());
         }
-        let ms = Arc::new(tenant_matchers(tenant, matchers)?);
-        let name = Arc::new(name.to_owned());
-        let parts = self.fan_out(stop, move |e, stop| e.label_values_until(&name, &ms, mint, maxt, stop)).await?;
+        let ms = tenant_matchers(tenant, matchers)?;
+        let parts = self.read_all(stop, |e, stop| e.label_values_until(name, &ms, mint, maxt, stop))?;
         let mut out: Vec<String> = parts.into_iter().flatten().collect();
         out.sort();
         out.dedup();
@@ -471,22 +432,55 @@ impl Shards {
         }
     }
 
-    /// Runs `f` on every shard in parallel and collects the results in shard order. Each
-    /// part gets `stop`; waiting for a storage slot also ends at its deadline.
-    async fn fan_out<T, F>(&self, stop: Interrupt, f: F) -> Result<Vec<T>>
+    /// Runs `f` on every shard served here and collects the results in shard order.
+    /// Blocking: call it from a blocking thread (it needs no runtime). The parts run in
+    /// parallel, each on a scoped thread holding one read slot: a part starts only when
+    /// a slot is free, so however many reads arrive, at most `permits` storage reads
+    /// run at once. Waiting for a slot ends when `stop` fires, and each part gets `stop`.
+    fn read_all<T, F>(&self, stop: &Interrupt, f: F) -> Result<Vec<T>>
     where
-        T: Send + 'static,
-        F: Fn(&Engine, &Interrupt) -> std::result::Result<T, tessera_storage::Error> + Send + Sync + 'static,
+        T: Send,
+        F: Fn(&Engine, &Interrupt) -> std::result::Result<T, tessera_storage::Error> + Sync,
     {
-        let f = Arc::new(f);
-        let deadline = stop.deadline();
-        let tasks = self.engines.keys().map(|&id| {
-            let f = Arc::clone(&f);
-            let stop = stop.clone();
-            self.on_shard(id, Lane::Read, deadline, move |e| f(e, &stop))
-        });
-        futures::future::join_all(tasks).await.into_iter().collect()
+        let part = |id: ShardId, e: &Engine| f(e, stop).map_err(|err| read_error(id, &err));
+        let mut engines = self.engines.iter();
+        let Some((&last_id, last)) = engines.next_back() else {
+            return Ok(Vec::new());
+        };
+        std::thread::scope(|s| {
+            let mut running = Vec::with_capacity(self.engines.len());
+            for (&id, e) in engines {
+                let slot = self.read_slots.acquire(stop)?;
+                let part = &part;
+                running.push(s.spawn(move || {
+                    let _slot = slot;
+                    part(id, e)
+                }));
+            }
+            // The last part runs on this thread.
+            let slot = self.read_slots.acquire(stop)?;
+            let mine = part(last_id, last);
+            drop(slot);
+            let mut out = Vec::with_capacity(running.len() + 1);
+            for h in running {
+                out.push(h.join().map_err(|_| ShardError::internal("a shard's storage read panicked"))??);
+            }
+            out.push(mine?);
+            Ok(out)
+        })
     }
+}
+
+/// A storage error of one shard's part of a read: an interrupted scan says where it
+/// stopped; everything else is classified as usual.
+fn read_error(id: ShardId, e: &tessera_storage::Error) -> ShardError {
+    let mut err = ShardError::from_storage(Some(id), e);
+    match err.kind {
+        ShardErrorKind::Timeout => err.message = format!("timed out in storage (shard {id}): {e}"),
+        ShardErrorKind::Canceled => err.message = format!("canceled in storage (shard {id})"),
+        _ => {}
+    }
+    err
 }
 
 /// Logs what a shard's WAL replay lost to damage (the engine logs the details too).
@@ -505,23 +499,17 @@ fn log_replay_damage(shard: ShardId, engine: &Engine) {
     }
 }
 
-/// A storage [`Interrupt`] for one request: it fires at `deadline`, or as soon as the
+/// A read's controls for one request (deadline and cancel flag, for reads through
+/// [`tessera_query::Queryable`]): the storage scans stop at `deadline`, or as soon as the
 /// returned guard is dropped. Keep the guard in the request handler's future: when the
 /// client goes away or the handler gives up (a timeout around it), the guard drops and
-/// the scans on the blocking pool stop, releasing their storage slots.
-pub fn request_interrupt(deadline: Instant) -> (Interrupt, CancelOnDrop) {
-    let flag = Arc::new(AtomicBool::new(false));
-    (Interrupt::new(Some(deadline), Some(Arc::clone(&flag))), CancelOnDrop(flag))
-}
-
-/// [`request_interrupt`] as the read trait's controls (deadline and cancel flag), for
-/// reads through [`tessera_query::Queryable`].
+/// the scans on the blocking threads stop, releasing their read slots.
 pub fn request_controls(deadline: Instant) -> (tessera_query::QueryOptions, CancelOnDrop) {
     let flag = Arc::new(AtomicBool::new(false));
     (tessera_query::QueryOptions { deadline: Some(deadline), cancel: Some(Arc::clone(&flag)) }, CancelOnDrop(flag))
 }
 
-/// Raises a cancel flag when dropped (see [`request_interrupt`]).
+/// Raises a cancel flag when dropped (see [`request_controls`]).
 pub struct CancelOnDrop(Arc<AtomicBool>);
 
 impl Drop for CancelOnDrop {
@@ -539,8 +527,8 @@ pub fn with_tenant(tenant: &str, mut labels: Vec<Label>) -> Vec<Label> {
 }
 
 /// Removes the tenant label from a stored label set.
-pub fn strip_tenant(labels: &mut Vec<Label>) {
-    labels.retain(|l| l.name != TENANT_LABEL);
+pub fn strip_tenant(labels: Labels) -> Labels {
+    labels.without(TENANT_LABEL)
 }
 
 /// The user's matchers plus the tenant's equality matcher. A user matcher on
@@ -550,7 +538,7 @@ pub fn tenant_matchers(tenant: &str, matchers: &[Matcher]) -> Result<Vec<Matcher
         return Err(ShardError::bad_data(format!("label name {TENANT_LABEL:?} is reserved and cannot be matched")));
     }
     let mut out = Vec::with_capacity(matchers.len() + 1);
-    out.push(Matcher::new(TENANT_LABEL, MatchOp::Equal, tenant).map_err(ShardError::from)?);
+    out.push(Matcher::equal(TENANT_LABEL, tenant));
     out.extend(matchers.iter().cloned());
     Ok(out)
 }

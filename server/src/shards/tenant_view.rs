@@ -3,71 +3,47 @@
 //! and the index reads (series, label names and values).
 //!
 //! The trait is synchronous because the engine evaluates on its own thread and the API
-//! calls it from the blocking pool (never a runtime worker). `select` calls the engines
-//! directly, in parallel with `std::thread::scope`: each engine's `select` blocks on
-//! RocksDB reads, and overlapping them is what makes a 16-shard select not 16 times
-//! slower than one. The index reads run the shards' async fan-out on the runtime the
-//! view was made on ([`tokio::runtime::Handle::block_on`] from the blocking thread), so
-//! they stay bounded by the shards' storage slots as before.
+//! calls it from the blocking pool (never a runtime worker). Every method is one of the
+//! shards' blocking reads ([`Shards::select`] and the index reads): the shards' parts run
+//! in parallel (overlapping them is what makes a 16-shard select not 16 times slower
+//! than one), each holding one of the process's storage read slots, and stop at the
+//! request's deadline or cancel. No runtime is needed.
 
 use std::sync::Arc;
 
-use tessera_query::{
-    ErrorKind, Labels, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series,
-};
-use tessera_storage::{Interrupt, MatchOp, Matcher};
+use tessera_model::{Labels, Matcher};
+use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series};
+use tessera_storage::Interrupt;
 
-use super::{tenant_matchers, ShardError, ShardErrorKind, ShardId, Shards, TENANT_LABEL};
+use super::{ShardError, ShardErrorKind, Shards};
 
 /// A tenant-scoped, synchronous read view of the shards.
 #[derive(Clone)]
 pub struct TenantView {
     shards: Arc<Shards>,
     tenant: String,
-    /// The runtime the view was made on, for the index reads; `None` when made outside
-    /// one (then only `select` works).
-    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl TenantView {
     pub fn new(shards: Arc<Shards>, tenant: &str) -> Self {
-        TenantView { shards, tenant: tenant.to_owned(), runtime: tokio::runtime::Handle::try_current().ok() }
+        TenantView { shards, tenant: tenant.to_owned() }
     }
 
-    /// Runs one of the shards' async index reads to completion from this (blocking)
-    /// thread, with the request's deadline and cancel flag.
-    fn index_read<T, F, Fut>(
+    /// Runs one of the shards' blocking reads with the user's matchers and the request's
+    /// deadline and cancel flag.
+    fn read<T>(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         ctl: &QueryOptions,
-        f: F,
-    ) -> Result<T, QueryError>
-    where
-        F: FnOnce(Arc<Shards>, String, Vec<Matcher>, Interrupt) -> Fut,
-        Fut: std::future::Future<Output = Result<T, ShardError>>,
-    {
-        let Some(rt) = &self.runtime else {
-            return Err(QueryError::internal("index reads of a tenant view need the tokio runtime it was made on"));
-        };
-        let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
+        f: impl FnOnce(&Shards, &str, &[Matcher], &Interrupt) -> Result<T, ShardError>,
+    ) -> Result<T, QueryError> {
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        rt.block_on(f(Arc::clone(&self.shards), self.tenant.clone(), user, stop)).map_err(query_error)
+        f(&self.shards, &self.tenant, matchers, &stop).map_err(query_error)
     }
 
     pub fn tenant(&self) -> &str {
         &self.tenant
     }
-}
-
-/// Converts the engine's matcher into a compiled storage matcher.
-fn to_storage_matcher(m: &tessera_query::Matcher) -> Result<Matcher, QueryError> {
-    let op = match m.op {
-        tessera_query::MatchOp::Equal => MatchOp::Equal,
-        tessera_query::MatchOp::NotEqual => MatchOp::NotEqual,
-        tessera_query::MatchOp::Regex => MatchOp::Regex,
-        tessera_query::MatchOp::NotRegex => MatchOp::NotRegex,
-    };
-    Matcher::new(&m.name, op, &m.value).map_err(|e| QueryError::bad_data(e.to_string()))
 }
 
 /// A shard error as the query engine's: every class is kept (an interrupted scan is a
@@ -84,101 +60,57 @@ pub(crate) fn query_error(e: ShardError) -> QueryError {
     QueryError::new(kind, e.message)
 }
 
-/// A storage error of shard `id` as the query engine's, classified by [`super::classify`].
-fn storage_query_error(id: ShardId, e: &tessera_storage::Error) -> QueryError {
-    let mut err = query_error(ShardError::from_storage(Some(id), e));
-    match err.kind {
-        ErrorKind::Timeout => err.message = format!("query timed out in storage (shard {id}): {e}"),
-        ErrorKind::Canceled => err.message = format!("query was canceled in storage (shard {id})"),
-        _ => {}
-    }
-    err
-}
-
 impl Queryable for TenantView {
     fn select(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<SelectResult, QueryError> {
         // The local engines read what the time range says; the other hints are for
         // sources that can push work down.
         let (mint, maxt) = (hints.start, hints.end);
-        let user: Vec<Matcher> = matchers.iter().map(to_storage_matcher).collect::<Result<_, _>>()?;
-        let ms = tenant_matchers(&self.tenant, &user).map_err(query_error)?;
-        let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        let engines = &self.shards.engines;
-        let parts: Vec<_> = std::thread::scope(|s| {
-            let handles: Vec<_> =
-                engines.iter().map(|(id, e)| (*id, s.spawn(|| e.select_until(&ms, mint, maxt, &stop)))).collect();
-            handles
-                .into_iter()
-                .map(|(id, h)| (id, h.join().map_err(|_| QueryError::internal("a shard's select thread panicked"))))
-                .collect()
-        });
-        let mut out = Vec::new();
-        for (id, part) in parts {
-            let part = part?.map_err(|e| storage_query_error(id, &e))?;
-            for s in part {
-                let samples = s.samples.into_iter().map(|p| tessera_query::Sample { t: p.t, v: p.v }).collect();
-                out.push(Series { labels: to_query_labels(s.labels), samples });
-            }
-        }
-        out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        let stored =
+            self.read(matchers, ctl, |shards, tenant, ms, stop| shards.select(tenant, ms, mint, maxt, stop))?;
+        // `Shards::select` stripped the tenant label and sorted them by the remaining
+        // labels: the query order.
+        let out = stored.into_iter().map(|s| Series { labels: s.labels, samples: s.samples }).collect();
         Ok(SelectResult::new(out))
     }
 
     fn series(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let sets = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
-            shards.series_until(&tenant, &ms, mint, maxt, stop).await
-        })?;
-        Ok(ReadResult::new(sets.into_iter().map(to_query_labels).collect()))
+        let sets = self.read(matchers, ctl, |shards, tenant, ms, stop| shards.series(tenant, ms, mint, maxt, stop))?;
+        Ok(ReadResult::new(sets))
     }
 
     fn label_names(
         &self,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let names = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
-            shards.label_names_until(&tenant, &ms, mint, maxt, stop).await
-        })?;
+        let names =
+            self.read(matchers, ctl, |shards, tenant, ms, stop| shards.label_names(tenant, ms, mint, maxt, stop))?;
         Ok(ReadResult::new(names))
     }
 
     fn label_values(
         &self,
         name: &str,
-        matchers: &[tessera_query::Matcher],
+        matchers: &[Matcher],
         hints: &SelectHints,
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let name = name.to_owned();
-        let values = self.index_read(matchers, ctl, |shards, tenant, ms, stop| async move {
-            shards.label_values_until(&tenant, &name, &ms, mint, maxt, stop).await
-        })?;
+        let values = self
+            .read(matchers, ctl, |shards, tenant, ms, stop| shards.label_values(tenant, name, ms, mint, maxt, stop))?;
         Ok(ReadResult::new(values))
     }
-}
-
-/// A stored label set as the engine's, without the tenant label. Storage labels are
-/// sorted and unique; dropping one keeps them so.
-fn to_query_labels(labels: Vec<tessera_storage::Label>) -> Labels {
-    Labels::from_sorted(
-        labels
-            .into_iter()
-            .filter(|l| l.name != TENANT_LABEL)
-            .map(|l| tessera_query::Label { name: l.name, value: l.value })
-            .collect(),
-    )
 }

@@ -1,7 +1,8 @@
 use std::sync::Arc;
 
+use tessera_model::{Label, MatchOp, Matcher, Sample};
 use tessera_query::Queryable;
-use tessera_storage::{EngineConfig, Label, MatchOp, Matcher, Sample};
+use tessera_storage::{EngineConfig, Interrupt};
 
 use super::*;
 
@@ -22,6 +23,12 @@ fn open(dir: &std::path::Path, n: usize) -> Arc<Shards> {
     Arc::new(Shards::open(dir, n, &EngineConfig::default(), 4, &|_, _| {}).expect("shards open"))
 }
 
+/// A request's storage interrupt (see [`request_controls`]) and its cancel guard.
+fn interrupt(deadline: std::time::Instant) -> (Interrupt, CancelOnDrop) {
+    let (ctl, guard) = request_controls(deadline);
+    (Interrupt::new(ctl.deadline, ctl.cancel), guard)
+}
+
 fn name_eq(v: &str) -> Matcher {
     Matcher::new("__name__", MatchOp::Equal, v).expect("matcher")
 }
@@ -37,7 +44,7 @@ async fn pushed_series_are_read_back_without_the_tenant_label() {
     let out = shards.push("a", batch).await.expect("push");
     assert_eq!(out.accepted, 20);
     assert!(out.shard_seconds.len() > 1, "20 series should spread over several of 4 shards");
-    let got = shards.select("a", &[name_eq("gpu_util")], 0, 2000).await.expect("select");
+    let got = shards.select("a", &[name_eq("gpu_util")], 0, 2000, &Interrupt::none()).expect("select");
     assert_eq!(got.len(), 20);
     assert!(got.iter().all(|s| s.labels.iter().all(|l| l.name != TENANT_LABEL)));
     assert!(got.windows(2).all(|w| w[0].labels < w[1].labels), "sorted by labels");
@@ -54,14 +61,20 @@ async fn tenants_never_see_each_others_series_labels_or_values() {
         .await
         .expect("push a");
     shards.push("b", vec![series("b", &[("__name__", "up"), ("job", "b")], &[(1, 2.0)])]).await.expect("push b");
-    let b = shards.select("b", &[name_eq("up")], 0, 10).await.expect("select");
+    let b = shards.select("b", &[name_eq("up")], 0, 10, &Interrupt::none()).expect("select");
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].samples[0].v, 2.0);
-    let names = shards.label_names("b", &[], i64::MIN, i64::MAX).await.expect("names");
+    let names = shards.label_names("b", &[], i64::MIN, i64::MAX, &Interrupt::none()).expect("names");
     assert_eq!(names, vec!["__name__", "job"]);
-    assert!(shards.label_values("b", "secret", &[], i64::MIN, i64::MAX).await.expect("values").is_empty());
-    assert!(shards.label_values("a", TENANT_LABEL, &[], i64::MIN, i64::MAX).await.expect("values").is_empty());
-    assert!(shards.series("c", &[name_eq("up")], i64::MIN, i64::MAX).await.expect("series").is_empty());
+    assert!(shards
+        .label_values("b", "secret", &[], i64::MIN, i64::MAX, &Interrupt::none())
+        .expect("values")
+        .is_empty());
+    assert!(shards
+        .label_values("a", TENANT_LABEL, &[], i64::MIN, i64::MAX, &Interrupt::none())
+        .expect("values")
+        .is_empty());
+    assert!(shards.series("c", &[name_eq("up")], i64::MIN, i64::MAX, &Interrupt::none()).expect("series").is_empty());
 }
 
 /// `{__tenant__="b"}` from tenant "a" could only be an attempt to read another tenant.
@@ -70,7 +83,7 @@ async fn matcher_on_the_tenant_label_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards = open(dir.path(), 1);
     let m = Matcher::new(TENANT_LABEL, MatchOp::Equal, "b").expect("matcher");
-    let err = shards.select("a", &[m], 0, 10).await.expect_err("reserved");
+    let err = shards.select("a", &[m], 0, 10, &Interrupt::none()).expect_err("reserved");
     assert!(err.message.contains("reserved"));
 }
 
@@ -104,8 +117,7 @@ async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     shards.push("b", vec![series("b", &[("__name__", "up"), ("job", "n")], &[(10, 9.0)])]).await.expect("push");
     let view = shards.tenant_view("a");
     let got = tokio::task::spawn_blocking(move || {
-        let m =
-            tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let m = Matcher::equal("__name__", "up");
         view.select(&[m], &tessera_query::SelectHints::range(0, 100), &Default::default())
     })
     .await
@@ -138,19 +150,19 @@ async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
     let recent = series("a", &[("__name__", "new")], &[(1_700_000_000_000, 1.0)]);
     shards.push("a", vec![ancient, recent]).await.expect("push");
 
-    let (expired, _guard) = request_interrupt(std::time::Instant::now());
-    let err = shards.label_names_until("a", &[], i64::MIN, i64::MAX, expired).await.expect_err("deadline passed");
+    let (expired, _guard) = interrupt(std::time::Instant::now());
+    let err = shards.label_names("a", &[], i64::MIN, i64::MAX, &expired).expect_err("deadline passed");
     assert_eq!(err.kind, ShardErrorKind::Timeout, "{}", err.message);
 
-    let (stop, guard) = request_interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    let (stop, guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
     drop(guard);
-    let err = shards.series_until("a", &[name_eq("new")], i64::MIN, i64::MAX, stop).await.expect_err("canceled");
+    let err = shards.series("a", &[name_eq("new")], i64::MIN, i64::MAX, &stop).expect_err("canceled");
     assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
 
     // Bounded by the data that exists, a scan over all time is quick and complete.
     let started = std::time::Instant::now();
-    let (stop, _guard) = request_interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
-    let values = shards.label_values_until("a", "__name__", &[], i64::MIN, i64::MAX, stop).await.expect("values");
+    let (stop, _guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    let values = shards.label_values("a", "__name__", &[], i64::MIN, i64::MAX, &stop).expect("values");
     assert_eq!(values, vec!["new", "old"]);
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }
@@ -163,8 +175,7 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
     shards.push("a", vec![series("a", &[("__name__", "up")], &[(10, 1.0)])]).await.expect("push");
     let view = shards.tenant_view("a");
     let err = tokio::task::spawn_blocking(move || {
-        let m =
-            tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() };
+        let m = Matcher::equal("__name__", "up");
         let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
         view.select(&[m], &tessera_query::SelectHints::range(0, 100), &ctl)
     })
@@ -208,7 +219,7 @@ async fn a_process_owning_some_shards_serves_only_those() {
     let err = shards.push("a", vec![by_shard[1].clone(), by_shard[0].clone()]).await.expect_err("shard 0 not here");
     assert_eq!(err.kind, ShardErrorKind::Unavailable);
     assert!(err.message.contains("shard 0 is not served"), "{}", err.message);
-    let got = shards.series("a", &[name_eq("m")], 0, 2000).await.expect("series");
+    let got = shards.series("a", &[name_eq("m")], 0, 2000, &Interrupt::none()).expect("series");
     assert_eq!(got.len(), 2, "the refused push wrote nothing, the owned series are there");
 
     let bad = Shards::open_ids(dir.path(), 4, &[ShardId(4)], &EngineConfig::default(), 2, &|_, _| {});
@@ -229,7 +240,7 @@ fn storage_failures_reach_the_query_engine_with_their_class() {
 }
 
 /// The index reads of the read trait answer from the index, for the view's tenant only,
-/// from a blocking thread of the runtime the view was made on.
+/// from a blocking thread.
 #[tokio::test]
 async fn tenant_view_serves_series_label_names_and_values_through_the_read_trait() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -241,8 +252,7 @@ async fn tenant_view_serves_series_label_names_and_values_through_the_read_trait
     let (series, names, values) = tokio::task::spawn_blocking(move || {
         let hints = tessera_query::SelectHints::range(0, 100);
         let ctl = tessera_query::QueryOptions::default();
-        let up =
-            [tessera_query::Matcher { name: "__name__".into(), op: tessera_query::MatchOp::Equal, value: "up".into() }];
+        let up = [Matcher::equal("__name__", "up")];
         (
             view.series(&up, &hints, &ctl).expect("series").data,
             view.label_names(&[], &hints, &ctl).expect("names").data,
@@ -256,4 +266,75 @@ async fn tenant_view_serves_series_label_names_and_values_through_the_read_trait
     assert!(series.iter().all(|ls| ls.get(TENANT_LABEL).is_none()));
     assert_eq!(names, vec!["__name__", "job"], "no zone (tenant b), no __tenant__");
     assert_eq!(values, vec!["x", "y"]);
+}
+
+/// However many reads arrive at once (PromQL selects, remote read and index reads all
+/// go through the tenant view), at most `permits` shard reads run at once, and the
+/// parts of one read still overlap. The readers are plain threads: no runtime needed.
+#[tokio::test]
+async fn concurrent_reads_never_run_more_shard_reads_than_the_read_slots() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = Arc::new(Shards::open(dir.path(), 8, &EngineConfig::default(), 2, &|_, _| {}).expect("open"));
+    let batch: Vec<PushSeries> = (0..400)
+        .map(|i| {
+            let samples: Vec<(i64, f64)> = (0..100).map(|k| (k * 1000, k as f64)).collect();
+            series("a", &[("__name__", "m"), ("i", &i.to_string())], &samples)
+        })
+        .collect();
+    shards.push("a", batch).await.expect("push");
+    let readers: Vec<_> = (0..8)
+        .map(|r| {
+            let view = shards.tenant_view("a");
+            std::thread::spawn(move || {
+                let m = [Matcher::equal("__name__", "m")];
+                let hints = tessera_query::SelectHints::range(0, 100_000);
+                let ctl = tessera_query::QueryOptions::default();
+                for _ in 0..5 {
+                    if r % 2 == 0 {
+                        assert_eq!(view.select(&m, &hints, &ctl).expect("select").data.len(), 400);
+                    } else {
+                        assert_eq!(view.series(&m, &hints, &ctl).expect("series").data.len(), 400);
+                    }
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().expect("reader");
+    }
+    assert_eq!(shards.read_slots.peak(), 2, "bounded by the 2 read slots, and both used");
+    assert_eq!(shards.reads_in_flight(), 0, "every slot freed");
+}
+
+/// A read whose deadline passes while every read slot is taken ends with a timeout
+/// naming the wait, instead of running anyway or waiting past its deadline.
+#[tokio::test]
+async fn a_read_waits_for_a_read_slot_only_until_its_deadline() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = Arc::new(Shards::open(dir.path(), 2, &EngineConfig::default(), 1, &|_, _| {}).expect("open"));
+    shards.push("a", vec![series("a", &[("__name__", "up")], &[(10, 1.0)])]).await.expect("push");
+    let view = shards.tenant_view("a");
+    let held = shards.read_slots.acquire(&Interrupt::none()).expect("the only slot");
+    let started = std::time::Instant::now();
+    let err = std::thread::scope(|s| {
+        s.spawn(|| {
+            let m = [Matcher::equal("__name__", "up")];
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+            let ctl = tessera_query::QueryOptions { deadline: Some(deadline), cancel: None };
+            view.select(&m, &tessera_query::SelectHints::range(0, 100), &ctl)
+        })
+        .join()
+        .expect("join")
+    })
+    .expect_err("no slot before the deadline");
+    assert_eq!(err.kind, tessera_query::ErrorKind::Timeout, "{}", err.message);
+    assert!(err.message.contains("read slot"), "{}", err.message);
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+    drop(held);
+    let view = shards.tenant_view("a");
+    let m = [Matcher::equal("__name__", "up")];
+    assert_eq!(
+        view.select(&m, &tessera_query::SelectHints::range(0, 100), &Default::default()).expect("select").data.len(),
+        1
+    );
 }

@@ -1,6 +1,6 @@
 use super::*;
-use crate::types::Sample;
 use proptest::prelude::*;
+use tessera_model::Sample;
 
 const BOTH: [Encoding; 2] = [Encoding::Xor, Encoding::XorJitter];
 

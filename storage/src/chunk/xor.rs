@@ -11,8 +11,8 @@
 
 use super::bits::{BitReader, BitWriter};
 use crate::error::{Error, Result};
-use crate::types::Sample;
 use crate::varint;
+use tessera_model::Sample;
 
 /// Most samples one chunk can hold (the header count is a u16).
 pub const MAX_SAMPLES: usize = u16::MAX as usize;

@@ -1,7 +1,7 @@
 //! Head bookkeeping: hash lookups stay right when series leave, colliding ones included.
 
 use super::*;
-use crate::types::Label;
+use tessera_model::Label;
 
 fn series(name: &str) -> (u64, Box<[u8]>) {
     let mut enc = Vec::new();

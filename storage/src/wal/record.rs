@@ -5,8 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::labels_codec;
-use crate::types::Label;
 use crate::varint::{self, Cursor};
+use tessera_model::Label;
 
 /// Header bytes before the type byte.
 pub const FRAME_HEADER: usize = 8;

@@ -207,7 +207,7 @@ fn concurrent_appenders_share_fsyncs_and_all_become_durable() {
 
 #[test]
 fn batch_record_round_trips_and_rejects_truncation() {
-    let labels = vec![crate::Label::new("a", "b")];
+    let labels = vec![tessera_model::Label::new("a", "b")];
     let mut enc = Vec::new();
     crate::labels_codec::encode_labels(&labels, &mut enc);
     let samples = vec![

@@ -8,9 +8,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::engine::{Engine, EngineOptions, QueryOptions};
-use crate::model::Labels;
 use crate::promqltest::MemStore;
 use crate::ErrorKind;
+use tessera_model::Labels;
 
 /// The real depth of a parsed tree (leaves are depth 1). Recursive: only used on trees
 /// the limit admitted, or on small ones.

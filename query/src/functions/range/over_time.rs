@@ -2,7 +2,7 @@
 //! the same weight, however irregularly spaced. All return `None` for an empty window.
 
 use crate::functions::stats::{self, kahan_inc, KahanSum};
-use crate::model::Sample;
+use tessera_model::Sample;
 
 /// `avg_over_time`: Kahan sum divided by the count, switching to an incremental mean only
 /// when the running sum would overflow (direct division is more accurate while it lasts;

@@ -1,7 +1,7 @@
 //! `rate`, `increase`, `delta` (extrapolated over the window) and `irate`, `idelta` (the
 //! last two samples only), with Prometheus 3.x semantics.
 
-use crate::model::Sample;
+use tessera_model::Sample;
 
 /// Prometheus' `extrapolatedRate` for float samples.
 ///

@@ -2,8 +2,8 @@
 //! `double_exponential_smoothing` (Holt's linear method; `holt_winters` in Prometheus 2).
 
 use crate::functions::stats::kahan_inc;
-use crate::model::Sample;
 use crate::QueryError;
+use tessera_model::Sample;
 
 /// Simple linear regression of value over time, with time measured in seconds relative to
 /// `intercept_ms`. Returns `(slope per second, value at intercept_ms)`.

@@ -1,4 +1,5 @@
 use super::*;
+use tessera_model::Label;
 use tessera_proto::ingester::ingester_server::Ingester;
 use tessera_storage::EngineConfig;
 

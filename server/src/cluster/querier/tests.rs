@@ -1,5 +1,5 @@
 use super::*;
-use tessera_query::Sample;
+use tessera_model::Sample;
 
 fn s(t: i64, v: f64) -> Sample {
     Sample { t, v }

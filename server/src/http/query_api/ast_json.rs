@@ -14,7 +14,7 @@ use promql_parser::label::Matcher;
 use promql_parser::parser::value::ValueType;
 use promql_parser::parser::{AtModifier, Expr, LabelModifier, Offset, VectorMatchCardinality, VectorSelector};
 
-use super::json::{format_float, write_str};
+use crate::http::json::{format_float, write_str};
 
 /// A JSON value whose objects are written with sorted keys, as Go writes maps.
 #[derive(Debug, Clone, PartialEq)]

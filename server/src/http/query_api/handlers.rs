@@ -12,15 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{FromRequest, Request, State};
-use axum::http::{header, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use promql_parser::parser::value::ValueType;
 use promql_parser::parser::Expr;
 use tessera_query::{QueryOutput, TextLimits, Value};
 
-use super::params::{self, Params, MAX_TIME_MS, MIN_TIME_MS};
-use super::response::{cap_annotations, error_response, invalid_param, ApiError, ApiSuccess, JsonError};
-use super::{ast_json, json, EvalOptions, QueryApi};
+use super::response::{cap_annotations, error_response, ApiError, JsonError};
+use super::{ast_json, EvalOptions, QueryApi};
+use crate::http::json::{self, ApiSuccess};
+use crate::http::params::{self, invalid_param, Params, MAX_TIME_MS, MIN_TIME_MS};
 
 /// A read request: its form values and its tenant.
 pub struct ApiRequest {
@@ -32,15 +33,11 @@ impl FromRequest<Arc<QueryApi>> for ApiRequest {
     type Rejection = JsonError;
 
     async fn from_request(req: Request, api: &Arc<QueryApi>) -> Result<Self, JsonError> {
-        // Tenant IDs are validated the same way for every endpoint.
-        let tenant = crate::http::params::tenant(req.headers()).map_err(JsonError)?;
-        let content_type = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let query = req.uri().query().map(str::to_owned);
+        // The tenant and the bounded form body, read as for every JSON endpoint.
         let (parts, body) = req.into_parts();
-        let body = crate::http::params::read_form_body(&parts.headers, body, api.limits.max_form_bytes())
-            .await
-            .map_err(JsonError)?;
-        Ok(ApiRequest { params: Params::from_request(query.as_deref(), content_type.as_deref(), &body), tenant })
+        let (params, tenant) =
+            params::read_request(&parts.headers, parts.uri.query(), body, api.limits.max_form_bytes()).await?;
+        Ok(ApiRequest { params, tenant })
     }
 }
 
@@ -146,8 +143,8 @@ pub async fn query(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Respons
 
 async fn instant_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, ApiError> {
     let p = &req.params;
-    let limit = params::parse_limit(p).map_err(|e| invalid_param("limit", e))?;
-    let time = params::parse_time_param(p, "time", now_ms()).map_err(|e| invalid_param("time", e))?;
+    let limit = params::limit(p)?;
+    let time = params::time_param(p, "time", now_ms())?;
     let deadline = deadline(&api, p)?;
     let lookback = lookback_delta(p)?;
 
@@ -191,9 +188,9 @@ fn with_thousands(n: u64) -> String {
 
 async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, ApiError> {
     let p = &req.params;
-    let limit = params::parse_limit(p).map_err(|e| invalid_param("limit", e))?;
-    let start = params::parse_time(p.value("start")).map_err(|e| invalid_param("start", e))?;
-    let end = params::parse_time(p.value("end")).map_err(|e| invalid_param("end", e))?;
+    let limit = params::limit(p)?;
+    let start = params::required_time(p, "start")?;
+    let end = params::required_time(p, "end")?;
     if end < start {
         return Err(invalid_param("end", "end timestamp must not be before start time"));
     }
@@ -248,8 +245,8 @@ async fn range_query(api: Arc<QueryApi>, req: ApiRequest) -> Result<Response, Ap
 pub async fn query_exemplars(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
     let p = &req.params;
     let result = async {
-        let start = params::parse_time_param(p, "start", MIN_TIME_MS).map_err(|e| invalid_param("start", e))?;
-        let end = params::parse_time_param(p, "end", MAX_TIME_MS).map_err(|e| invalid_param("end", e))?;
+        let start = params::time_param(p, "start", MIN_TIME_MS)?;
+        let end = params::time_param(p, "end", MAX_TIME_MS)?;
         if end < start {
             return Err(ApiError::bad_data("end timestamp must not be before start timestamp"));
         }

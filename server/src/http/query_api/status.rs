@@ -8,10 +8,11 @@ use axum::response::{IntoResponse, Response};
 use chrono::SecondsFormat;
 
 use super::handlers::ApiRequest;
-use super::json::{write_str, ObjectWriter};
-use super::response::{error_response, ApiError, ApiSuccess, ErrorKind};
+use super::response::{error_response, ApiError, ErrorKind};
 use super::tsdb_stats::{self, CardinalityCounter};
 use super::QueryApi;
+use crate::http::json::{write_str, ApiSuccess, ObjectWriter};
+use crate::http::params;
 
 /// `GET /api/v1/status/buildinfo`, with the field order of Prometheus' `PrometheusVersion`.
 pub async fn buildinfo(State(api): State<Arc<QueryApi>>) -> Response {
@@ -79,9 +80,9 @@ pub async fn flags(State(api): State<Arc<QueryApi>>) -> Response {
 /// query thread under the query concurrency bound: for a tenant with millions of series it
 /// is as heavy as a query.
 pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response {
-    let limit = match tsdb_stats::parse_limit(req.params.get("limit")) {
+    let limit = match params::tsdb_limit(&req.params, tsdb_stats::DEFAULT_LIMIT, tsdb_stats::MAX_LIMIT) {
         Ok(l) => l,
-        Err(e) => return error_response(ApiError::bad_data(e)),
+        Err(e) => return error_response(e),
     };
     let deadline = Instant::now() + api.limits.timeout();
     let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {

@@ -11,13 +11,10 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use tessera_query::{
-    ErrorKind, Labels, MatchOp, Matcher, QueryError, QueryOutput, Queryable, Sample, Series, Value, VectorElem,
-};
+use tessera_model::{Labels, Matcher, Sample};
+use tessera_query::{ErrorKind, QueryError, QueryOutput, Queryable, Series, Value, VectorElem};
 use tower::ServiceExt;
 
-use super::json::{format_float, write_str, write_timestamp};
-use super::params::{parse_duration_ns, parse_time, Params, MAX_TIME_MS, MIN_TIME_MS};
 use super::*;
 
 // ---------------------------------------------------------------------------------------
@@ -42,16 +39,7 @@ impl Queryable for MemQueryable {
         Ok(tessera_query::ReadResult::new(
             self.0
                 .iter()
-                .filter(|s| {
-                    matchers.iter().all(|m| {
-                        let v = s.labels.get(&m.name).unwrap_or("");
-                        match m.op {
-                            MatchOp::Equal => v == m.value,
-                            MatchOp::NotEqual => v != m.value,
-                            _ => false,
-                        }
-                    })
-                })
+                .filter(|s| matchers.iter().all(|m| m.matches(s.labels.get(m.name()).unwrap_or(""))))
                 .map(|s| Series {
                     labels: s.labels.clone(),
                     samples: s.samples.iter().copied().filter(|x| x.t >= mint && x.t <= maxt).collect(),
@@ -101,7 +89,7 @@ struct TestEvaluator {
 
 impl TestEvaluator {
     fn select_latest(data: &dyn Queryable, name: &str, t: i64) -> Result<Vec<VectorElem>, QueryError> {
-        let m = [Matcher { name: "__name__".into(), op: MatchOp::Equal, value: name.into() }];
+        let m = [Matcher::equal("__name__", name)];
         Ok(data
             .select(&m, &tessera_query::SelectHints::range(t - 300_000, t), &Default::default())?
             .data
@@ -234,123 +222,6 @@ fn json(body: &str) -> serde_json::Value {
 }
 
 // ---------------------------------------------------------------------------------------
-// Parameters
-
-#[test]
-fn times_parse_as_unix_seconds_or_rfc3339() {
-    assert_eq!(parse_time("1435781451.781"), Ok(1_435_781_451_781));
-    assert_eq!(parse_time("1435781451"), Ok(1_435_781_451_000));
-    assert_eq!(parse_time("2015-07-01T20:10:51.781Z"), Ok(1_435_781_451_781));
-    assert_eq!(parse_time("2015-07-01T22:10:51.781+02:00"), Ok(1_435_781_451_781));
-    assert_eq!(parse_time("-1.5"), Ok(-1_500));
-    // Prometheus rounds sub-millisecond fractions.
-    assert_eq!(parse_time("1.0006"), Ok(1_001));
-    assert_eq!(parse_time("-292273086-05-16T16:47:06Z"), Ok(MIN_TIME_MS));
-    assert_eq!(parse_time("292277025-08-18T07:12:54.999999999Z"), Ok(MAX_TIME_MS));
-    assert_eq!(parse_time("yesterday"), Err("cannot parse \"yesterday\" to a valid timestamp".to_string()));
-    assert!(parse_time("NaN").is_err());
-    assert!(parse_time("1e300").is_err());
-}
-
-#[test]
-fn durations_parse_as_prometheus_durations_or_float_seconds() {
-    let s = 1_000_000_000i64;
-    assert_eq!(parse_duration_ns("30s"), Ok(30 * s));
-    assert_eq!(parse_duration_ns("1m"), Ok(60 * s));
-    assert_eq!(parse_duration_ns("1h30m"), Ok(5400 * s));
-    assert_eq!(parse_duration_ns("100ms"), Ok(100_000_000));
-    assert_eq!(parse_duration_ns("1m30s500ms"), Ok(90 * s + 500_000_000));
-    assert_eq!(parse_duration_ns("1w2d"), Ok(9 * 86_400 * s));
-    assert_eq!(parse_duration_ns("1y"), Ok(365 * 86_400 * s));
-    assert_eq!(parse_duration_ns("15"), Ok(15 * s));
-    assert_eq!(parse_duration_ns("0.5"), Ok(s / 2));
-    assert_eq!(parse_duration_ns("0"), Ok(0));
-    for bad in ["", "1x", "30s1m", "m", "1.5m", "1e400"] {
-        assert!(parse_duration_ns(bad).is_err(), "{bad:?} must be rejected");
-    }
-}
-
-#[test]
-fn durations_are_printed_like_prometheus() {
-    use super::params::format_duration_ms;
-    // The default retention: Prometheus writes `15d`, not `2w1d`.
-    assert_eq!(format_duration_ms(15 * 86_400_000), "15d");
-    assert_eq!(format_duration_ms(14 * 86_400_000), "2w");
-    assert_eq!(format_duration_ms(90 * 86_400_000), "90d");
-    assert_eq!(format_duration_ms(365 * 86_400_000), "1y");
-    assert_eq!(format_duration_ms(366 * 86_400_000), "366d");
-    assert_eq!(format_duration_ms(86_400_000 + 3_600_000), "1d1h");
-    assert_eq!(format_duration_ms(90_000), "1m30s");
-    assert_eq!(format_duration_ms(300_000), "5m");
-    assert_eq!(format_duration_ms(1_500), "1s500ms");
-    assert_eq!(format_duration_ms(0), "0s");
-}
-
-#[test]
-fn form_body_values_come_before_url_values() {
-    let p = Params::from_request(
-        Some("query=from_url&time=1"),
-        Some("application/x-www-form-urlencoded; charset=utf-8"),
-        b"query=from_body&match%5B%5D=a&match%5B%5D=b",
-    );
-    assert_eq!(p.get("query"), Some("from_body"));
-    assert_eq!(p.get("time"), Some("1"));
-    assert_eq!(p.all("match[]"), vec!["a", "b"]);
-    // A body that is not a form is ignored, as Go's ParseForm does.
-    let p = Params::from_request(Some("query=u"), Some("application/json"), b"query=b");
-    assert_eq!(p.get("query"), Some("u"));
-}
-
-// ---------------------------------------------------------------------------------------
-// JSON encoding
-
-#[test]
-fn floats_are_formatted_like_go_strconv() {
-    let cases: &[(f64, &str)] = &[
-        (1.0, "1"),
-        (0.0, "0"),
-        (-0.0, "-0"),
-        (123.456, "123.456"),
-        (0.1 + 0.2, "0.30000000000000004"),
-        (1e-6, "0.000001"),
-        (1e-7, "1e-07"),
-        (-2.5e-10, "-2.5e-10"),
-        (1e20, "100000000000000000000"),
-        (1e21, "1e+21"),
-        (1.5e300, "1.5e+300"),
-        (f64::NAN, "NaN"),
-        (f64::INFINITY, "+Inf"),
-        (f64::NEG_INFINITY, "-Inf"),
-    ];
-    for (v, want) in cases {
-        assert_eq!(format_float(*v), *want, "formatting {v:e}");
-    }
-}
-
-#[test]
-fn timestamps_are_unix_seconds_with_millisecond_fraction() {
-    let enc = |t| {
-        let mut s = String::new();
-        write_timestamp(&mut s, t);
-        s
-    };
-    assert_eq!(enc(1_435_781_451_781), "1435781451.781");
-    assert_eq!(enc(1_500), "1.500");
-    assert_eq!(enc(1_050), "1.050");
-    assert_eq!(enc(1_005), "1.005");
-    assert_eq!(enc(2_000), "2");
-    assert_eq!(enc(0), "0");
-    assert_eq!(enc(-1_500), "-1.500");
-}
-
-#[test]
-fn strings_are_escaped_like_go_json() {
-    let mut s = String::new();
-    write_str(&mut s, "a\"b\\c\n\t<>&\u{1}\u{2028}é");
-    assert_eq!(s, r#""a\"b\\c\n\t\u003c\u003e\u0026\u0001\u2028é""#);
-}
-
-// ---------------------------------------------------------------------------------------
 // Instant and range queries over HTTP
 
 #[tokio::test]
@@ -438,7 +309,7 @@ async fn malformed_time_returns_400_with_prometheus_wording() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
         json(&body)["error"],
-        "invalid parameter \"time\": invalid time value for 'time': cannot parse \"tomorrow\" to a valid timestamp"
+        "invalid parameter \"time\": Invalid time value for 'time': cannot parse \"tomorrow\" to a valid timestamp"
     );
 }
 

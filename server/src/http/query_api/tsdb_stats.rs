@@ -8,9 +8,9 @@
 
 use std::collections::HashMap;
 
-use tessera_query::Labels;
+use tessera_model::Labels;
 
-use super::json::{write_str, ObjectWriter};
+use crate::http::json::{write_str, ObjectWriter};
 
 /// Prometheus' default and maximum for the `limit` parameter.
 pub const DEFAULT_LIMIT: usize = 10;
@@ -110,21 +110,6 @@ fn top(mut stats: Vec<Stat>, limit: usize) -> Vec<Stat> {
     stats.sort_by(|a, b| b.value.cmp(&a.value).then_with(|| a.name.cmp(&b.name)));
     stats.truncate(limit);
     stats
-}
-
-/// Reads the `limit` parameter of the tsdb endpoint with Prometheus' bounds and wording.
-pub fn parse_limit(raw: Option<&str>) -> Result<usize, String> {
-    let Some(raw) = raw else { return Ok(DEFAULT_LIMIT) };
-    match raw.parse::<i64>() {
-        Ok(n) if n > 0 => {
-            if n as u64 > MAX_LIMIT as u64 {
-                Err(format!("limit must not exceed {MAX_LIMIT}"))
-            } else {
-                Ok(n as usize)
-            }
-        }
-        _ => Err("limit must be a positive number".to_string()),
-    }
 }
 
 fn write_stats(out: &mut String, stats: &[Stat]) {

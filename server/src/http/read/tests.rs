@@ -57,3 +57,22 @@ async fn too_many_queries_is_400_naming_the_limit() {
     );
     assert!(remote_read(State(st), HeaderMap::new(), body(3)).await.is_ok());
 }
+
+/// A regex matcher that does not compile is the client's mistake: 400 naming the label
+/// and the regex, with the regex parser's reason.
+#[tokio::test]
+async fn a_bad_regex_matcher_is_400_naming_label_and_regex() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let st = state(dir.path(), "");
+    let q = prometheus::Query {
+        start_timestamp_ms: 0,
+        end_timestamp_ms: 1,
+        matchers: vec![prometheus::LabelMatcher { r#type: 2, name: "gpu".into(), value: "(".into() }],
+        hints: None,
+    };
+    let req = prometheus::ReadRequest { queries: vec![q], accepted_response_types: vec![] };
+    let body = Body::from(snap::raw::Encoder::new().compress_vec(&req.encode_to_vec()).expect("snappy"));
+    let err = remote_read(State(st), HeaderMap::new(), body).await.expect_err("bad regex");
+    assert_eq!(err.0.kind, ErrorKind::BadData);
+    assert!(err.0.message.starts_with(r#"invalid regex "(" for label "gpu": regex parse error"#), "{}", err.0.message);
+}

@@ -31,29 +31,29 @@ fn unsupported_type_or_encoding_is_415() {
         (Some("application/x-protobuf"), Some("gzip")),
     ] {
         let err = negotiate(ct, enc).expect_err("unsupported");
-        assert_eq!(err.kind, ErrorKind::UnsupportedMediaType, "{ct:?} {enc:?}");
+        assert!(matches!(err, DecodeError::Unsupported(_)), "{ct:?} {enc:?}");
     }
 }
 
 #[test]
 fn body_that_is_not_snappy_is_400() {
     let err = decode(Version::V1, b"\xff\xff\xff\xff\xff\xff", &Limits::default()).expect_err("not snappy");
-    assert_eq!(err.kind, ErrorKind::BadData);
-    assert!(err.message.contains("snappy"), "{}", err.message);
+    assert!(matches!(err, DecodeError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("snappy"), "{err}");
 }
 
 #[test]
 fn body_that_is_not_protobuf_is_400() {
     let err = decode(Version::V1, &snappy(b"\x0a\xff\xff\xff"), &Limits::default()).expect_err("not protobuf");
-    assert_eq!(err.kind, ErrorKind::BadData);
-    assert!(err.message.contains("protobuf"), "{}", err.message);
+    assert!(matches!(err, DecodeError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("protobuf"), "{err}");
 }
 
 #[test]
 fn decompressed_size_over_limit_is_413_before_allocating() {
     let limits = Limits { max_decompressed_bytes: 10, ..Limits::default() };
     let err = decode(Version::V1, &snappy(&[0u8; 100]), &limits).expect_err("too large");
-    assert_eq!(err.kind, ErrorKind::TooLarge);
+    assert!(matches!(err, DecodeError::TooLarge(_)), "{err:?}");
 }
 
 /// A bad series does not poison the request: the good one is kept, the bad one is
@@ -149,8 +149,8 @@ fn v2_non_empty_first_symbol_is_400() {
         }],
     };
     let err = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect_err("bad symbols[0]");
-    assert_eq!(err.kind, ErrorKind::BadData);
-    assert!(err.message.contains("symbols[0] must be the empty string"), "{}", err.message);
+    assert!(matches!(err, DecodeError::Invalid(_)), "{err:?}");
+    assert!(err.to_string().contains("symbols[0] must be the empty string"), "{err}");
 }
 
 /// A v2 request whose series all reference one long symbol: tiny on the wire, huge
@@ -180,8 +180,8 @@ fn v2_symbol_amplification_is_refused_before_allocating() {
     let body = amplifying_v2_request(4_000, 4_000);
     assert!(body.len() < 100_000, "body is {} bytes", body.len());
     let err = decode(Version::V2, &body, &limits).expect_err("amplification");
-    assert_eq!(err.kind, ErrorKind::TooLarge);
-    assert!(err.message.contains("limits.max_decoded_bytes_per_request"), "{}", err.message);
+    assert!(matches!(err, DecodeError::TooLarge(_)), "{err:?}");
+    assert!(err.to_string().contains("limits.max_decoded_bytes_per_request"), "{err}");
     // The same shape at a size that fits is accepted.
     let ok = decode(Version::V2, &amplifying_v2_request(100, 4_000), &limits).expect("fits");
     assert_eq!(ok.series.len(), 100);
@@ -198,7 +198,7 @@ fn wire_cost_counts_structs_of_empty_series() {
     assert!(wire_cost(&v1, V1_REQUEST).expect("valid") >= 1000 * std::mem::size_of::<prometheus::TimeSeries>());
     let limits = Limits { max_decoded_bytes_per_request: 100_000, ..Limits::default() };
     let err = decode(Version::V2, &snappy(&body), &limits).expect_err("over budget");
-    assert_eq!(err.kind, ErrorKind::TooLarge);
+    assert!(matches!(err, DecodeError::TooLarge(_)), "{err:?}");
     // Malformed wire data is a 400, as prost would say.
     assert!(wire_cost(&[0x2a, 0x05, 0x00], V2_REQUEST).is_err());
 }
@@ -337,8 +337,8 @@ fn decoded_memory_takes_server_wide_in_flight_permits() {
     assert_eq!(sem.available_permits(), 3 * 1024 - 1 - 1465, "1 KiB body + 1,465 KiB decoded");
     let mut b = Budget::with_inflight(8 << 20, Arc::clone(&sem), admit(1));
     let err = b.charge(2_000_000).expect_err("no room left");
-    assert_eq!(err.kind, ErrorKind::Unavailable);
-    assert!(err.message.contains("limits.max_inflight_write_bytes"), "{}", err.message);
+    assert!(matches!(err, DecodeError::Busy { retry_after_secs: 1, .. }), "{err:?}");
+    assert!(err.to_string().contains("limits.max_inflight_write_bytes"), "{err}");
     let held = a.into_permit().expect("permits");
     drop(held);
     b.charge(2_000_000).expect("room again once the first request is done");

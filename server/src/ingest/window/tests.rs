@@ -1,4 +1,4 @@
-use tessera_storage::{Label, Sample};
+use tessera_model::{Label, Sample};
 
 use super::*;
 use crate::ingest::decode::ValidSeries;

@@ -1,15 +1,25 @@
-//! JSON written byte for byte as Prometheus writes it.
+//! The one JSON writer of the HTTP API: every JSON answer (query, query_range, series,
+//! labels, label values, metadata, exemplars, the status endpoints, parse/format_query and
+//! the error envelope) is written by this module, byte for byte as Prometheus writes it.
 //!
 //! Prometheus encodes with json-iterator in its standard-library-compatible mode, plus
-//! hand-written codecs for samples. Three details make a generic serializer differ from it,
-//! which is why this module writes the bytes itself:
-//! - strings escape `<`, `>`, `&`, U+2028 and U+2029 (Go's HTML-safe escaping);
+//! hand-written codecs for samples. Three details make a generic serializer (serde_json)
+//! differ from it, which is why this module writes the bytes itself:
+//! - strings escape `<`, `>`, `&`, U+2028 and U+2029 (Go's HTML-safe escaping), and
+//!   control characters as `\u00XX` except `\n`, `\r`, `\t` ([`write_str`]);
 //! - sample values are strings formatted like `strconv.FormatFloat(v, 'f', -1, 64)`, switching
-//!   to `'e'` below 1e-6 and from 1e21 on, spelled `NaN`, `+Inf`, `-Inf`;
+//!   to `'e'` below 1e-6 and from 1e21 on, spelled `NaN`, `+Inf`, `-Inf` ([`format_float`]);
 //! - timestamps are unix seconds written from integer milliseconds (`1435781451.781`,
 //!   `1435781451.5` is written `1435781451.500`), never through a float.
+//!
+//! Objects whose Go type is a struct keep the struct's field order ([`ObjectWriter`]);
+//! Go writes maps with sorted keys, so callers pass those sorted.
 
-use tessera_query::{Labels, Sample, Series, Value, VectorElem};
+use crate::error::{status_of, JsonError};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use tessera_model::{Labels, Sample};
+use tessera_query::{Series, Value, VectorElem};
 
 /// Appends `s` as a JSON string literal with Go's escaping.
 pub fn write_str(out: &mut String, s: &str) {
@@ -188,6 +198,40 @@ pub fn success_envelope(data_json: &str, warnings: &[String], infos: &[String]) 
     out
 }
 
+/// A successful answer whose `data` is already encoded JSON (by this module), rendered in
+/// the success envelope ([`success_envelope`]).
+pub struct ApiSuccess {
+    pub data_json: String,
+    pub warnings: Vec<String>,
+    pub infos: Vec<String>,
+}
+
+impl ApiSuccess {
+    pub fn data(data_json: String) -> Self {
+        ApiSuccess { data_json, warnings: Vec::new(), infos: Vec::new() }
+    }
+}
+
+impl IntoResponse for ApiSuccess {
+    fn into_response(self) -> Response {
+        let body = success_envelope(&self.data_json, &self.warnings, &self.infos);
+        (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+/// An error of a JSON endpoint, answered in Prometheus' envelope: status and `errorType`
+/// from [`status_of`] (the one mapping), `Retry-After` when the error carries one.
+impl IntoResponse for JsonError {
+    fn into_response(self) -> Response {
+        let e = self.0;
+        let (status, error_type) = status_of(e.kind);
+        let body = error_envelope(error_type, &e.message);
+        let mut resp = (status, [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        e.add_retry_after(&mut resp);
+        resp
+    }
+}
+
 /// The error envelope: `{"status":"error","errorType":"…","error":"…"}`.
 pub fn error_envelope(error_type: &str, message: &str) -> String {
     let mut out = String::with_capacity(message.len() + 64);
@@ -257,3 +301,6 @@ impl<'a> ObjectWriter<'a> {
         self.out.push('}');
     }
 }
+
+#[cfg(test)]
+mod tests;

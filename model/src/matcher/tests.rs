@@ -60,9 +60,57 @@ fn perl_classes_are_ascii_as_in_go() {
 }
 
 #[test]
-fn bad_regex_is_an_error() {
-    let e = Matcher::new("l", MatchOp::Regex, "(unclosed").expect_err("must fail");
+fn bad_regex_is_an_error_naming_label_and_regex() {
+    let e = Matcher::new("l", MatchOp::NotRegex, "(unclosed").expect_err("must fail");
     assert!(matches!(e, Error::InvalidRegex { .. }));
+    assert_eq!(e.to_string(), r#"invalid regex "(unclosed" for label "l""#);
+    assert!(e.chain().starts_with(r#"invalid regex "(unclosed" for label "l": regex parse error"#), "{}", e.chain());
+}
+
+#[test]
+fn a_malformed_regex_is_refused_even_when_a_fast_path_would_fit() {
+    // `a|b(` splits into "literals" only if the regex is never compiled.
+    assert!(Matcher::new("l", MatchOp::Regex, "a|b(").is_err());
+    assert!(Matcher::new("l", MatchOp::Equal, "(").is_ok(), "= takes any value literally");
+}
+
+#[test]
+fn index_scans_cover_every_match() {
+    assert_eq!(m(MatchOp::Regex, "b|a|b").pattern().scan(), ValueScan::Exact(vec!["a", "b"]));
+    assert_eq!(m(MatchOp::Equal, "x").pattern().scan(), ValueScan::Exact(vec!["x"]));
+    assert_eq!(m(MatchOp::Regex, "train-.*").pattern().scan(), ValueScan::Prefix("train-"));
+    assert_eq!(m(MatchOp::Regex, "pre[0-9]+").pattern().scan(), ValueScan::Prefix("pre"));
+    assert_eq!(m(MatchOp::Regex, "a|b.*").pattern().scan(), ValueScan::Prefix(""));
+    // The negated operators scan for what they exclude.
+    let ne = m(MatchOp::NotRegex, "0|1");
+    assert!(ne.is_negated());
+    assert_eq!(ne.pattern().scan(), ValueScan::Exact(vec!["0", "1"]));
+    assert!(ne.pattern().matches("0") && !ne.matches("0"));
+}
+
+#[test]
+fn equal_constructor_is_the_equal_matcher() {
+    let a = Matcher::equal("__name__", "up");
+    let b = m(MatchOp::Equal, "up");
+    assert_eq!(a.to_string(), r#"__name__="up""#);
+    assert_eq!(a, Matcher::new("__name__", MatchOp::Equal, "up").expect("valid"));
+    assert_ne!(a, b, "different label names");
+    assert!(a.matches("up") && !a.matches("down") && !a.matches_empty());
+}
+
+#[test]
+fn matchers_are_equal_by_name_op_and_value() {
+    assert_eq!(m(MatchOp::Regex, "a.*"), m(MatchOp::Regex, "a.*"));
+    assert_ne!(m(MatchOp::Regex, "a.*"), m(MatchOp::NotRegex, "a.*"));
+    assert_ne!(m(MatchOp::Regex, "a.*"), m(MatchOp::Regex, "a.+"));
+}
+
+#[test]
+fn missing_label_matches_as_empty_value() {
+    let labels = [Label::new("a", "1")];
+    assert!(Matcher::equal("b", "").matches_labels(&labels));
+    assert!(!Matcher::equal("b", "1").matches_labels(&labels));
+    assert!(Matcher::equal("a", "1").matches_labels(&labels));
 }
 
 #[test]

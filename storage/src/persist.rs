@@ -1,0 +1,133 @@
+//! The RocksDB side of the head: collects what one head operation must persist (cut and
+//! rewritten chunks, new series records, postings of new days) into one write batch, and
+//! loads a cold series' newest chunks so the head can warm it.
+//!
+//! The head (`head.rs`) decides *what* is written; this module only knows *where* it goes
+//! (column families and key layout from `keys.rs`). One `Batch` is written atomically, so
+//! a chunk and the postings that make it findable land together.
+
+use std::collections::BTreeMap;
+
+use roaring::RoaringBitmap;
+use rocksdb::{ColumnFamily, ReadOptions, WriteBatch, DB};
+
+use crate::chunk::{self, Encoding};
+use crate::db::{self, CF_CHUNKS, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH};
+use crate::error::{Error, Result};
+use crate::head::{ChunkSink, CutChunk, Recent};
+use crate::keys;
+use crate::labels_codec;
+
+fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a ColumnFamily> {
+    db.cf_handle(name).ok_or_else(|| Error::corrupt("rocksdb", format!("missing column family {name}")))
+}
+
+/// One atomic RocksDB write being assembled.
+pub struct Batch<'a> {
+    db: &'a DB,
+    chunks: &'a ColumnFamily,
+    batch: WriteBatch,
+    /// Postings key → ids to OR in (one merge operand per key per batch).
+    postings: BTreeMap<Vec<u8>, RoaringBitmap>,
+    chunks_written: u64,
+}
+
+impl<'a> Batch<'a> {
+    pub fn new(db: &'a DB) -> Result<Batch<'a>> {
+        Ok(Batch {
+            db,
+            chunks: cf(db, CF_CHUNKS)?,
+            batch: WriteBatch::default(),
+            postings: BTreeMap::new(),
+            chunks_written: 0,
+        })
+    }
+
+    /// Records a new series: its labels by id, and its id under its label hash.
+    pub fn put_series(&mut self, id: u32, hash: u64, labels: &[u8]) -> Result<()> {
+        self.batch.put_cf(cf(self.db, CF_SERIES)?, keys::series_key(id), labels);
+        self.batch.put_cf(cf(self.db, CF_SERIES_BY_HASH)?, keys::series_hash_key(hash, id), []);
+        Ok(())
+    }
+
+    /// Writes everything collected in one atomic batch; returns the chunks written.
+    pub fn write(self) -> Result<u64> {
+        let Batch { db, mut batch, postings, chunks_written, .. } = self;
+        if !postings.is_empty() {
+            let pcf = cf(db, CF_POSTINGS)?;
+            for (k, ids) in &postings {
+                batch.merge_cf(pcf, k, db::encode_bitmap(ids));
+            }
+        }
+        if !batch.is_empty() {
+            db.write(batch).map_err(Error::rocks("write batch"))?;
+        }
+        Ok(chunks_written)
+    }
+}
+
+impl ChunkSink for Batch<'_> {
+    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]) {
+        self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), keys::encode_chunk_value(enc, mint, maxt, bytes));
+        self.chunks_written += 1;
+    }
+
+    fn delete_chunk(&mut self, id: u32, mint: i64) {
+        self.batch.delete_cf(self.chunks, keys::chunk_key(id, mint));
+    }
+
+    fn add_to_day(&mut self, id: u32, labels: &[u8], day: i32) -> Result<()> {
+        let labels = labels_codec::decode_labels(labels)?;
+        self.postings.entry(keys::all_postings_key(day).to_vec()).or_default().insert(id);
+        for l in &labels {
+            self.postings.entry(keys::postings_key(day, &l.name, &l.value)?).or_default().insert(id);
+        }
+        Ok(())
+    }
+}
+
+/// Loads the stored chunks of series `id` that lie within `window` ms of its newest
+/// stored sample (what out-of-order and duplicate checks need), oldest first.
+///
+/// The iteration is bounded to this series' keys, so RocksDB need not read a
+/// neighbour's block to find where the series ends: a damaged neighbouring block then
+/// costs nothing. A read error (a damaged chunk or SST block) is returned as is; the
+/// caller leaves the series cold and decides what to do with its samples.
+pub fn load_recent(db: &DB, id: u32, window: i64) -> Result<Recent> {
+    let cf = cf(db, CF_CHUNKS)?;
+    let mut opts = ReadOptions::default();
+    opts.set_iterate_lower_bound(keys::chunk_key(id, i64::MIN).to_vec());
+    if let Some(next) = id.checked_add(1) {
+        opts.set_iterate_upper_bound(keys::chunk_key(next, i64::MIN).to_vec());
+    }
+    let mut it = db.raw_iterator_cf_opt(cf, opts);
+    it.seek_for_prev(keys::chunk_key(id, i64::MAX));
+    let mut newest: Option<i64> = None;
+    let mut chunks = Vec::new();
+    while it.valid() {
+        let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
+        let (cid, mint) = keys::parse_chunk_key(k)?;
+        if cid != id {
+            break;
+        }
+        let (enc, maxt, bytes) = keys::decode_chunk_value(mint, v)?;
+        let newest_t = *newest.get_or_insert(maxt);
+        if maxt < newest_t.saturating_sub(window) {
+            break;
+        }
+        chunks.push(CutChunk { enc, bytes: bytes.to_vec(), mint, maxt });
+        it.prev();
+    }
+    it.status().map_err(Error::rocks("read chunks"))?;
+    chunks.reverse();
+    // Whether the stored series ended with a staleness marker (the idle sweep evicts
+    // those sooner); the newest chunk is the last one loaded.
+    let ended_stale = match chunks.last() {
+        Some(c) => chunk::XorIter::new(&c.bytes, c.enc)
+            .last()
+            .transpose()?
+            .is_some_and(|x| Some(x.t) == newest && tessera_model::is_stale_nan(x.v)),
+        None => false,
+    };
+    Ok(Recent { chunks, newest, ended_stale })
+}
