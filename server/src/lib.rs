@@ -15,6 +15,7 @@ pub mod check_config;
 pub mod cluster;
 pub mod config;
 pub mod distributor;
+mod durable_file;
 pub mod error;
 #[cfg(test)]
 mod fuzz;

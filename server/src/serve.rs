@@ -29,9 +29,15 @@ const CLUSTER_FILE: &str = "cluster.toml";
 /// Runs the server until a signal (or a fatal start-up error).
 pub async fn run(config: Config) -> anyhow::Result<()> {
     config.validate()?;
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    check_shard_count(&config.data_dir, config.shards)?;
+    // Directory creation and the fsynced record: blocking file I/O, off the async workers.
+    let (data_dir, shards) = (config.data_dir.clone(), config.shards);
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        check_shard_count(&data_dir, shards)
+    })
+    .await
+    .context("data directory check task failed")??;
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -272,20 +278,9 @@ pub(crate) fn check_shard_count(data_dir: &Path, shards: u32) -> anyhow::Result<
                  # shard xxh3_64(tenant, labels) mod shards (server/src/shards/hash.rs).\n\
                  shards = {shards}\nhash = \"xxh3_64-v1\"\n"
             );
-            let tmp = path.with_extension("tmp");
-            // Write, fsync, rename, fsync the directory: the shard count must survive a
-            // crash right after the first start, or a restart could pick another one.
-            let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-            std::io::Write::write_all(&mut f, text.as_bytes())
-                .with_context(|| format!("cannot write {}", tmp.display()))?;
-            f.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
-            std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
-            if let Some(dir) = path.parent() {
-                std::fs::File::open(dir)
-                    .and_then(|d| d.sync_all())
-                    .with_context(|| format!("cannot fsync {}", dir.display()))?;
-            }
-            Ok(())
+            // Durable: the shard count must survive a crash right after the first start,
+            // or a restart could pick another one.
+            crate::durable_file::write(&path, &text)
         }
     }
 }

@@ -156,26 +156,10 @@ pub fn check_data_dir(data_dir: &Path, identity: &Identity, ingester_id: &str) -
                  name = {:?}\nshards = {}\nhash = {:?}\nplacement = {:?}\ningester_id = {:?}\n",
                 want.name, want.shards, want.hash, want.placement, want.ingester_id
             );
-            write_durably(&path, &text)
+            crate::durable_file::write(&path, &text)
         }
         Err(e) => Err(anyhow::Error::new(e).context(format!("cannot read {}", path.display()))),
     }
-}
-
-/// Write to a temporary file, fsync, rename, fsync the directory: the record must
-/// survive a crash right after the first start.
-fn write_durably(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.sync_all().with_context(|| format!("cannot fsync {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .with_context(|| format!("cannot fsync {}", dir.display()))?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

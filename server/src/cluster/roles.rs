@@ -328,10 +328,16 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     let placement = cluster.placement().map_err(|e| anyhow::anyhow!("cluster: {e}"))?;
     let owned: Vec<ShardId> = placement.shards_of(me).into_iter().map(ShardId).collect();
     let identity = Identity::of(&cluster);
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
-    crate::serve::check_shard_count(&config.data_dir, cluster.shards)?;
-    identity::check_data_dir(&config.data_dir, &identity, &opts.id)?;
+    // Directory creation and the fsynced records: blocking file I/O, off the async workers.
+    let (data_dir, shards, id, recorded) = (config.data_dir.clone(), cluster.shards, opts.id.clone(), identity.clone());
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
+        crate::serve::check_shard_count(&data_dir, shards)?;
+        identity::check_data_dir(&data_dir, &recorded, &id)
+    })
+    .await
+    .context("data directory check task failed")??;
 
     let grpc_addr = match opts.grpc_listen {
         Some(a) => a,
