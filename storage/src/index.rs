@@ -5,8 +5,9 @@
 //! is evaluated over the whole day range, then the results are intersected.
 //!
 //! Cost is bounded by the data that exists, not by the time range asked for: `Index::new`
-//! finds the days in range that have postings with one seek per such day (skipping empty
-//! days, however many), and every later loop visits only those days. Each loop checks the
+//! is given the days in range that have postings (the head's day set, filled at open by
+//! [`existing_days`] with one seek per such day, skipping empty days however many), and
+//! every loop visits only those days. Each loop checks the
 //! caller's [`Interrupt`] between RocksDB reads.
 
 use std::collections::BTreeSet;
