@@ -199,11 +199,8 @@ impl Engine {
         let head = self.head.lock();
         let (lo, hi) = head.day_range?;
         let oldest = i64::from(lo).saturating_mul(keys::MS_PER_DAY);
-        let newest = if head.max_t == i64::MIN {
-            (i64::from(hi) + 1).saturating_mul(keys::MS_PER_DAY) - 1
-        } else {
-            head.max_t
-        };
+        let newest =
+            if head.max_t == i64::MIN { (i64::from(hi) + 1).saturating_mul(keys::MS_PER_DAY) - 1 } else { head.max_t };
         Some((oldest, newest))
     }
 

@@ -179,9 +179,7 @@ impl HoleBook {
                 }
                 let newest = match (st.newest, shards.head_max_t(id)) {
                     (Some(a), Some(b)) => Some(a.max(b)),
-                    (a, b) => a.or(b).or_else(|| {
-                        shards.time_bounds(id).map(|(_, hi)| hi.saturating_sub(DAY_MS - 1))
-                    }),
+                    (a, b) => a.or(b).or_else(|| shards.time_bounds(id).map(|(_, hi)| hi.saturating_sub(DAY_MS - 1))),
                 };
                 let from = newest.map_or(i64::MIN, |t| t.saturating_sub(window_ms));
                 insert(&mut st.holes, Hole { from, to: i64::MAX });
@@ -229,7 +227,9 @@ impl HoleBook {
     /// The holes of `shard` that overlap `[start, end]`.
     pub fn overlapping(&self, shard: ShardId, start: i64, end: i64) -> Vec<Hole> {
         let map = self.shards.lock();
-        map.get(&shard).map(|st| st.holes.iter().copied().filter(|h| h.overlaps(start, end)).collect()).unwrap_or_default()
+        map.get(&shard)
+            .map(|st| st.holes.iter().copied().filter(|h| h.overlaps(start, end)).collect())
+            .unwrap_or_default()
     }
 
     /// Every hole of every shard that overlaps `[start, end]`.
@@ -258,7 +258,12 @@ impl HoleBook {
 
     /// Shards with holes, and whether each refuses writes (for the repair task).
     pub fn pending(&self) -> Vec<(ShardId, bool)> {
-        self.shards.lock().iter().filter(|(_, st)| !st.holes.is_empty()).map(|(id, st)| (*id, st.refuse_writes)).collect()
+        self.shards
+            .lock()
+            .iter()
+            .filter(|(_, st)| !st.holes.is_empty())
+            .map(|(id, st)| (*id, st.refuse_writes))
+            .collect()
     }
 
     /// The holes of `shard` now.

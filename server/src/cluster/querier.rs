@@ -83,9 +83,7 @@ pub fn complete_replicas(
 ) -> usize {
     replicas
         .iter()
-        .filter(|&&i| {
-            answered[i] && !holes[i].iter().any(|h| h.shard == shard && h.hole.overlaps(start, end))
-        })
+        .filter(|&&i| answered[i] && !holes[i].iter().any(|h| h.shard == shard && h.hole.overlaps(start, end)))
         .count()
 }
 
@@ -143,9 +141,12 @@ impl ClusterQueryable {
         let cancel = ctl.cancel.clone();
         let covered = |out: &FanOut<T>| {
             let answered: Vec<bool> = out.answers.iter().map(Option::is_some).collect();
-            peers.placement.replicas.iter().enumerate().all(|(s, reps)| {
-                complete_replicas(reps, &answered, &out.holes, s as u32, range) >= r
-            })
+            peers
+                .placement
+                .replicas
+                .iter()
+                .enumerate()
+                .all(|(s, reps)| complete_replicas(reps, &answered, &out.holes, s as u32, range) >= r)
         };
         let outcome: Result<(), QueryError> = self.runtime.block_on(async {
             let mut calls = calls;

@@ -90,8 +90,12 @@ pub async fn run(r: Repairer, stop: CancellationToken) {
             match r.repair_shard(shard, refusing, &stop).await {
                 Ok(n) => {
                     r.book.set_error(shard, None);
-                    tracing::info!(shard = shard.0, samples = n, elapsed_ms = started.elapsed().as_millis() as u64,
-                        "shard repaired: its holes are filled and cleared");
+                    tracing::info!(
+                        shard = shard.0,
+                        samples = n,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "shard repaired: its holes are filled and cleared"
+                    );
                 }
                 Err(why) => {
                     failed = true;
@@ -100,9 +104,12 @@ pub async fn run(r: Repairer, stop: CancellationToken) {
                     r.book.set_error(shard, Some(why));
                     if r.book.refuses_writes(shard) && r.book.refusing_for(shard).is_some_and(|d| d >= r.block_writes) {
                         r.book.accept_writes(shard);
-                        tracing::warn!(shard = shard.0, block_ms = r.block_writes.as_millis() as u64,
+                        tracing::warn!(
+                            shard = shard.0,
+                            block_ms = r.block_writes.as_millis() as u64,
                             "shard accepts writes again before its repair finished (cluster.repair_block_writes_ms); \
-                             it keeps its hole until a later round fills it");
+                             it keeps its hole until a later round fills it"
+                        );
                     }
                 }
             }
@@ -147,8 +154,11 @@ impl Repairer {
             }
             let from = self.newest_minus_window(shard).unwrap_or(from).max(first.from);
             self.book.accept_writes(shard);
-            tracing::info!(shard = shard.0, grace_ms = self.grace.as_millis() as u64,
-                "caught up: shard accepts writes again; one last round after the push timeout");
+            tracing::info!(
+                shard = shard.0,
+                grace_ms = self.grace.as_millis() as u64,
+                "caught up: shard accepts writes again; one last round after the push timeout"
+            );
             tokio::select! {
                 _ = tokio::time::sleep(self.grace) => {}
                 _ = stop.cancelled() => return Err("stopped".into()),
@@ -300,7 +310,8 @@ impl Repairer {
                 let (Some(lo), Some(hi)) = (s.samples.first().map(|p| p.t), s.samples.last().map(|p| p.t)) else {
                     continue;
                 };
-                let ms: Vec<Matcher> = s.labels.iter().map(|l| Matcher::equal(l.name.clone(), l.value.clone())).collect();
+                let ms: Vec<Matcher> =
+                    s.labels.iter().map(|l| Matcher::equal(l.name.clone(), l.value.clone())).collect();
                 let found = shards.select(&tenant, &ms, lo, hi, &stop).map_err(|e| e.to_string())?;
                 let have: std::collections::HashSet<i64> = found
                     .iter()
