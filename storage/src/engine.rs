@@ -191,6 +191,25 @@ impl Engine {
         &self.dir
     }
 
+    /// What the shard holds in time: (start of its oldest day with postings, newest
+    /// sample timestamp). The newest is the head's when it has one (samples written or
+    /// replayed in this process); otherwise the last millisecond of the newest day with
+    /// postings, an upper bound. `None` for an empty shard.
+    pub fn time_bounds(&self) -> Option<(i64, i64)> {
+        let head = self.head.lock();
+        let (lo, hi) = head.day_range?;
+        let oldest = i64::from(lo).saturating_mul(keys::MS_PER_DAY);
+        let newest =
+            if head.max_t == i64::MIN { (i64::from(hi) + 1).saturating_mul(keys::MS_PER_DAY) - 1 } else { head.max_t };
+        Some((oldest, newest))
+    }
+
+    /// The newest sample timestamp written or replayed in this process (the head's), if any.
+    pub fn head_max_t(&self) -> Option<i64> {
+        let t = self.head.lock().max_t;
+        (t != i64::MIN).then_some(t)
+    }
+
     fn replay_wal(&self, wal_dir: &Path) -> Result<ReplayReport> {
         let mut rep = ReplayReport::default();
         let current = self.wal.current_segment();
