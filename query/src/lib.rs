@@ -8,16 +8,23 @@
 
 pub mod engine;
 mod error;
+pub mod fragment;
 // Crate-private so rustc's dead-code lint flags a kernel the engine stops calling: the
 // engine must run the tested implementation, not a copy of it.
 mod functions;
 pub mod model;
 pub mod promqltest;
+pub mod sharded;
 pub mod value;
 
 pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, TextLimits};
 pub use error::{ErrorKind, QueryError};
+pub use fragment::{
+    Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, PartialState, ShardEvaluator,
+    StepPartial,
+};
 pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series};
+pub use sharded::{shard_of, ShardedQueryable};
 pub use value::{QueryOutput, Value, VectorElem};
 
 /// The kernels the micro benchmarks time on their own; not an API.
