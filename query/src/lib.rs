@@ -5,6 +5,14 @@
 //! RocksDB, or anything about networks. `engine` evaluates the AST; `functions` holds
 //! the pure per-window and per-sample functions it calls; `promqltest` runs
 //! Prometheus' conformance scripts against the engine.
+//!
+//! A source split into shards ([`ShardEvaluator`], e.g. [`ShardedQueryable`]) gets the
+//! query pushed down: the planner marks the highest shard-local nodes (per-series chains
+//! as CONCAT; `sum`/`count`/`group`/`min`/`max`/`avg`/`topk`/`bottomk`/`count_values` as
+//! mergeable partials; vector matching only where both sides provably share a shard),
+//! every shard evaluates them as [`Fragment`]s, and the engine merges the results into the
+//! single node's answer (`sum`/`avg` within a relative 1e-9). The rules, with what is never
+//! pushed, are in `engine/pushdown.rs` and the crate README.
 
 pub mod engine;
 mod error;

@@ -90,16 +90,8 @@ impl Acc {
             (AccState::Sum(a), AccState::Sum(b)) => a.merge(&b),
             (AccState::Avg(a), AccState::Avg(b)) => a.merge(&b),
             // The rule of `add`: a NaN is replaced by any later value.
-            (AccState::Min(m), AccState::Min(f)) => {
-                if *m > f || m.is_nan() {
-                    *m = f;
-                }
-            }
-            (AccState::Max(m), AccState::Max(f)) => {
-                if *m < f || m.is_nan() {
-                    *m = f;
-                }
-            }
+            (AccState::Min(m), AccState::Min(f)) if *m > f || m.is_nan() => *m = f,
+            (AccState::Max(m), AccState::Max(f)) if *m < f || m.is_nan() => *m = f,
             _ => {}
         }
     }

@@ -411,7 +411,6 @@ impl Engine {
                 return Err(QueryError::bad_data("a partial fragment must name an aggregation"));
             }
         };
-        drop(ev);
         let (warnings, infos) = ctx.into_annotations();
         Ok(FragmentOutput { data, warnings, infos })
     }
