@@ -1,7 +1,9 @@
 //! Prometheus' conformance scripts run through the real storage path: samples are
 //! pushed through `Shards::push` into three RocksDB-backed engines under a tenant, and
 //! every eval reads through `TenantView` (tenant matcher, the compiled matchers' literal,
-//! prefix and set fast paths in the storage index, per-day postings, head + persisted chunks).
+//! prefix and set fast paths in the storage index, per-day postings, head + persisted chunks),
+//! set up as `tessera serve` sets it up: the planner's shard-local fragments run per
+//! shard, two at a time, and the engine merges their partials.
 //!
 //! The in-memory runner (`query/tests/promqltest.rs`) proves the engine; this proves
 //! that storage hands the engine the same series. Every eval that passes in memory
@@ -14,7 +16,7 @@ use std::sync::Arc;
 
 use tessera_model::{Label, Labels, Sample};
 use tessera_query::promqltest::{run_script_on, TestStore};
-use tessera_query::Queryable;
+use tessera_query::{Engine, EngineOptions, Queryable};
 use tessera_server::shards::{series_hash, PushSeries, Shards, TenantView};
 use tessera_storage::{EngineConfig, WalFsync};
 
@@ -50,6 +52,8 @@ struct StorageStore {
     dir: Option<tempfile::TempDir>,
     shards: Arc<Shards>,
     view: TenantView,
+    /// Fragments evaluated by the views of earlier `clear`s.
+    fragments_before: u64,
     pending: BTreeMap<Vec<Label>, BTreeMap<i64, f64>>,
 }
 
@@ -69,8 +73,8 @@ impl StorageStore {
     fn new() -> Self {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
         let (dir, shards) = Self::open();
-        let view = shards.tenant_view(TENANT);
-        StorageStore { rt, dir: Some(dir), shards, view, pending: BTreeMap::new() }
+        let view = serve_view(&shards);
+        StorageStore { rt, dir: Some(dir), shards, view, fragments_before: 0, pending: BTreeMap::new() }
     }
 
     fn open() -> (tempfile::TempDir, Arc<Shards>) {
@@ -80,13 +84,19 @@ impl StorageStore {
     }
 }
 
+/// The tenant's view as `tessera serve` makes it: pushing fragments down to the shards.
+fn serve_view(shards: &Arc<Shards>) -> TenantView {
+    shards.tenant_view(TENANT).with_pushdown(Engine::new(EngineOptions::default()), 2)
+}
+
 impl TestStore for StorageStore {
     fn clear(&mut self) {
         self.pending.clear();
+        self.fragments_before += self.view.fragments_evaluated();
         // Engines close when the last handle drops; then the directory goes.
         self.view = {
             let (dir, shards) = Self::open();
-            let view = shards.tenant_view(TENANT);
+            let view = serve_view(&shards);
             self.shards = shards;
             let old = self.dir.replace(dir);
             drop(old);
@@ -158,8 +168,13 @@ fn upstream_scripts_give_the_same_results_through_the_storage_engine() {
             }
         }
     }
-    eprintln!("through storage: {passed} evals passed, {failed} failed (all listed in EXPECTED_FAILURES)");
+    let fragments = store.fragments_before + store.view.fragments_evaluated();
+    eprintln!(
+        "through storage: {passed} evals passed, {failed} failed (all listed in EXPECTED_FAILURES); \
+         {fragments} shard fragments evaluated"
+    );
     assert!(passed > 500, "only {passed} evals ran");
+    assert!(fragments > 1000, "only {fragments} fragments ran: the pushdown path was not taken");
     assert!(
         unexpected.is_empty(),
         "{} evals fail through storage but not in memory:\n{}",

@@ -136,8 +136,12 @@ impl ServerState {
 
     /// A synchronous, tenant-scoped `Queryable` for the PromQL engine (call it from a
     /// blocking thread). The tenant comes from [`params::tenant`].
+    /// PromQL evaluated through it pushes shard-local fragments down to each local shard,
+    /// one worker per core.
     pub fn tenant_view(&self, tenant: &str) -> Result<TenantView, ShardError> {
-        Ok(self.shards()?.tenant_view(tenant))
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let engine = query_api::engine_for(&self.config.query);
+        Ok(self.shards()?.tenant_view(tenant).with_pushdown(engine, cores))
     }
 
     /// The tenant's data as the read trait every read endpoint goes through (503 while

@@ -338,8 +338,21 @@ impl Shards {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<SeriesSamples>> {
+        self.select_in(None, tenant, matchers, mint, maxt, stop)
+    }
+
+    /// [`Shards::select`] of shard `only` alone (every local shard when `None`).
+    pub fn select_in(
+        &self,
+        only: Option<ShardId>,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<SeriesSamples>> {
         let ms = tenant_matchers(tenant, matchers)?;
-        let parts = self.read_all(stop, |e, stop| e.select_until(&ms, mint, maxt, stop))?;
+        let parts = self.read_all(only, stop, |e, stop| e.select_until(&ms, mint, maxt, stop))?;
         let mut out: Vec<SeriesSamples> = parts.into_iter().flatten().collect();
         for s in &mut out {
             s.labels = strip_tenant(std::mem::take(&mut s.labels));
@@ -358,8 +371,21 @@ impl Shards {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<Labels>> {
+        self.series_in(None, tenant, matchers, mint, maxt, stop)
+    }
+
+    /// [`Shards::series`] of shard `only` alone (every local shard when `None`).
+    pub fn series_in(
+        &self,
+        only: Option<ShardId>,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<Labels>> {
         let ms = tenant_matchers(tenant, matchers)?;
-        let parts = self.read_all(stop, |e, stop| e.series_until(&ms, mint, maxt, stop))?;
+        let parts = self.read_all(only, stop, |e, stop| e.series_until(&ms, mint, maxt, stop))?;
         let mut out: Vec<Labels> = parts.into_iter().flatten().map(strip_tenant).collect();
         out.sort();
         out.dedup();
@@ -376,8 +402,21 @@ impl Shards {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<String>> {
+        self.label_names_in(None, tenant, matchers, mint, maxt, stop)
+    }
+
+    /// [`Shards::label_names`] of shard `only` alone (every local shard when `None`).
+    pub fn label_names_in(
+        &self,
+        only: Option<ShardId>,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<String>> {
         let ms = tenant_matchers(tenant, matchers)?;
-        let parts = self.read_all(stop, |e, stop| e.label_names_until(&ms, mint, maxt, stop))?;
+        let parts = self.read_all(only, stop, |e, stop| e.label_names_until(&ms, mint, maxt, stop))?;
         let mut out: Vec<String> = parts.into_iter().flatten().filter(|n| n != TENANT_LABEL).collect();
         out.sort();
         out.dedup();
@@ -395,12 +434,26 @@ impl Shards {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<String>> {
+        self.label_values_in(None, tenant, name, matchers, mint, maxt, stop)
+    }
+
+    /// [`Shards::label_values`] of shard `only` alone (every local shard when `None`).
+    pub fn label_values_in(
+        &self,
+        only: Option<ShardId>,
+        tenant: &str,
+        name: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<String>> {
         if name == TENANT_LABEL {
             // The tenant label is invisible; answering it would leak tenant names.
             return Ok(Vec::new());
         }
         let ms = tenant_matchers(tenant, matchers)?;
-        let parts = self.read_all(stop, |e, stop| e.label_values_until(name, &ms, mint, maxt, stop))?;
+        let parts = self.read_all(only, stop, |e, stop| e.label_values_until(name, &ms, mint, maxt, stop))?;
         let mut out: Vec<String> = parts.into_iter().flatten().collect();
         out.sort();
         out.dedup();
@@ -454,17 +507,22 @@ impl Shards {
         }
     }
 
-    /// Runs `f` on every shard served here and collects the results in shard order.
-    /// Blocking: call it from a blocking thread (it needs no runtime). The parts run in
+    /// Runs `f` on every shard served here (or on shard `only`, on this thread) and
+    /// collects the results in shard order. Blocking: call it from a blocking thread (it needs no runtime). The parts run in
     /// parallel, each on a scoped thread holding one read slot: a part starts only when
     /// a slot is free, so however many reads arrive, at most `permits` storage reads
     /// run at once. Waiting for a slot ends when `stop` fires, and each part gets `stop`.
-    fn read_all<T, F>(&self, stop: &Interrupt, f: F) -> Result<Vec<T>>
+    fn read_all<T, F>(&self, only: Option<ShardId>, stop: &Interrupt, f: F) -> Result<Vec<T>>
     where
         T: Send,
         F: Fn(&Engine, &Interrupt) -> std::result::Result<T, tessera_storage::Error> + Sync,
     {
         let part = |id: ShardId, e: &Engine| f(e, stop).map_err(|err| read_error(id, &err));
+        if let Some(id) = only {
+            let engine = self.engine(id)?;
+            let _slot = self.read_slots.acquire(stop)?;
+            return Ok(vec![part(id, engine)?]);
+        }
         let mut engines = self.engines.iter();
         let Some((&last_id, last)) = engines.next_back() else {
             return Ok(Vec::new());

@@ -8,25 +8,58 @@
 //! in parallel (overlapping them is what makes a 16-shard select not 16 times slower
 //! than one), each holding one of the process's storage read slots, and stop at the
 //! request's deadline or cancel. No runtime is needed.
+//!
+//! **Pushdown.** A view made with [`TenantView::with_pushdown`] is also the engine's
+//! [`ShardEvaluator`]: the planner's shard-local fragments (see `tessera_query`'s
+//! pushdown rules) run once per local shard, each over a view of that one shard, at
+//! most `parallelism` at a time, and the engine merges their partial results. So a
+//! `sum(rate(...))` over 16 shards holds one shard's series at a time per worker, not
+//! every series, and uses every core.
 
 use std::sync::Arc;
 
 use tessera_model::{Labels, Matcher};
-use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, Series};
+use tessera_query::{
+    ErrorKind, Fragment, FragmentOutput, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult,
+    Series, ShardEvaluator,
+};
 use tessera_storage::Interrupt;
 
-use super::{ShardError, ShardErrorKind, Shards};
+use super::{ShardError, ShardErrorKind, ShardId, Shards};
 
 /// A tenant-scoped, synchronous read view of the shards.
 #[derive(Clone)]
 pub struct TenantView {
     shards: Arc<Shards>,
     tenant: String,
+    /// Read only this shard (a fragment's view); every local shard when `None`.
+    only: Option<ShardId>,
+    /// Evaluate pushed-down fragments per shard (see the module doc).
+    pushdown: Option<Arc<Pushdown>>,
+}
+
+/// What a view needs to evaluate fragments: an engine (the text limits; everything else
+/// comes with each fragment), the local shard ids, and how many may run at once.
+pub struct Pushdown {
+    engine: tessera_query::Engine,
+    ids: Vec<ShardId>,
+    parallelism: usize,
+    /// Fragments evaluated through this view (and its clones).
+    fragments: std::sync::atomic::AtomicU64,
 }
 
 impl TenantView {
     pub fn new(shards: Arc<Shards>, tenant: &str) -> Self {
-        TenantView { shards, tenant: tenant.to_owned() }
+        TenantView { shards, tenant: tenant.to_owned(), only: None, pushdown: None }
+    }
+
+    /// This view, evaluating the planner's fragments per local shard with `engine`, at
+    /// most `parallelism` shards at once for one query (at least 1).
+    pub fn with_pushdown(mut self, engine: tessera_query::Engine, parallelism: usize) -> Self {
+        let ids = self.shards.ids().collect();
+        self.pushdown =
+            Some(Arc::new(Pushdown { engine, ids, parallelism: parallelism.max(1), fragments: Default::default() }));
+        self
     }
 
     /// Runs one of the shards' blocking reads with the user's matchers and the request's
@@ -35,10 +68,15 @@ impl TenantView {
         &self,
         matchers: &[Matcher],
         ctl: &QueryOptions,
-        f: impl FnOnce(&Shards, &str, &[Matcher], &Interrupt) -> Result<T, ShardError>,
+        f: impl FnOnce(&Shards, Option<ShardId>, &str, &[Matcher], &Interrupt) -> Result<T, ShardError>,
     ) -> Result<T, QueryError> {
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        f(&self.shards, &self.tenant, matchers, &stop).map_err(query_error)
+        f(&self.shards, self.only, &self.tenant, matchers, &stop).map_err(query_error)
+    }
+
+    /// Fragments this view (and its clones) evaluated per shard so far.
+    pub fn fragments_evaluated(&self) -> u64 {
+        self.pushdown.as_ref().map_or(0, |p| p.fragments.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     pub fn tenant(&self) -> &str {
@@ -70,8 +108,9 @@ impl Queryable for TenantView {
         // The local engines read what the time range says; the other hints are for
         // sources that can push work down.
         let (mint, maxt) = (hints.start, hints.end);
-        let stored =
-            self.read(matchers, ctl, |shards, tenant, ms, stop| shards.select(tenant, ms, mint, maxt, stop))?;
+        let stored = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
+            shards.select_in(only, tenant, ms, mint, maxt, stop)
+        })?;
         // `Shards::select` stripped the tenant label and sorted them by the remaining
         // labels: the query order.
         let out = stored.into_iter().map(|s| Series { labels: s.labels, samples: s.samples }).collect();
@@ -85,7 +124,9 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let sets = self.read(matchers, ctl, |shards, tenant, ms, stop| shards.series(tenant, ms, mint, maxt, stop))?;
+        let sets = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
+            shards.series_in(only, tenant, ms, mint, maxt, stop)
+        })?;
         Ok(ReadResult::new(sets))
     }
 
@@ -96,8 +137,9 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let names =
-            self.read(matchers, ctl, |shards, tenant, ms, stop| shards.label_names(tenant, ms, mint, maxt, stop))?;
+        let names = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
+            shards.label_names_in(only, tenant, ms, mint, maxt, stop)
+        })?;
         Ok(ReadResult::new(names))
     }
 
@@ -109,8 +151,44 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let values = self
-            .read(matchers, ctl, |shards, tenant, ms, stop| shards.label_values(tenant, name, ms, mint, maxt, stop))?;
+        let values = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
+            shards.label_values_in(only, tenant, name, ms, mint, maxt, stop)
+        })?;
         Ok(ReadResult::new(values))
+    }
+
+    fn shard_evaluator(&self) -> Option<&dyn ShardEvaluator> {
+        // A fragment's own one-shard view evaluates plainly.
+        (self.pushdown.is_some() && self.only.is_none()).then_some(self as &dyn ShardEvaluator)
+    }
+}
+
+impl ShardEvaluator for TenantView {
+    fn shard_count(&self) -> usize {
+        self.pushdown.as_ref().map_or(0, |p| p.ids.len())
+    }
+
+    fn eval_fragment(
+        &self,
+        fragment: &Fragment,
+        shard: usize,
+        ctl: &QueryOptions,
+    ) -> Result<FragmentOutput, QueryError> {
+        let p = self.pushdown.as_ref().ok_or_else(|| QueryError::internal("this view does not evaluate fragments"))?;
+        let id = *p.ids.get(shard).ok_or_else(|| {
+            QueryError::internal(format!("fragment for shard {shard}, but {} shards are local", p.ids.len()))
+        })?;
+        let one = TenantView {
+            shards: Arc::clone(&self.shards),
+            tenant: self.tenant.clone(),
+            only: Some(id),
+            pushdown: None,
+        };
+        p.fragments.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        p.engine.eval_fragment(&one, fragment, ctl)
+    }
+
+    fn parallelism(&self) -> usize {
+        self.pushdown.as_ref().map_or(1, |p| p.parallelism)
     }
 }
