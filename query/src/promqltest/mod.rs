@@ -8,7 +8,7 @@ mod run;
 mod store;
 
 pub use run::{run_cli, run_file, run_files, run_script, run_script_on, Failure, FileSummary, Summary};
-pub use store::{MemStore, TestStore};
+pub use store::{eval_in_process, EvalAt, EvalQuery, MemStore, TestStore};
 
 #[cfg(test)]
 mod tests;
