@@ -20,16 +20,21 @@
 //!   `/api/v1/query_range` (the same tenant), asserts that they answer the same, and
 //!   hands the cluster's answer to the runner, which checks it against the script.
 //!
-//! "The same" is: the same HTTP status and error message, or the same `warnings`,
-//! `infos`, result type, series (as a set; in order for instant vectors whose order the
-//! engine defines, see [`same_answer`]) and timestamps, with every float equal to its
-//! counterpart's bits as printed (no tolerance: both sides run the same engine over the
-//! same samples in the same order, so no rounding difference is allowed).
+//! "The same" is the same HTTP status and the same JSON body: value for value, series
+//! in the same order, every float printed the same, the same `warnings` and `infos`, the
+//! same error message. No float-rounding tolerance: both sides run the same engine over
+//! the same samples handed over in the same order, and every eval measured so answers
+//! identically, so any difference is a bug.
 //!
 //! Skipped, as in the storage runner: `native_histograms.test` (its samples are not
-//! floats: remote write 1.0 floats cannot carry them and the engine does not evaluate
-//! them). Failing evals are allowed exactly where the in-memory runner fails them
-//! (`query/testdata/upstream/EXPECTED_FAILURES`), no more.
+//! floats). Other scripts load a few native histograms next to floats; the in-process
+//! runners stand them in with an internal NaN marker, which the write path deliberately
+//! turns into a plain NaN (`canonical_float` in `ingest/decode.rs`: a client cannot
+//! forge it), and remote write 1.0 has no other way to carry them. So an eval whose data
+//! holds such a sample is still asked of both servers and their answers must still be
+//! identical, but a failed expectation there is counted as skipped, not as a failure.
+//! Every other failing eval must be one the in-memory runner fails too
+//! (`query/testdata/upstream/EXPECTED_FAILURES`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -115,7 +120,7 @@ fn expected_failures() -> BTreeSet<String> {
 struct Targets<'a> {
     gateway: &'a Proc,
     single: &'a Server,
-    /// Evals on which the two answered differently (file:line-free: query and both answers).
+    /// Evals on which the two answered differently: the request and both answers.
     differences: Vec<String>,
     requests: usize,
 }
@@ -204,8 +209,8 @@ impl TestStore for HttpStore<'_, '_> {
         let (cs, cluster) = targets.gateway.get_json(&path, Some(&tenant));
         let (ss, single) = targets.single.get_json(&path, Some(&tenant));
         targets.requests += 2;
-        if let Err(why) = same_answer(q.query, (cs, &cluster), (ss, &single)) {
-            targets.differences.push(format!("{path}: {why}\n  cluster: {cluster}\n  single:  {single}"));
+        if (cs, &cluster) != (ss, &single) {
+            targets.differences.push(format!("{path}\n  cluster: {cs} {cluster}\n  single:  {ss} {single}"));
         }
         if cs != 200 {
             return Err(cluster["error"].as_str().unwrap_or("(no error message)").to_owned());
@@ -223,57 +228,6 @@ fn secs(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "" };
     let a = ms.unsigned_abs();
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
-}
-
-/// Whether two answers are the same (see the module doc); the reason if not. Series
-/// of a vector or matrix are compared as sets keyed by labels, and additionally in
-/// order when the query sorts (`sort*`, `topk`, `bottomk`, `limitk`), where the order is
-/// part of the answer.
-fn same_answer(query: &str, (cs, c): (u16, &Json), (ss, s): (u16, &Json)) -> Result<(), String> {
-    if cs != ss {
-        return Err(format!("status {cs} vs {ss}"));
-    }
-    if cs != 200 {
-        return if c["error"] == s["error"] && c["errorType"] == s["errorType"] {
-            Ok(())
-        } else {
-            Err("different errors".into())
-        };
-    }
-    for k in ["warnings", "infos", "status"] {
-        if c[k] != s[k] {
-            return Err(format!("different {k}"));
-        }
-    }
-    let (cd, sd) = (&c["data"], &s["data"]);
-    if cd["resultType"] != sd["resultType"] {
-        return Err("different result types".into());
-    }
-    let (Some(cr), Some(sr), true) = (
-        cd["result"].as_array(),
-        sd["result"].as_array(),
-        matches!(cd["resultType"].as_str(), Some("vector" | "matrix")),
-    ) else {
-        // Scalar or string: [t, "v"].
-        return if cd["result"] == sd["result"] { Ok(()) } else { Err("different values".into()) };
-    };
-    if cr.len() != sr.len() {
-        return Err(format!("{} series vs {}", cr.len(), sr.len()));
-    }
-    let ordered = ["sort", "topk", "bottomk", "limitk"].iter().any(|f| query.contains(f));
-    if ordered && cr != sr {
-        return Err("different series or order".into());
-    }
-    let key = |x: &Json| x["metric"].to_string();
-    let by_labels: BTreeMap<String, &Json> = sr.iter().map(|x| (key(x), x)).collect();
-    for x in cr {
-        match by_labels.get(&key(x)) {
-            Some(y) if *y == x => {}
-            Some(_) => return Err(format!("different samples of {}", key(x))),
-            None => return Err(format!("series {} only in the cluster's answer", key(x))),
-        }
-    }
-    Ok(())
 }
 
 /// A float as the API prints it (`"NaN"`, `"+Inf"`, shortest round-trip decimal).
