@@ -8,6 +8,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::harness::{tessera_binary, Proc};
 use tessera_tests::free_port;
@@ -54,6 +55,12 @@ impl Cluster {
     /// `[cluster]` keys) and a gateway, and waits until all are ready.
     pub fn start(dir: &Path, n: usize, rf: u32, shards: u32, extra: &str) -> Cluster {
         let spec = Spec { ingesters: n, replication_factor: rf, shards, cluster_keys: extra, tables: "" };
+        Self::start_with(dir, &spec, &|_, addr| addr)
+    }
+
+    /// [`Cluster::start`] with further config tables (e.g. `[storage]`) after `[cluster]`.
+    pub fn start_with_tables(dir: &Path, n: usize, rf: u32, shards: u32, extra: &str, tables: &str) -> Cluster {
+        let spec = Spec { ingesters: n, replication_factor: rf, shards, cluster_keys: extra, tables };
         Self::start_with(dir, &spec, &|_, addr| addr)
     }
 
@@ -117,6 +124,19 @@ impl Cluster {
     pub fn kill9(&mut self, i: usize) {
         if let Some(mut p) = self.ingesters[i].take() {
             p.kill9();
+        }
+    }
+
+    /// Waits until ingester `i`'s status says every shard is repaired (no holes).
+    pub fn wait_repaired(&self, i: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (_, st) = self.ingester(i).get_json("/api/v1/status/cluster", None);
+            if st["data"]["repair"]["repaired"] == true {
+                return;
+            }
+            assert!(Instant::now() < deadline, "ingester-{i} not repaired in time: {st}");
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
