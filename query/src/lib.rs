@@ -5,19 +5,34 @@
 //! RocksDB, or anything about networks. `engine` evaluates the AST; `functions` holds
 //! the pure per-window and per-sample functions it calls; `promqltest` runs
 //! Prometheus' conformance scripts against the engine.
+//!
+//! A source split into shards ([`ShardEvaluator`], e.g. [`ShardedQueryable`]) gets the
+//! query pushed down: the planner marks the highest shard-local nodes (per-series chains
+//! as CONCAT; `sum`/`count`/`group`/`min`/`max`/`avg`/`topk`/`bottomk`/`count_values` as
+//! mergeable partials; vector matching only where both sides provably share a shard),
+//! every shard evaluates them as [`Fragment`]s, and the engine merges the results into the
+//! single node's answer (`sum`/`avg` within a relative 1e-9). The rules, with what is never
+//! pushed, are in `engine/pushdown.rs` and the crate README.
 
 pub mod engine;
 mod error;
+pub mod fragment;
 // Crate-private so rustc's dead-code lint flags a kernel the engine stops calling: the
 // engine must run the tested implementation, not a copy of it.
 mod functions;
 pub mod model;
 pub mod promqltest;
+pub mod sharded;
 pub mod value;
 
 pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, TextLimits};
 pub use error::{ErrorKind, QueryError};
+pub use fragment::{
+    Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, PartialState, ShardEvaluator,
+    StepPartial,
+};
 pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series};
+pub use sharded::{shard_of, ShardedQueryable};
 pub use value::{QueryOutput, Value, VectorElem};
 
 /// The kernels the micro benchmarks time on their own; not an API.

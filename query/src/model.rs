@@ -84,6 +84,14 @@ pub trait Queryable: Send + Sync {
     /// (the default), so nothing is held in memory before it is needed.
     fn prepare(&self, _selects: &[PlannedSelect], _ctl: &crate::QueryOptions) {}
 
+    /// The shards of a source that can evaluate query fragments shard by shard (see
+    /// [`crate::fragment`]); `None` (the default) for a source the engine only selects
+    /// from. When present, the engine pushes what its planner can down to the shards
+    /// and merges the partial results.
+    fn shard_evaluator(&self) -> Option<&dyn crate::ShardEvaluator> {
+        None
+    }
+
     /// Every series matching all `matchers`, with its samples
     /// `hints.start <= t <= hints.end` (milliseconds, both inclusive) in time order.
     /// The matchers come compiled (regexes and fast paths built once per selector); a

@@ -10,6 +10,7 @@ use super::eval::Evaluator;
 use super::labels_util::{self, is_histogram_marker};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
+use crate::fragment::{GroupPartial, PartialState, StepPartial};
 use crate::functions;
 use crate::functions::format::{format_go_decimal, format_go_g};
 use crate::functions::order;
@@ -20,7 +21,7 @@ use tessera_model::{Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 /// The running state of one group at one step. The numeric work is done by the tested
 /// accumulators in `functions::stats`; this only dispatches on the operator.
 #[derive(Clone)]
-struct Acc {
+pub(crate) struct Acc {
     /// Samples added (for `count` and `group`, native histograms included).
     count: f64,
     state: AccState,
@@ -30,7 +31,7 @@ struct Acc {
 }
 
 #[derive(Clone)]
-enum AccState {
+pub(crate) enum AccState {
     /// No float sample yet.
     Empty,
     Sum(KahanSum),
@@ -44,6 +45,57 @@ enum AccState {
 }
 
 impl Acc {
+    /// This step's state as plain data, for a shard's partial result.
+    pub(crate) fn to_partial(&self, t: i64) -> StepPartial {
+        let state = match &self.state {
+            AccState::Empty => PartialState::Empty,
+            AccState::Sum(k) => PartialState::Sum { sum: k.raw_sum(), c: k.compensation() },
+            AccState::Avg(a) => {
+                let (sum, c, mean, count, incremental) = a.parts();
+                PartialState::Avg { sum, c, mean, count, incremental }
+            }
+            AccState::Min(m) => PartialState::Min(*m),
+            AccState::Max(m) => PartialState::Max(*m),
+            // Stdvar and quantile are never pushed down (the planner keeps them at the
+            // querier), so their state never needs to travel; counted ops carry none.
+            AccState::Stdvar(_) | AccState::Quantile(_) | AccState::Counted => PartialState::Counted,
+        };
+        StepPartial { t, count: self.count, histograms: self.hist as u64, drop_name: self.drop_name, state }
+    }
+
+    /// Rebuilds an accumulator from a shard's partial state.
+    pub(crate) fn from_partial(p: &StepPartial) -> Self {
+        let state = match &p.state {
+            PartialState::Empty => AccState::Empty,
+            PartialState::Sum { sum, c } => AccState::Sum(KahanSum::from_parts(*sum, *c)),
+            PartialState::Avg { sum, c, mean, count, incremental } => {
+                AccState::Avg(AvgAccumulator::from_parts(*sum, *c, *mean, *count, *incremental))
+            }
+            PartialState::Min(m) => AccState::Min(*m),
+            PartialState::Max(m) => AccState::Max(*m),
+            PartialState::Counted => AccState::Counted,
+        };
+        Acc { count: p.count, state, drop_name: p.drop_name, hist: usize::try_from(p.histograms).unwrap_or(usize::MAX) }
+    }
+
+    /// Adds another shard's state of the same group and step: what folding both
+    /// shards' samples into one accumulator gives (sums within float rounding).
+    pub(crate) fn merge(&mut self, o: Acc) {
+        self.count += o.count;
+        self.hist = self.hist.saturating_add(o.hist);
+        self.drop_name |= o.drop_name;
+        match (&mut self.state, o.state) {
+            (_, AccState::Empty) => {}
+            (AccState::Empty, s) => self.state = s,
+            (AccState::Sum(a), AccState::Sum(b)) => a.merge(&b),
+            (AccState::Avg(a), AccState::Avg(b)) => a.merge(&b),
+            // The rule of `add`: a NaN is replaced by any later value.
+            (AccState::Min(m), AccState::Min(f)) if *m > f || m.is_nan() => *m = f,
+            (AccState::Max(m), AccState::Max(f)) if *m < f || m.is_nan() => *m = f,
+            _ => {}
+        }
+    }
+
     fn new() -> Self {
         Acc { count: 0.0, state: AccState::Empty, drop_name: false, hist: 0 }
     }
@@ -96,45 +148,96 @@ impl Acc {
     }
 }
 
-impl Evaluator<'_> {
-    pub(crate) fn eval_aggregate(&mut self, a: &AggregateExpr) -> Result<Val, QueryError> {
-        let op = a.op.to_string();
-        let mut fparam: Option<Vec<f64>> = None;
-        let mut sparam: Option<String> = None;
-        if let Some(p) = &a.param {
-            if op == "count_values" {
-                sparam = Some(self.eval_string(p)?);
-            } else {
-                fparam = Some(self.eval_scalar(p)?);
-            }
-        }
-        let input = self.eval_vector(&a.expr)?;
-        let (without, names): (bool, Vec<String>) = match &a.modifier {
+/// How an aggregation groups its input: `by` (keep the listed labels) or `without`
+/// (drop them and the metric name).
+pub(crate) struct Grouping {
+    without: bool,
+    names: Vec<String>,
+}
+
+impl Grouping {
+    pub fn of(a: &AggregateExpr) -> Self {
+        let (without, names) = match &a.modifier {
             Some(LabelModifier::Include(l)) => (false, l.labels.clone()),
             Some(LabelModifier::Exclude(l)) => (true, l.labels.clone()),
             // No modifier: one group over everything, as `by ()`.
             None => (false, Vec::new()),
         };
-        let group_labels = |l: &Labels| -> Labels {
-            if without {
-                labels_util::drop(&labels_util::without_name(l), &names)
-            } else {
-                labels_util::keep(l, &names)
-            }
-        };
-        // Group index of every input series, groups numbered in order of first appearance.
+        Grouping { without, names }
+    }
+
+    /// The group a series with labels `l` falls into.
+    pub fn labels(&self, l: &Labels) -> Labels {
+        if self.without {
+            labels_util::drop(&labels_util::without_name(l), &self.names)
+        } else {
+            labels_util::keep(l, &self.names)
+        }
+    }
+
+    /// Whether `by` keeps the metric name (then a name to drop marks the output).
+    pub fn name_in_group(&self) -> bool {
+        !self.without && self.names.iter().any(|n| n == METRIC_NAME)
+    }
+
+    /// The group index of every input series, groups numbered in order of first
+    /// appearance; each group's labels; and each group's first input series.
+    pub fn assign(&self, input: &[StepSeries]) -> (Vec<usize>, Vec<Labels>, Vec<usize>) {
         let mut gindex: HashMap<Labels, usize> = HashMap::new();
         let mut glabels: Vec<Labels> = Vec::new();
-        let series_group: Vec<usize> = input
+        let mut first: Vec<usize> = Vec::new();
+        let series_group = input
             .iter()
-            .map(|s| {
-                let g = group_labels(&s.labels);
+            .enumerate()
+            .map(|(i, s)| {
+                let g = self.labels(&s.labels);
                 *gindex.entry(g.clone()).or_insert_with(|| {
                     glabels.push(g);
+                    first.push(i);
                     glabels.len() - 1
                 })
             })
             .collect();
+        (series_group, glabels, first)
+    }
+}
+
+impl Evaluator<'_> {
+    pub(crate) fn eval_aggregate(&mut self, a: &AggregateExpr) -> Result<Val, QueryError> {
+        let (fparam, sparam) = self.aggregate_params(a)?;
+        let input = self.eval_vector(&a.expr)?;
+        self.aggregate(a, fparam, sparam, input)
+    }
+
+    /// An aggregation's parameter: the per-step number (`topk`, `quantile`, ...) or
+    /// `count_values`' label.
+    pub(crate) fn aggregate_params(
+        &mut self,
+        a: &AggregateExpr,
+    ) -> Result<(Option<Vec<f64>>, Option<String>), QueryError> {
+        let mut fparam: Option<Vec<f64>> = None;
+        let mut sparam: Option<String> = None;
+        if let Some(p) = &a.param {
+            if a.op.to_string() == "count_values" {
+                sparam = Some(self.eval_string(p)?);
+            } else {
+                fparam = Some(self.eval_scalar(p)?);
+            }
+        }
+        Ok((fparam, sparam))
+    }
+
+    /// Aggregates an evaluated input.
+    pub(crate) fn aggregate(
+        &mut self,
+        a: &AggregateExpr,
+        fparam: Option<Vec<f64>>,
+        sparam: Option<String>,
+        input: Vec<StepSeries>,
+    ) -> Result<Val, QueryError> {
+        let op = a.op.to_string();
+        let grouping = Grouping::of(a);
+        let (series_group, glabels, _) = grouping.assign(&input);
         let pos = self.ctx.pos_of_first_arg(&op);
         match op.as_str() {
             "topk" | "bottomk" | "limitk" | "limit_ratio" => {
@@ -146,7 +249,7 @@ impl Evaluator<'_> {
                 if !functions::labels::is_valid_label_name(&label) || self.ctx.has_invalid_utf8(&label) {
                     return Err(QueryError::execution(format!("invalid label name {}", self.ctx.go_quote(&label))));
                 }
-                self.count_values(&label, &input, &series_group, &glabels).map(Val::Vector)
+                self.count_values(&label, &input, &series_group, &glabels).map(|(v, _)| Val::Vector(v))
             }
             _ => {
                 if op == "quantile" {
@@ -162,81 +265,118 @@ impl Evaluator<'_> {
                         }
                     }
                 }
-                let name_in_group = !without && names.iter().any(|n| n == METRIC_NAME);
+                let name_in_group = grouping.name_in_group();
                 let mut out: Vec<StepSeries> = glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
-                let mut cur = StepCursor::new(input.len());
-                let mut present = Vec::new();
-                let mut accs: Vec<Option<Acc>> = vec![None; glabels.len()];
-                for k in 0..self.n_steps() {
-                    self.ctx.check_interrupt()?;
-                    let t = self.ts(k);
-                    cur.at(&input, t, &mut present);
-                    if present.is_empty() {
-                        continue;
-                    }
-                    for &(i, v) in &present {
-                        let acc = accs[series_group[i]].get_or_insert_with(Acc::new);
-                        acc.drop_name |= input[i].drop_name;
-                        if is_histogram_marker(v) {
-                            acc.hist += 1;
-                            if op == "count" || op == "group" {
-                                acc.add(&op, 0.0);
-                            }
-                            continue;
-                        }
-                        acc.add(&op, v);
-                    }
+                self.fold_steps(&op, &input, &series_group, glabels.len(), |ev, k, t, accs| {
                     let param = fparam.as_ref().map(|p| labels_util::at_step(p, k)).unwrap_or(0.0);
-                    for (g, acc) in accs.iter_mut().enumerate() {
-                        if let Some(mut a) = acc.take() {
-                            if a.hist > 0 && op != "count" && op != "group" {
-                                // Native histograms are not aggregated here: a mix with
-                                // floats is refused by sum/avg and ignored by the others.
-                                if a.count > 0.0 && (op == "sum" || op == "avg") {
-                                    self.ctx.warn(format!(
-                                        "PromQL warning: encountered a mix of histograms and floats for aggregation {}",
-                                        self.ctx.pos_of_first_arg(&op)
-                                    ));
-                                    continue;
-                                }
-                                if a.count == 0.0 && (op == "sum" || op == "avg") {
-                                    // Only histograms: the result is a histogram, kept opaque.
-                                    out[g].pts.push((t, f64::from_bits(HISTOGRAM_MARKER_BITS)));
-                                    continue;
-                                }
-                                if op != "sum" && op != "avg" {
-                                    self.ctx.info(format!(
-                                        "PromQL info: ignored histogram in {op} aggregation {}",
-                                        self.ctx.pos_of_first_arg(&op)
-                                    ));
-                                }
-                                if a.count == 0.0 || op == "sum" || op == "avg" {
-                                    continue;
-                                }
-                            }
-                            let v = a.result(&op, param);
-                            out[g].pts.push((t, v));
-                            if name_in_group && a.drop_name {
-                                out[g].drop_name = true;
-                            }
-                        }
-                    }
-                }
+                    ev.finish_step(&op, t, param, name_in_group, accs, &mut out);
+                    Ok(())
+                })?;
                 out.retain(|s| !s.pts.is_empty());
                 Ok(Val::Vector(out))
             }
         }
     }
 
+    /// Folds the input into one accumulator per group at every step with input, and
+    /// hands each step's accumulators to `step(evaluator, step index, t, accs)`, which
+    /// must take them (finish or export them).
+    pub(crate) fn fold_steps(
+        &self,
+        op: &str,
+        input: &[StepSeries],
+        series_group: &[usize],
+        ngroups: usize,
+        mut step: impl FnMut(&Self, usize, i64, &mut [Option<Acc>]) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
+        let mut cur = StepCursor::new(input.len());
+        let mut present = Vec::new();
+        let mut accs: Vec<Option<Acc>> = vec![None; ngroups];
+        for k in 0..self.n_steps() {
+            self.ctx.check_interrupt()?;
+            let t = self.ts(k);
+            cur.at(input, t, &mut present);
+            if present.is_empty() {
+                continue;
+            }
+            for &(i, v) in &present {
+                let acc = accs[series_group[i]].get_or_insert_with(Acc::new);
+                acc.drop_name |= input[i].drop_name;
+                if is_histogram_marker(v) {
+                    acc.hist += 1;
+                    if op == "count" || op == "group" {
+                        acc.add(op, 0.0);
+                    }
+                    continue;
+                }
+                acc.add(op, v);
+            }
+            step(self, k, t, &mut accs)?;
+        }
+        Ok(())
+    }
+
+    /// Finishes one step: takes every group's accumulator and appends the group's value
+    /// at `t` to `out` (same index as the group), with Prometheus' rules for native
+    /// histograms and their annotations. Shared by the single-node path and the merge of
+    /// shard partials.
+    pub(crate) fn finish_step(
+        &self,
+        op: &str,
+        t: i64,
+        param: f64,
+        name_in_group: bool,
+        accs: &mut [Option<Acc>],
+        out: &mut [StepSeries],
+    ) {
+        for (g, acc) in accs.iter_mut().enumerate() {
+            if let Some(mut a) = acc.take() {
+                if a.hist > 0 && op != "count" && op != "group" {
+                    // Native histograms are not aggregated here: a mix with
+                    // floats is refused by sum/avg and ignored by the others.
+                    if a.count > 0.0 && (op == "sum" || op == "avg") {
+                        self.ctx.warn(format!(
+                            "PromQL warning: encountered a mix of histograms and floats for aggregation {}",
+                            self.ctx.pos_of_first_arg(op)
+                        ));
+                        continue;
+                    }
+                    if a.count == 0.0 && (op == "sum" || op == "avg") {
+                        // Only histograms: the result is a histogram, kept opaque.
+                        out[g].pts.push((t, f64::from_bits(HISTOGRAM_MARKER_BITS)));
+                        continue;
+                    }
+                    if op != "sum" && op != "avg" {
+                        self.ctx.info(format!(
+                            "PromQL info: ignored histogram in {op} aggregation {}",
+                            self.ctx.pos_of_first_arg(op)
+                        ));
+                    }
+                    if a.count == 0.0 || op == "sum" || op == "avg" {
+                        continue;
+                    }
+                }
+                let v = a.result(op, param);
+                out[g].pts.push((t, v));
+                if name_in_group && a.drop_name {
+                    out[g].drop_name = true;
+                }
+            }
+        }
+    }
+
+    /// `count_values`: the output series in order of creation, and for each the input
+    /// series that created it.
     fn count_values(
         &self,
         label: &str,
         input: &[StepSeries],
         series_group: &[usize],
         glabels: &[Labels],
-    ) -> Result<Vec<StepSeries>, QueryError> {
+    ) -> Result<(Vec<StepSeries>, Vec<usize>), QueryError> {
         let mut index: HashMap<Labels, usize> = HashMap::new();
         let mut out: Vec<StepSeries> = Vec::new();
+        let mut creators: Vec<usize> = Vec::new();
         let mut cur = StepCursor::new(input.len());
         let mut present = Vec::new();
         for k in 0..self.n_steps() {
@@ -252,6 +392,7 @@ impl Evaluator<'_> {
                 let l = functions::labels::set_label(&glabels[series_group[i]], label, &format_go_decimal(v));
                 let idx = *index.entry(l.clone()).or_insert_with(|| {
                     out.push(StepSeries::new(l.clone(), false));
+                    creators.push(i);
                     out.len() - 1
                 });
                 let n = at_step.entry(l).or_insert_with(|| {
@@ -264,7 +405,42 @@ impl Evaluator<'_> {
                 out[idx].pts.push((t, c));
             }
         }
-        Ok(out)
+        Ok((out, creators))
+    }
+
+    /// A shard's `count_values`: per output series its counts (as counted partials) and
+    /// the input series that created it (`first`), which orders the merged output as the
+    /// single node orders it (by the step and input position of creation).
+    pub(crate) fn count_values_partial(
+        &self,
+        a: &AggregateExpr,
+        label: &str,
+        input: &[StepSeries],
+    ) -> Result<Vec<GroupPartial>, QueryError> {
+        if !functions::labels::is_valid_label_name(label) || self.ctx.has_invalid_utf8(label) {
+            return Err(QueryError::execution(format!("invalid label name {}", self.ctx.go_quote(label))));
+        }
+        let (series_group, glabels, _) = Grouping::of(a).assign(input);
+        let (out, creators) = self.count_values(label, input, &series_group, &glabels)?;
+        Ok(out
+            .into_iter()
+            .zip(creators)
+            .map(|(s, i)| GroupPartial {
+                labels: s.labels,
+                first: input[i].labels.clone(),
+                steps: s
+                    .pts
+                    .into_iter()
+                    .map(|(t, c)| StepPartial {
+                        t,
+                        count: c,
+                        histograms: 0,
+                        drop_name: false,
+                        state: PartialState::Counted,
+                    })
+                    .collect(),
+            })
+            .collect())
     }
 
     /// topk, bottomk, limitk and limit_ratio: they select input series, keeping their

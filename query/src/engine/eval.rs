@@ -40,6 +40,9 @@ pub(crate) struct Ctx {
     /// Each selector's compiled matcher sets (same key as `selectors`), compiled on first
     /// use so the planning pass and the evaluation share them.
     pub matchers: RefCell<std::collections::HashMap<usize, Vec<Vec<tessera_model::Matcher>>>>,
+    /// The nodes the planner pushes to the shards, by address (empty unless the source
+    /// is a [`crate::ShardEvaluator`]).
+    pub pushdown: std::collections::HashMap<usize, super::pushdown::Pushed>,
 }
 
 impl Ctx {
@@ -59,6 +62,7 @@ impl Ctx {
             query_step: 0,
             selectors: std::collections::HashMap::new(),
             matchers: RefCell::new(std::collections::HashMap::new()),
+            pushdown: std::collections::HashMap::new(),
         }
     }
 
@@ -90,6 +94,11 @@ impl Ctx {
     /// The query's deadline and cancel flag, for data sources that can stop a long read.
     pub fn controls(&self) -> QueryOptions {
         QueryOptions { deadline: self.deadline, cancel: self.cancel.clone() }
+    }
+
+    /// How many more samples the query may hold (a fragment's budget).
+    pub fn remaining_samples(&self) -> usize {
+        self.max_samples.saturating_sub(self.cur_samples())
     }
 
     pub fn cur_samples(&self) -> usize {
@@ -213,6 +222,11 @@ impl Ctx {
         out
     }
 
+    /// The warnings and infos raised so far.
+    pub fn into_annotations(self) -> (Vec<String>, Vec<String>) {
+        (self.warnings.into_inner(), self.infos.into_inner())
+    }
+
     pub fn into_output(self, value: Value) -> QueryOutput {
         QueryOutput { value, warnings: self.warnings.into_inner(), infos: self.infos.into_inner() }
     }
@@ -321,6 +335,11 @@ impl<'a> Evaluator<'a> {
     }
 
     fn eval_node(&mut self, e: &Expr) -> Result<Val, QueryError> {
+        if !self.ctx.pushdown.is_empty() {
+            if let (Some(p), Some(se)) = (self.ctx.pushdown.get(&super::pushdown::key(e)), self.q.shard_evaluator()) {
+                return self.eval_pushed(se, e, p);
+            }
+        }
         match e {
             Expr::NumberLiteral(n) => {
                 self.ctx.check_samples(self.ctx.cur_samples().saturating_add(self.n_steps()))?;

@@ -11,10 +11,12 @@ mod binary;
 mod bounds;
 mod call;
 mod eval;
+mod fragments;
 mod hints;
 mod labels_util;
 pub mod limits;
 mod plan;
+mod pushdown;
 mod selector;
 mod types;
 
@@ -30,6 +32,7 @@ use eval::{Ctx, Evaluator};
 use types::Val;
 
 pub use limits::TextLimits;
+pub use pushdown::{children, node_at};
 pub use selector::selector_matchers;
 
 /// Engine-wide limits and defaults.
@@ -99,6 +102,9 @@ impl Engine {
         let ast = parse_with_limits(expr, &self.opts.text)?;
         let mut ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
         ctx.selectors = hints::collect(&ast);
+        if q.shard_evaluator().is_some() {
+            ctx.pushdown = pushdown::plan(&ast, true);
+        }
         let mut ev = Evaluator::new(q, &ctx, time_ms, time_ms, 1);
         announce_selects(&ev, &ast, opts);
         let val = ev.eval(&ast)?;
@@ -162,6 +168,9 @@ impl Engine {
         let mut ctx = Ctx::new(&self.opts, opts, expr, start_ms, end_ms);
         ctx.query_step = step_ms;
         ctx.selectors = hints::collect(&ast);
+        if q.shard_evaluator().is_some() {
+            ctx.pushdown = pushdown::plan(&ast, false);
+        }
         let mut ev = Evaluator::new(q, &ctx, start_ms, end_ms, step_ms);
         announce_selects(&ev, &ast, opts);
         let val = ev.eval(&ast)?;

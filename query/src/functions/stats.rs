@@ -72,6 +72,23 @@ impl KahanSum {
     pub fn compensation(&self) -> f64 {
         self.c
     }
+
+    /// A sum resumed from its parts ([`KahanSum::raw_sum`], [`KahanSum::compensation`]),
+    /// e.g. a shard's partial sum.
+    pub fn from_parts(sum: f64, c: f64) -> Self {
+        KahanSum { sum, c }
+    }
+
+    /// Adds another partial sum: its running sum as one Kahan step, then its
+    /// compensation. The result equals summing both inputs in one sequence within float
+    /// rounding (the compensations keep it at the last bits); an infinite running sum
+    /// drops the compensation as [`kahan_inc`] does.
+    pub fn merge(&mut self, other: &KahanSum) {
+        self.add(other.sum);
+        if !self.sum.is_infinite() {
+            self.c += other.c;
+        }
+    }
 }
 
 /// The order Prometheus' `vectorByValueHeap` sorts by: NaN first, then ascending. (Go's
@@ -146,6 +163,51 @@ impl AvgAccumulator {
         // mean_n = mean_{n-1}·(n-1)/n + f/n, with the compensation scaled alike.
         let q = (self.count - 1.0) / self.count;
         (self.mean, self.c) = kahan_inc(f / self.count, q * self.mean, q * self.c);
+    }
+
+    /// The state as plain numbers `(sum, c, mean, count, incremental)`, for shipping a
+    /// shard's partial average.
+    pub fn parts(&self) -> (f64, f64, f64, f64, bool) {
+        (self.sum, self.c, self.mean, self.count, self.incremental)
+    }
+
+    /// A state rebuilt from [`AvgAccumulator::parts`].
+    pub fn from_parts(sum: f64, c: f64, mean: f64, count: f64, incremental: bool) -> Self {
+        AvgAccumulator { sum, c, mean, count, incremental }
+    }
+
+    /// This state's mean and its compensation, whichever way it is kept.
+    fn mean_parts(&self) -> (f64, f64) {
+        if self.incremental {
+            (self.mean, self.c)
+        } else {
+            (self.sum / self.count, self.c / self.count)
+        }
+    }
+
+    /// Adds another partial average (e.g. another shard's). While the combined sum stays
+    /// finite both keep summing (Kahan); once it would overflow, or when either side
+    /// already switched to the incremental mean, the result is the count-weighted mean
+    /// of both, compensated. Equal to one sequential accumulation within float rounding.
+    pub fn merge(&mut self, o: &AvgAccumulator) {
+        let n = self.count + o.count;
+        if !self.incremental && !o.incremental {
+            let (s, c) = kahan_inc(o.sum, self.sum, self.c);
+            if !s.is_infinite() {
+                self.sum = s;
+                self.c = c + o.c;
+                self.count = n;
+                return;
+            }
+        }
+        let (m1, c1) = self.mean_parts();
+        let (m2, c2) = o.mean_parts();
+        let (w1, w2) = (self.count / n, o.count / n);
+        let (mean, c) = kahan_inc(m2 * w2, m1 * w1, c1 * w1);
+        self.mean = mean;
+        self.c = if mean.is_infinite() { 0.0 } else { c + c2 * w2 };
+        self.count = n;
+        self.incremental = true;
     }
 
     pub fn value(&self) -> f64 {

@@ -162,3 +162,76 @@ fn avg_accumulator_cases_from_aggregators_test() {
         }
     }
 }
+
+#[test]
+fn merged_partial_sums_agree_with_one_sequential_sum() {
+    let values = [1e16, 1.0, -1e16, 3.5, 0.1, 0.2, -0.3, 7e-3, 1e8, -1e8];
+    let mut whole = KahanSum::seeded(values[0]);
+    for &v in &values[1..] {
+        whole.add(v);
+    }
+    for split in 1..values.len() {
+        let mut a = KahanSum::seeded(values[0]);
+        for &v in &values[1..split] {
+            a.add(v);
+        }
+        let mut b = KahanSum::seeded(values[split]);
+        for &v in &values[split + 1..] {
+            b.add(v);
+        }
+        a.merge(&b);
+        let rel = (a.value() - whole.value()).abs() / whole.value().abs();
+        assert!(rel <= 1e-12, "split at {split}: {} vs {}", a.value(), whole.value());
+    }
+}
+
+#[test]
+fn merged_partial_sums_keep_infinities_and_nan() {
+    let mut a = KahanSum::seeded(f64::INFINITY);
+    a.merge(&KahanSum::seeded(1.0));
+    assert_eq!(a.value(), f64::INFINITY);
+    a.merge(&KahanSum::seeded(f64::NEG_INFINITY));
+    assert!(a.value().is_nan());
+    // Signed zeros end as a sequential sum ends.
+    let mut z = KahanSum::seeded(-0.0);
+    z.merge(&KahanSum::seeded(-0.0));
+    let mut seq = KahanSum::seeded(-0.0);
+    seq.add(-0.0);
+    assert_eq!(z.value().to_bits(), seq.value().to_bits());
+}
+
+/// `avg` of `values` folded in one sequence, and merged from two halves split at `at`.
+fn avg_both_ways(values: &[f64], at: usize) -> (f64, f64) {
+    let fold = |vs: &[f64]| {
+        let mut a = AvgAccumulator::new(vs[0]);
+        for &v in &vs[1..] {
+            a.add(v);
+        }
+        a
+    };
+    let whole = fold(values).value();
+    let mut left = fold(&values[..at]);
+    left.merge(&fold(&values[at..]));
+    (whole, left.value())
+}
+
+#[test]
+fn merged_partial_averages_agree_with_one_sequential_average() {
+    for (values, at) in [
+        (vec![1.0, 2.0, 3.0, 4.0, 5.0], 2),
+        (vec![1e308, 1e308, -1e308], 1),
+        (vec![1e308, 1e308, 1e308, 5.0], 2),
+        (vec![f64::INFINITY, 1.0, 2.0], 1),
+        (vec![f64::INFINITY, f64::NEG_INFINITY], 1),
+        (vec![0.1, 0.2, 0.3, f64::NAN], 3),
+    ] {
+        let (whole, merged) = avg_both_ways(&values, at);
+        if whole.is_nan() || merged.is_nan() {
+            assert!(whole.is_nan() && merged.is_nan(), "{values:?}: {whole} vs {merged}");
+        } else if whole.is_infinite() {
+            assert_eq!(whole, merged, "{values:?}");
+        } else {
+            assert!((whole - merged).abs() <= 1e-12 * whole.abs(), "{values:?}: {whole} vs {merged}");
+        }
+    }
+}
