@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tessera_model::{Label, Labels, Sample};
-use tessera_query::promqltest::{run_script_on, TestStore};
-use tessera_query::{Engine, EngineOptions, Queryable};
+use tessera_query::promqltest::{eval_in_process, run_script_on, EvalQuery, TestStore};
+use tessera_query::{Engine, EngineOptions, QueryOutput};
 use tessera_server::shards::{series_hash, PushSeries, Shards, TenantView};
 use tessera_storage::{EngineConfig, WalFsync};
 
@@ -130,8 +130,8 @@ impl TestStore for StorageStore {
         Ok(())
     }
 
-    fn queryable(&self) -> &dyn Queryable {
-        &self.view
+    fn eval(&mut self, engine: &Engine, q: EvalQuery<'_>) -> Result<QueryOutput, String> {
+        eval_in_process(engine, &self.view, q)
     }
 }
 

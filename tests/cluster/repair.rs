@@ -95,7 +95,7 @@ fn a_restarted_replica_repairs_a_gap_longer_than_the_out_of_order_window_and_the
     let acked = acked.lock().expect("acked").clone();
     assert!(acked.len() > 50, "only {} batches acknowledged", acked.len());
 
-    let (_, status) = c.ingester(0).get_json("/api/v1/status/cluster");
+    let (_, status) = c.ingester(0).get_json("/api/v1/status/cluster", None);
     let shards = status["data"]["repair"]["shards"].as_array().expect("repair shards").clone();
     assert_eq!(shards.len(), 4, "RF 3 of 3 ingesters: every shard is on ingester-0: {status}");
     let repaired: i64 = shards.iter().map(|s| s["repaired_samples"].as_i64().expect("count")).sum();
@@ -116,7 +116,7 @@ fn a_restarted_replica_repairs_a_gap_longer_than_the_out_of_order_window_and_the
         urlencode(&format!("repair_test[{range_s}s]")),
         last as f64 / 1000.0
     );
-    let (code, body) = c.gateway().get_json(&q);
+    let (code, body) = c.gateway().get_json(&q, None);
     assert_eq!(code, 200, "{body}");
     let result = body["data"]["result"].as_array().expect("matrix");
     assert_eq!(result.len(), SERIES, "{body}");

@@ -10,7 +10,7 @@ mod store;
 
 pub use run::{run_cli, run_file, run_files, run_script, run_script_on, Failure, FileSummary, Summary};
 pub use split::{compare_outputs, compare_split, SplitSummary, SPLIT_ABS_TOLERANCE, SPLIT_REL_TOLERANCE};
-pub use store::{MemStore, TestStore};
+pub use store::{eval_in_process, EvalAt, EvalQuery, MemStore, TestStore};
 
 #[cfg(test)]
 mod tests;

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use super::parse::{parse_script, Cmd, EvalCmd, Expected, MsgMatch, Point};
-use super::store::{MemStore, TestStore};
-use crate::engine::{Engine, EngineOptions, QueryOptions};
+use super::store::{EvalAt, EvalQuery, MemStore, TestStore};
+use crate::engine::{Engine, EngineOptions};
 use crate::value::{QueryOutput, Value};
 use tessera_model::{Labels, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 
@@ -91,7 +91,7 @@ pub fn run_script_on(name: &str, text: &str, store: &mut dyn TestStore) -> FileS
                 load(store, series, interval);
             }
             Cmd::Eval(e) => {
-                let mut result = store.commit().and_then(|()| run_eval(&engine, store.queryable(), &e));
+                let mut result = store.commit().and_then(|()| run_eval(&engine, store, &e));
                 if let (Err(r), Some((line, le))) = (&mut result, &load_error) {
                     *r = format!("{r} (load at line {line} failed: {le})");
                 }
@@ -150,29 +150,29 @@ pub fn run_cli(paths: &[PathBuf]) -> i32 {
     }
 }
 
-fn run_eval(engine: &Engine, store: &dyn crate::model::Queryable, e: &EvalCmd) -> Result<(), String> {
+fn run_eval(engine: &Engine, store: &mut dyn TestStore, e: &EvalCmd) -> Result<(), String> {
     if let Some(err) = &e.error {
         return Err(err.clone());
     }
-    let opts = QueryOptions::default();
-    let res = match (e.instant, e.range) {
-        (Some(t), _) => engine.instant_query(store, &e.query, t, &opts),
-        (None, Some((s, en, st))) => engine.range_query(store, &e.query, s, en, st, &opts),
+    let at = match (e.instant, e.range) {
+        (Some(t), _) => EvalAt::Instant(t),
+        (None, Some((start, end, step))) => EvalAt::Range { start, end, step },
         _ => return Err("eval without time".into()),
     };
+    let res = store.eval(engine, EvalQuery { line: e.line, query: &e.query, at });
     if let Some(m) = &e.fail {
         return match res {
             Ok(_) => Err("expected the query to fail, but it succeeded".into()),
             Err(err) => {
-                if msg_matches(m, &err.message)? {
+                if msg_matches(m, &err)? {
                     Ok(())
                 } else {
-                    Err(format!("error message {:?} does not match {:?}", err.message, describe(m)))
+                    Err(format!("error message {err:?} does not match {:?}", describe(m)))
                 }
             }
         };
     }
-    let out = res.map_err(|err| format!("unexpected error: {}", err.message))?;
+    let out = res.map_err(|err| format!("unexpected error: {err}"))?;
     check_annotations("warn", &e.warn, e.no_warn, &out.warnings)?;
     check_annotations("info", &e.info, e.no_info, &out.infos)?;
     check_value(e, &out)

@@ -7,7 +7,7 @@
 
 use super::parse::{parse_script, Cmd};
 use super::run::{load, Failure, FileSummary};
-use super::store::{MemStore, TestStore};
+use super::store::{eval_in_process, EvalQuery, MemStore, TestStore};
 use crate::engine::{Engine, EngineOptions, QueryOptions};
 use crate::error::QueryError;
 use crate::model::Queryable;
@@ -42,8 +42,8 @@ impl TestStore for SplitStore {
         self.split.shards_mut()[shard_of(&labels, n)].add(labels.clone(), t, v);
         self.whole.add(labels, t, v);
     }
-    fn queryable(&self) -> &dyn Queryable {
-        &self.whole
+    fn eval(&mut self, engine: &Engine, q: EvalQuery<'_>) -> Result<QueryOutput, String> {
+        eval_in_process(engine, &self.whole, q)
     }
 }
 

@@ -2,12 +2,31 @@
 
 use std::collections::BTreeMap;
 
+use crate::engine::{Engine, QueryOptions};
 use crate::error::QueryError;
 use crate::model::{Queryable, SelectHints, SelectResult, Series};
+use crate::value::QueryOutput;
 use tessera_model::{Labels, Matcher, Sample};
 
-/// Where a script's `load` data goes and what its evals read: [`MemStore`] here, and
-/// the real storage engine in the server's conformance test.
+/// One eval's query as the runner hands it to [`TestStore::eval`]: the script line of
+/// the `eval` command, the query, and when to evaluate it (ms).
+#[derive(Debug, Clone, Copy)]
+pub struct EvalQuery<'a> {
+    pub line: usize,
+    pub query: &'a str,
+    pub at: EvalAt,
+}
+
+/// When an eval runs: an instant, or a range `start..=end` every `step` (ms).
+#[derive(Debug, Clone, Copy)]
+pub enum EvalAt {
+    Instant(i64),
+    Range { start: i64, end: i64, step: i64 },
+}
+
+/// Where a script's `load` data goes and what answers its evals: [`MemStore`] here,
+/// the real storage engine in the server's conformance test, and running servers
+/// asked over HTTP in the cluster test.
 pub trait TestStore {
     /// Drops every series (`clear`).
     fn clear(&mut self);
@@ -17,8 +36,19 @@ pub trait TestStore {
     fn commit(&mut self) -> Result<(), String> {
         Ok(())
     }
-    /// What the evals read.
-    fn queryable(&self) -> &dyn Queryable;
+    /// Answers one eval; an error is its message. In-process stores answer with
+    /// [`eval_in_process`] over their data.
+    fn eval(&mut self, engine: &Engine, q: EvalQuery<'_>) -> Result<QueryOutput, String>;
+}
+
+/// Answers `q` with `engine` over `data`, with default query options.
+pub fn eval_in_process(engine: &Engine, data: &dyn Queryable, q: EvalQuery<'_>) -> Result<QueryOutput, String> {
+    let opts = QueryOptions::default();
+    match q.at {
+        EvalAt::Instant(t) => engine.instant_query(data, q.query, t, &opts),
+        EvalAt::Range { start, end, step } => engine.range_query(data, q.query, start, end, step, &opts),
+    }
+    .map_err(|e| e.message)
 }
 
 impl TestStore for MemStore {
@@ -28,8 +58,8 @@ impl TestStore for MemStore {
     fn add(&mut self, labels: Labels, t: i64, v: f64) {
         MemStore::add(self, labels, t, v)
     }
-    fn queryable(&self) -> &dyn Queryable {
-        self
+    fn eval(&mut self, engine: &Engine, q: EvalQuery<'_>) -> Result<QueryOutput, String> {
+        eval_in_process(engine, self, q)
     }
 }
 
