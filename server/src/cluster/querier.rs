@@ -174,6 +174,43 @@ impl ClusterQueryable {
         }
     }
 
+    /// Decodes every replica's chunks (trimmed to `[start, end]` and to each series'
+    /// `min_time_ms`) and merges the replicas per series: union by timestamp, the first
+    /// ingester in config order winning an equal timestamp. A replica whose chunks do
+    /// not decode fails the read (it sent data that is not what storage holds).
+    fn merge_chunked(
+        &self,
+        answers: Vec<Option<Vec<pb::ChunkedSeries>>>,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<Series>, QueryError> {
+        let mut merged: BTreeMap<Labels, Vec<Vec<Sample>>> = BTreeMap::new();
+        for (i, answer) in answers.into_iter().enumerate() {
+            let Some(answer) = answer else { continue };
+            // One replica: its pieces per series, in the order they came (a series cut
+            // across frames arrives as consecutive pieces).
+            let mut per_series: BTreeMap<Labels, (i64, Vec<pb::Chunk>)> = BTreeMap::new();
+            for piece in answer {
+                let e =
+                    per_series.entry(convert::labels_from_pb_set(piece.labels)).or_insert((piece.min_time_ms, vec![]));
+                e.0 = e.0.max(piece.min_time_ms);
+                e.1.extend(piece.chunks);
+            }
+            for (labels, (min_time, chunks)) in per_series {
+                let samples = convert::samples_from_chunks(&chunks, min_time.max(start), end).map_err(|e| {
+                    QueryError::new(
+                        ErrorKind::Internal,
+                        format!("ingester {}: series {labels}: {e}", self.peers.peers[i].id),
+                    )
+                })?;
+                if !samples.is_empty() {
+                    merged.entry(labels).or_default().push(samples);
+                }
+            }
+        }
+        Ok(merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect())
+    }
+
     fn request_parts(&self, matchers: &[Matcher]) -> (pb::ClusterIdentity, Vec<pb::Matcher>) {
         (self.peers.pb_identity(), matchers.iter().map(convert::matcher_to_pb).collect())
     }
@@ -225,14 +262,7 @@ impl Queryable for ClusterQueryable {
                 Ok(series)
             }
         })?;
-        let mut merged: BTreeMap<Labels, Vec<Vec<Sample>>> = BTreeMap::new();
-        for answer in out.answers.into_iter().flatten() {
-            for s in answer {
-                let samples = convert::samples_from_pb(&s);
-                merged.entry(convert::labels_from_pb_set(s.labels)).or_default().push(samples);
-            }
-        }
-        let data = merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect();
+        let data = self.merge_chunked(out.answers, start, end)?;
         Ok(ReadResult { data, warnings })
     }
 

@@ -410,7 +410,10 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "WAL replay complete");
 
     let max = state.config.cluster.grpc_max_message_bytes;
-    let service = pb_server(IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards)), max);
+    let service = pb_server(
+        IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards)).with_max_message_bytes(max),
+        max,
+    );
     let grpc_stop = shutdown.clone();
     let grpc = tokio::spawn(
         tonic::transport::Server::builder()
