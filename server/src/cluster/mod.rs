@@ -10,6 +10,7 @@
 //! | `convert.rs` | every conversion between the wire types and ours; error ↔ gRPC code |
 //! | `ingester.rs` | the gRPC service over an ingester's local shards |
 //! | `peers.rs` | a front end's clients and health checks of the ingesters |
+//! | `metrics.rs` | a front end's `tessera_cluster_*` metrics of its gRPC calls |
 //! | `writer.rs` | the distributor's writer: every replica, W acknowledgements per shard |
 //! | `querier.rs` | the read view: R replicas per shard, merged |
 //! | `roles.rs` | the processes: start-up, readiness, routes, shutdown |
@@ -21,6 +22,7 @@ pub mod config;
 pub mod convert;
 pub mod identity;
 pub mod ingester;
+pub mod metrics;
 pub mod peers;
 pub mod placement;
 pub mod querier;

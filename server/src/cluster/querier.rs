@@ -38,6 +38,7 @@ use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, 
 use tonic::Status;
 
 use super::convert;
+use super::metrics::Shortfall;
 use super::peers::Peers;
 
 /// Longest a read waits when the request has no deadline.
@@ -70,7 +71,12 @@ impl ClusterQueryable {
     /// Calls `call` on every ingester in parallel until every shard has R answers (or
     /// every call ended), under the request's deadline and cancel flag; then checks the
     /// shards' coverage (error, or warnings when partial).
-    fn fan_out<T, F, Fut>(&self, ctl: &QueryOptions, call: F) -> Result<(FanOut<T>, Vec<String>), QueryError>
+    fn fan_out<T, F, Fut>(
+        &self,
+        ctl: &QueryOptions,
+        method: &'static str,
+        call: F,
+    ) -> Result<(FanOut<T>, Vec<String>), QueryError>
     where
         T: Send + 'static,
         F: Fn(usize, Duration) -> Fut,
@@ -88,7 +94,16 @@ impl ClusterQueryable {
         let calls: FuturesUnordered<_> = (0..n)
             .map(|i| {
                 let fut = call(i, timeout);
-                async move { (i, tokio::time::timeout(timeout, fut).await) }
+                let peer = &peers.peers[i].id;
+                let call = async move {
+                    match tokio::time::timeout(timeout, fut).await {
+                        Ok(r) => r,
+                        Err(_) => {
+                            Err(Status::deadline_exceeded(format!("no answer within {} ms", timeout.as_millis())))
+                        }
+                    }
+                };
+                async move { (i, peers.metrics.track(peer, method, call).await) }
             })
             .collect();
         let cancel = ctl.cancel.clone();
@@ -103,14 +118,13 @@ impl ClusterQueryable {
                     next = calls.next() => {
                         let Some((i, res)) = next else { return Ok(()) };
                         match res {
-                            Ok(Ok(v)) => out.answers[i] = Some(v),
-                            Ok(Err(status)) => {
+                            Ok(v) => out.answers[i] = Some(v),
+                            Err(status) => {
                                 if status.code() == tonic::Code::InvalidArgument {
                                     return Err(convert::query_error_from_status(&peers.peers[i].id, &status));
                                 }
                                 out.errors[i] = Some(convert::status_text(&status));
                             }
-                            Err(_) => out.errors[i] = Some(format!("no answer within {} ms", timeout.as_millis())),
                         }
                         if covered(&out.answers) {
                             // Replicas beyond the quorum are not waited for; dropping
@@ -164,6 +178,8 @@ impl ClusterQueryable {
             peers.write_quorum(),
             if why.is_empty() { String::new() } else { format!("; {}", why.join("; ")) }
         );
+        let what = if self.partial { Shortfall::Partial } else { Shortfall::Failed };
+        peers.metrics.shortfall("read", short.len(), what);
         if self.partial {
             Ok(vec![format!("partial response: {detail}; their data may be missing or incomplete")])
         } else {
@@ -244,8 +260,9 @@ impl Queryable for ClusterQueryable {
     ) -> Result<SelectResult, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "Select", |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
+            let peers = Arc::clone(&self.peers);
             let req = pb::SelectRequest {
                 cluster: Some(cluster.clone()),
                 tenant: self.tenant.clone(),
@@ -257,6 +274,8 @@ impl Queryable for ClusterQueryable {
                 let mut stream = client.select(with_timeout(req, timeout)).await?.into_inner();
                 let mut series = Vec::new();
                 while let Some(frame) = stream.message().await? {
+                    let bytes = prost::Message::encoded_len(&frame) as u64;
+                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Select"], bytes);
                     series.extend(frame.series);
                 }
                 Ok(series)
@@ -274,8 +293,9 @@ impl Queryable for ClusterQueryable {
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "Series", |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
+            let peers = Arc::clone(&self.peers);
             let req = pb::SeriesRequest {
                 cluster: Some(cluster.clone()),
                 tenant: self.tenant.clone(),
@@ -287,6 +307,8 @@ impl Queryable for ClusterQueryable {
                 let mut stream = client.series(with_timeout(req, timeout)).await?.into_inner();
                 let mut sets = Vec::new();
                 while let Some(frame) = stream.message().await? {
+                    let bytes = prost::Message::encoded_len(&frame) as u64;
+                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Series"], bytes);
                     sets.extend(frame.series);
                 }
                 Ok(sets)
@@ -307,7 +329,7 @@ impl Queryable for ClusterQueryable {
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "LabelNames", |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
             let req = pb::LabelNamesRequest {
                 cluster: Some(cluster.clone()),
@@ -333,7 +355,7 @@ impl Queryable for ClusterQueryable {
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "LabelValues", |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
             let req = pb::LabelValuesRequest {
                 cluster: Some(cluster.clone()),

@@ -59,6 +59,8 @@ pub trait Frontend: Send + Sync {
     fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ShardError>;
     /// `Ok` when ready to serve; otherwise why not.
     fn ready(&self) -> Result<(), String>;
+    /// Appends this front end's own metrics (`tessera_cluster_*`) to a `/metrics` page.
+    fn render_metrics(&self, out: &mut String);
 }
 
 /// Which front end a process is.
@@ -150,6 +152,10 @@ impl Frontend for ClusterFrontend {
             list.join(", "),
             if short.len() > 16 { ", ..." } else { "" }
         ))
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        self.peers.metrics.render(out);
     }
 }
 
