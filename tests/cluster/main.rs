@@ -8,6 +8,7 @@
 mod harness;
 
 mod proc;
+mod rpcs;
 
 use std::time::{Duration, Instant};
 
