@@ -10,9 +10,20 @@
 //! wins, so the answer is deterministic). As soon as every shard has R answers the read
 //! stops waiting: a slow or hung replica beyond the quorum does not hold the query.
 //!
+//! **Select decodes here.** Ingesters send each series' stored chunks (raw Gorilla XOR,
+//! see `ingester.rs`); the merge decodes every replica's chunks with storage's
+//! `ChunkSamples` (the rule storage's own `select` uses for overlapping chunks), trims
+//! them to the range and to the series' `min_time_ms` (the ingester's retention
+//! watermark), and only then merges replicas as above. The decoding runs on the
+//! calling (engine or blocking) thread after the fan-out, never on a runtime worker.
+//!
 //! A shard with fewer than R answering replicas fails the read with "unavailable" (503)
-//! naming the shards and why each replica failed; with `partial_response` the read
-//! answers what it has and says in a warning which shards may be incomplete.
+//! naming the shards and why each replica failed; with `partial_response` (a view made
+//! per request: the query API's switch, the index endpoints and remote read all read
+//! the parameter) the read answers what it has and says in a warning which shards may
+//! be incomplete. Each such read is counted in
+//! `tessera_cluster_shard_coverage_failures_total`, and every call in the
+//! `tessera_cluster_grpc_*` metrics (`metrics.rs`).
 //!
 //! What this does not do yet: no hole tracking and no repair. A replica that missed
 //! writes keeps its gap forever; the quorum read hides it as long as R replicas of the

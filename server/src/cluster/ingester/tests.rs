@@ -137,3 +137,25 @@ async fn a_chunk_larger_than_the_frame_budget_travels_alone() {
     assert_eq!(per_frame, vec![1, 1, 1]);
     assert!(collect(chunk_frames(Vec::new(), 1_000)).await.is_empty(), "no series: no frame");
 }
+
+#[tokio::test]
+async fn a_read_whose_grpc_timeout_has_passed_answers_deadline_exceeded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = cluster();
+    let id = Identity::of(&cfg);
+    let all: Vec<ShardId> = (0..4).map(ShardId).collect();
+    let shards = Shards::open_ids(dir.path(), 4, &all, &EngineConfig::default(), 2, &|_, _| {}).expect("open");
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::new(shards));
+    let me = Some(convert::identity_to_pb(&id));
+    let mut req = Request::new(pb::LabelNamesRequest {
+        cluster: me,
+        tenant: "t".into(),
+        matchers: vec![],
+        start_ms: 0,
+        end_ms: 10_000,
+    });
+    req.metadata_mut().insert("grpc-timeout", "1n".parse().expect("metadata value"));
+    std::thread::sleep(Duration::from_millis(2));
+    let err = svc.label_names(req).await.expect_err("deadline passed");
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+}
