@@ -56,6 +56,8 @@ SYSTEMS="tessera,prometheus,victoriametrics"
 OUT=""
 BUILD=1
 EXTRA_FLEET=()
+CLUSTER_INGESTERS=3
+CLUSTER_RF=3
 
 usage() {
     sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
@@ -72,7 +74,10 @@ Options (defaults in brackets):
   --batch-samples N    samples per request [$BATCH]
   --protocol 1|2       remote-write version (2 only for systems that support it) [$PROTOCOL]
   --seed N             dataset seed [$SEED]
-  --systems LIST       comma-separated subset of: $SYSTEMS
+  --systems LIST       comma-separated subset of: $SYSTEMS,tessera-cluster
+                       (tessera-cluster: scripts/cluster on loopback, every process measured)
+  --cluster-ingesters N  ingesters of tessera-cluster [$CLUSTER_INGESTERS]
+  --cluster-rf R       replication factor of tessera-cluster [$CLUSTER_RF]
   --out DIR            results folder [a new folder under /tmp]
   --no-build           use existing release binaries (TESSERA_BIN, BENCH_BIN or target/release)
   --fleet-arg ARG      pass ARG through to tessera-bench (repeatable), e.g. --fleet-arg=--node-cpus=64
@@ -92,6 +97,8 @@ while [ $# -gt 0 ]; do
         --protocol) PROTOCOL="$2"; shift 2 ;;
         --seed) SEED="$2"; shift 2 ;;
         --systems) SYSTEMS="$2"; shift 2 ;;
+        --cluster-ingesters) CLUSTER_INGESTERS="$2"; shift 2 ;;
+        --cluster-rf) CLUSTER_RF="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         --fleet-arg) EXTRA_FLEET+=("$2"); shift 2 ;;
@@ -145,7 +152,7 @@ fi
 TESSERA_BIN="${TESSERA_BIN:-$TARGET_DIR/release/tessera}"
 BENCH_BIN="${BENCH_BIN:-$TARGET_DIR/release/tessera-bench}"
 [ -x "$BENCH_BIN" ] || die "no tessera-bench binary at $BENCH_BIN"
-case ",$SYSTEMS," in *,tessera,*) [ -x "$TESSERA_BIN" ] || die "no tessera binary at $TESSERA_BIN" ;; esac
+case ",$SYSTEMS," in *,tessera,*|*,tessera-cluster,*) [ -x "$TESSERA_BIN" ] || die "no tessera binary at $TESSERA_BIN" ;; esac
 # Copy the binaries: the shared target folder may be rebuilt while we measure.
 WORK="$(mktemp -d /tmp/tessera-compare.XXXXXX)"
 cp "$BENCH_BIN" "$WORK/tessera-bench"; BENCH_BIN="$WORK/tessera-bench"
@@ -155,7 +162,9 @@ mkdir -p "$OUT"
 
 # --- process bookkeeping -----------------------------------------------------------
 SERVER_PID=""
+CLUSTER_DIR=""
 cleanup() {
+    if [ -n "$CLUSTER_DIR" ] && [ -d "$CLUSTER_DIR" ]; then "$ROOT/scripts/cluster" stop "$CLUSTER_DIR" >/dev/null 2>&1 || true; fi
     if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
         kill -TERM "$SERVER_PID" 2>/dev/null || true
         for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
@@ -192,6 +201,13 @@ cpu_seconds() {
     awk -v hz="$hz" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
 }
 vmhwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+# Sums over several processes (a cluster): CPU seconds and peak RSS.
+cpu_seconds_all() { local t=0 p; for p in "$@"; do t=$(awk -v a="$t" -v b="$(cpu_seconds "$p")" 'BEGIN { print a + b }'); done; echo "$t"; }
+vmhwm_kib_all() { local t=0 p; for p in "$@"; do t=$(( t + $(vmhwm_kib "$p") )); done; echo "$t"; }
+# Bytes sent over the loopback interface so far (every local TCP byte, both directions
+# counted once). The difference between a cluster run and an all-in-one run of the
+# same push is the traffic between the cluster's processes.
+lo_bytes() { awk -F'[: ]+' '$2 == "lo" { print $11 }' /proc/net/dev; }
 du_bytes() { du -sb "$1" | awk '{ print $1 }'; }
 
 stop_server() {
@@ -247,6 +263,15 @@ run_one() {
                 -retentionPeriod=100y -search.disableCache \
                 > "$dir/server.log" 2>&1 &
             write="$base/api/v1/write"; ready="$base/health" ;;
+        tessera-cluster)
+            # N ingesters (RF 3) and one gateway, started by scripts/cluster on the
+            # same binary; the push and the queries go to the gateway.
+            TESSERA_BIN="$TESSERA_BIN" "$ROOT/scripts/cluster" start "$data/cluster" \
+                --ingesters "$CLUSTER_INGESTERS" --rf "$CLUSTER_RF" --http "127.0.0.1:$port" \
+                > "$dir/server.log" 2>&1 || log "tessera-cluster run $run: scripts/cluster start failed"
+            CLUSTER_PIDS=()
+            for f in "$data"/cluster/*.pid; do [ -f "$f" ] && CLUSTER_PIDS+=("$(cat "$f")"); done
+            write="$base/api/v1/write"; ready="$base/-/ready" ;;
         tessera)
             # shellcheck disable=SC2086
             "$TESSERA_BIN" serve --listen "127.0.0.1:$port" --data-dir "$data/tessera" ${TESSERA_SERVE_ARGS:-} \
@@ -254,7 +279,17 @@ run_one() {
             write="$base/api/v1/write"; ready="$base/-/ready" ;;
         *) die "unknown system $sys" ;;
     esac
-    SERVER_PID=$!
+    local pids
+    if [ "$sys" = tessera-cluster ]; then
+        # The gateway stands for the cluster in the liveness checks below; every
+        # process counts for CPU and memory.
+        SERVER_PID=$(cat "$data/cluster/gateway-0.pid" 2>/dev/null || echo 0)
+        CLUSTER_DIR="$data/cluster"
+        pids=("${CLUSTER_PIDS[@]}")
+    else
+        SERVER_PID=$!
+        pids=("$SERVER_PID")
+    fi
     local pid=$SERVER_PID
     if ! wait_ready "$ready" "$pid"; then
         # Record the failure and go on with the other systems: one broken server
@@ -267,8 +302,9 @@ run_one() {
         return
     fi
 
-    local cpu0 cpu1 hwm
-    cpu0=$(cpu_seconds "$pid")
+    local cpu0 cpu1 hwm lo0 lo1
+    cpu0=$(cpu_seconds_all "${pids[@]}")
+    lo0=$(lo_bytes)
     log "$sys run $run: backfill -> $write"
     if ! "$BENCH_BIN" backfill --url "$write" "${FLEET[@]}" "${SEND[@]}" --json "$dir/push.json" > "$dir/push.txt" 2>&1; then
         log "$sys run $run: push reported failures (see $dir/push.txt)"
@@ -280,8 +316,9 @@ run_one() {
         SERVER_PID=""; rm -rf "$data"
         return
     fi
-    cpu1=$(cpu_seconds "$pid")
-    hwm=$(vmhwm_kib "$pid")
+    cpu1=$(cpu_seconds_all "${pids[@]}")
+    lo1=$(lo_bytes)
+    hwm=$(vmhwm_kib_all "${pids[@]}")
     grep -E '^(push|latency|status|error)' "$dir/push.txt" | sed "s/^/    /" >&2 || true
 
     # Make everything searchable before querying.
@@ -307,6 +344,13 @@ run_one() {
             disk=$(du_bytes "$data/vm")
             stop_server "$pid"
             total=$disk ;;
+        tessera-cluster)
+            "$ROOT/scripts/cluster" stop "$data/cluster" >> "$dir/server.log" 2>&1 || true
+            SERVER_PID=""; CLUSTER_DIR=""
+            total=$(du_bytes "$data/cluster")
+            local logs
+            logs=$(find "$data/cluster" -type f \( -name LOG -o -name 'LOG.old.*' -o -name '*.log' \) -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
+            disk=$(( total - logs )) ;;
         tessera)
             stop_server "$pid"
             total=$(du_bytes "$data/tessera")
@@ -314,8 +358,9 @@ run_one() {
             logs=$(find "$data/tessera" -type f \( -name LOG -o -name 'LOG.old.*' \) -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
             disk=$(( total - logs )) ;;
     esac
-    printf '{"cpu_s": %s, "peak_rss_kib": %s, "disk_bytes": %s, "data_dir_total_bytes": %s}\n' \
-        "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" "${hwm:-null}" "$disk" "${total:-null}" > "$dir/proc.json"
+    printf '{"cpu_s": %s, "peak_rss_kib": %s, "disk_bytes": %s, "data_dir_total_bytes": %s, "loopback_bytes": %s}\n' \
+        "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" "${hwm:-null}" "$disk" "${total:-null}" \
+        "$(( lo1 - lo0 ))" > "$dir/proc.json"
     log "$sys run $run: $(cat "$dir/proc.json")"
     rm -rf "$data"
 }

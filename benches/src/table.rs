@@ -3,7 +3,7 @@
 //!
 //! Input layout (written by `compare.sh`): `DIR/<system>/run<N>/push.json` (an
 //! `IngestReport`), `query.json` (a `QueryReport`, absent if queries were not run)
-//! and `proc.json` (`{"cpu_s", "peak_rss_kib", "disk_bytes"}`, measured from /proc
+//! and `proc.json` (`{"cpu_s", "peak_rss_kib", "disk_bytes", "loopback_bytes"}`, measured from /proc
 //! and `du` by the script). A missing number prints as `n/a`, never as 0.
 
 use std::collections::BTreeMap;
@@ -20,6 +20,10 @@ struct ProcNumbers {
     cpu_s: Option<f64>,
     peak_rss_kib: Option<f64>,
     disk_bytes: Option<f64>,
+    /// Bytes over the loopback interface during the push (client traffic plus, for a
+    /// cluster, the traffic between its processes).
+    #[serde(default)]
+    loopback_bytes: Option<f64>,
 }
 
 #[derive(Default)]
@@ -82,6 +86,7 @@ struct Row {
     /// so with heavy churn this understates the cost of an active series).
     rss_kib_per_series: Option<f64>,
     bytes_per_sample: Option<f64>,
+    loopback_per_sample: Option<f64>,
     q_p50: Option<f64>,
     q_p90: Option<f64>,
     failed_samples: u64,
@@ -101,6 +106,7 @@ fn row(runs: &[Run]) -> Row {
                 .collect(),
         ),
         bytes_per_sample: median(runs.iter().filter_map(|r| Some(r.proc_.disk_bytes? / ok(r)?)).collect()),
+        loopback_per_sample: median(runs.iter().filter_map(|r| Some(r.proc_.loopback_bytes? / ok(r)?)).collect()),
         q_p50: median(
             runs.iter()
                 .filter_map(|r| r.query.as_ref().filter(|q| q.overall.count > 0).map(|q| q.overall.p50_ms))
@@ -146,19 +152,20 @@ pub fn render(dir: &Path) -> anyhow::Result<String> {
     let rows: BTreeMap<&String, Row> = systems.iter().map(|(k, v)| (k, row(v))).collect();
     let names = ordered(&systems);
 
-    writeln!(out, "| system | runs | ingest samples/s | CPU s per M samples | peak RSS MiB | RSS KiB/series | bytes/sample on disk | query p50 ms | query p90 ms | failed samples | query errors |")?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "| system | runs | ingest samples/s | CPU s per M samples | peak RSS MiB | RSS KiB/series | bytes/sample on disk | loopback bytes/sample | query p50 ms | query p90 ms | failed samples | query errors |")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for n in &names {
         let r = rows[n];
         writeln!(
             out,
-            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.runs,
             fmt(r.samples_per_s, 0),
             fmt(r.cpu_per_m, 2),
             fmt(r.rss_mib, 0),
             fmt(r.rss_kib_per_series, 2),
             fmt(r.bytes_per_sample, 3),
+            fmt(r.loopback_per_sample, 2),
             fmt(r.q_p50, 1),
             fmt(r.q_p90, 1),
             r.failed_samples,

@@ -147,7 +147,13 @@ pub struct Metrics {
     pub shards_replayed: AtomicU64,
     /// The HTTP listener's connection counters (`http/connections.rs`).
     pub connections: std::sync::Arc<crate::http::connections::ConnectionStats>,
+    /// Metrics of a part that only some roles run (an ingester's repair), appended to
+    /// the exposition; set once at start.
+    pub extra: std::sync::OnceLock<ExtraMetrics>,
 }
+
+/// Writes further metric families (with their `# HELP`/`# TYPE` lines) to the exposition.
+pub type ExtraMetrics = Box<dyn Fn(&mut String) + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -182,6 +188,7 @@ impl Metrics {
             ),
             shards_replayed: AtomicU64::new(0),
             connections: Default::default(),
+            extra: std::sync::OnceLock::new(),
         }
     }
 
@@ -309,6 +316,9 @@ impl Metrics {
             }
             wal_fsync_histogram(&mut out, &stats);
         }
+        if let Some(extra) = self.extra.get() {
+            extra(&mut out);
+        }
         out
     }
 }
@@ -333,7 +343,7 @@ fn header(out: &mut String, name: &str, help: &str, kind: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
-fn simple(out: &mut String, name: &str, help: &str, kind: &str, v: u64) {
+pub(crate) fn simple(out: &mut String, name: &str, help: &str, kind: &str, v: u64) {
     header(out, name, help, kind);
     let _ = writeln!(out, "{name} {v}");
 }

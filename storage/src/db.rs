@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use roaring::MultiOps;
 use roaring::RoaringBitmap;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, InfoLogger, LogLevel, MergeOperands, Options,
@@ -46,13 +47,18 @@ fn shared_write_buffers(bytes: usize) -> &'static WriteBufferManager {
 /// A corrupt bitmap makes the merge fail (RocksDB then reports corruption on read)
 /// rather than silently dropping series.
 fn postings_or(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
-    let mut acc = match existing {
-        Some(b) => RoaringBitmap::deserialize_from(b).ok()?,
-        None => RoaringBitmap::new(),
-    };
-    for op in ops {
-        acc |= RoaringBitmap::deserialize_from(op).ok()?;
+    // One n-way union (roaring's `MultiOps`) rather than n pairwise ones: ORing the
+    // operands one by one into a growing array container copies it once per operand,
+    // quadratic in the operands a freshly written key holds until compaction merges
+    // them (measured: most of a query's CPU on a freshly backfilled shard).
+    let mut bitmaps = Vec::with_capacity(ops.len() + 1);
+    if let Some(b) = existing {
+        bitmaps.push(RoaringBitmap::deserialize_from(b).ok()?);
     }
+    for op in ops {
+        bitmaps.push(RoaringBitmap::deserialize_from(op).ok()?);
+    }
+    let acc = bitmaps.union();
     let mut out = Vec::with_capacity(acc.serialized_size());
     acc.serialize_into(&mut out).ok()?;
     Some(out)

@@ -36,7 +36,7 @@ use crate::db::{
 };
 use crate::error::{Error, Result};
 use crate::head::{Ctx, Head, MemSeries, Outcome};
-use crate::index::Index;
+use crate::index::{self, Index};
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
@@ -189,6 +189,25 @@ impl Engine {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What the shard holds in time: (start of its oldest day with postings, newest
+    /// sample timestamp). The newest is the head's when it has one (samples written or
+    /// replayed in this process); otherwise the last millisecond of the newest day with
+    /// postings, an upper bound. `None` for an empty shard.
+    pub fn time_bounds(&self) -> Option<(i64, i64)> {
+        let head = self.head.lock();
+        let (lo, hi) = (*head.days.first()?, *head.days.last()?);
+        let oldest = i64::from(lo).saturating_mul(keys::MS_PER_DAY);
+        let newest =
+            if head.max_t == i64::MIN { (i64::from(hi) + 1).saturating_mul(keys::MS_PER_DAY) - 1 } else { head.max_t };
+        Some((oldest, newest))
+    }
+
+    /// The newest sample timestamp written or replayed in this process (the head's), if any.
+    pub fn head_max_t(&self) -> Option<i64> {
+        let t = self.head.lock().max_t;
+        (t != i64::MIN).then_some(t)
     }
 
     fn replay_wal(&self, wal_dir: &Path) -> Result<ReplayReport> {
@@ -502,9 +521,7 @@ impl Engine {
             self.db
                 .delete_range_cf(cf, keys::day_prefix(i32::MIN), keys::day_prefix(cut_day))
                 .map_err(Error::rocks("delete old postings"))?;
-            if let Some((lo, hi)) = head.day_range {
-                head.day_range = if cut_day > hi { None } else { Some((lo.max(cut_day), hi)) };
-            }
+            head.days = head.days.split_off(&cut_day);
             tracing::info!(before_day = cut_day, "storage: retention dropped old days");
         }
         let meta = cf(&self.db, CF_META)?;
@@ -584,13 +601,14 @@ impl Engine {
     /// The index over the days of `[mint, maxt]` that hold data, or `None` when there are
     /// none. `mint` is already clamped to the retention watermark.
     fn index<'a>(&'a self, mint: i64, maxt: i64, stop: &'a Interrupt) -> Result<Option<Index<'a>>> {
-        let range = self.head.lock().day_range;
-        let Some((lo, hi)) = range else { return Ok(None) };
-        let (lo, hi) = (keys::day_of(mint).max(lo), keys::day_of(maxt).min(hi));
-        if lo > hi || mint > maxt {
+        if mint > maxt {
             return Ok(None);
         }
-        Index::new(&self.db, lo, hi, stop).map(Some)
+        let days: Vec<i32> = self.head.lock().days.range(keys::day_of(mint)..=keys::day_of(maxt)).copied().collect();
+        if days.is_empty() {
+            return Ok(None);
+        }
+        Index::new(&self.db, days, stop).map(Some)
     }
 
     fn lookup(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<roaring::RoaringBitmap> {
@@ -969,11 +987,11 @@ impl Engine {
     /// chunks go the usual way (compaction filter); ids are never reused.
     fn drop_dead_series(&self, head: &mut Head, cut_day: i32) -> Result<u64> {
         let none = Interrupt::none();
-        let old = Index::new(&self.db, i32::MIN, cut_day.saturating_sub(1), &none)?.all()?;
+        let old = Index::new(&self.db, head.days.range(..cut_day).copied().collect(), &none)?.all()?;
         if old.is_empty() {
             return Ok(0);
         }
-        let live = Index::new(&self.db, cut_day, i32::MAX, &none)?.all()?;
+        let live = Index::new(&self.db, head.days.range(cut_day..).copied().collect(), &none)?.all()?;
         let dead = old - live;
         if dead.is_empty() {
             return Ok(0);
@@ -1119,16 +1137,7 @@ fn load_head(db: &DB) -> Result<(Head, u64)> {
     };
     head.next_id = persisted.max(last.map_or(0, |id: u32| id.saturating_add(1)));
     head.series_on_disk_only = head.next_id > 0;
-    let pcf = cf(db, CF_POSTINGS)?;
-    let mut it = db.raw_iterator_cf(pcf);
-    it.seek_to_first();
-    let lo = if it.valid() { it.key().map(keys::parse_day).transpose()? } else { None };
-    it.seek_to_last();
-    let hi = if it.valid() { it.key().map(keys::parse_day).transpose()? } else { None };
-    it.status().map_err(Error::rocks("scan postings"))?;
-    if let (Some(lo), Some(hi)) = (lo, hi) {
-        head.day_range = Some((lo, hi));
-    }
+    head.days = index::existing_days(db, i32::MIN, i32::MAX, &Interrupt::none())?.into_iter().collect();
     Ok((head, stored))
 }
 

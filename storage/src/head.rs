@@ -20,7 +20,7 @@
 //! engine loaded (`persist::load_recent`). The head is guarded by one `Mutex` in
 //! `Engine`; nothing here locks.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
@@ -307,8 +307,11 @@ pub struct Head {
     pub active: u64,
     /// Newest timestamp stored in the shard (drives retention), i64::MIN when empty.
     pub max_t: i64,
-    /// Range of days that have postings (clamps index scans of huge time ranges).
-    pub day_range: Option<(i32, i32)>,
+    /// The days that have postings. Index scans visit exactly these (a query over a
+    /// huge time range costs the days that hold data, not the days it spans), and
+    /// knowing them here spares every query a RocksDB seek per day, which would merge
+    /// that day's postings operands just to learn that the day exists.
+    pub days: BTreeSet<i32>,
     /// Whether RocksDB may hold series that are not in the head (loaded at open or
     /// evicted since): then a label set missing from the head is looked up on disk
     /// before a new id is assigned. False only for a shard that started empty and has
@@ -396,11 +399,12 @@ impl Head {
         self.series.get_mut(&id).map(|b| &mut **b)
     }
 
+    /// Records that `day` has postings (called per appended sample: nearly always the
+    /// newest day, answered without a tree search).
     pub fn note_day(&mut self, day: i32) {
-        self.day_range = Some(match self.day_range {
-            None => (day, day),
-            Some((lo, hi)) => (lo.min(day), hi.max(day)),
-        });
+        if self.days.last() != Some(&day) {
+            self.days.insert(day);
+        }
     }
 
     /// Approximate heap bytes of the head: the maps (at their capacity, with hashbrown's

@@ -5,8 +5,9 @@
 //! is evaluated over the whole day range, then the results are intersected.
 //!
 //! Cost is bounded by the data that exists, not by the time range asked for: `Index::new`
-//! finds the days in range that have postings with one seek per such day (skipping empty
-//! days, however many), and every later loop visits only those days. Each loop checks the
+//! is given the days in range that have postings (the head's day set, filled at open by
+//! [`existing_days`] with one seek per such day, skipping empty days however many), and
+//! every loop visits only those days. Each loop checks the
 //! caller's [`Interrupt`] between RocksDB reads.
 
 use std::collections::BTreeSet;
@@ -29,21 +30,13 @@ pub struct Index<'a> {
 }
 
 impl<'a> Index<'a> {
-    /// An index over the days in `lo..=hi` (inclusive) that have postings.
-    pub fn new(db: &'a DB, lo: i32, hi: i32, stop: &'a Interrupt) -> Result<Index<'a>> {
-        let cf =
-            db.cf_handle(CF_POSTINGS).ok_or_else(|| Error::corrupt("rocksdb", "missing postings column family"))?;
-        Ok(Index { db, cf, days: existing_days(db, cf, lo, hi, stop)?, stop })
+    /// An index over `days` (ascending, each with postings: the head's day set).
+    pub fn new(db: &'a DB, days: Vec<i32>, stop: &'a Interrupt) -> Result<Index<'a>> {
+        Ok(Index { db, cf: postings_cf(db)?, days, stop })
     }
 
     fn days(&self) -> impl Iterator<Item = i32> + '_ {
         self.days.iter().copied()
-    }
-
-    /// The days with postings this index looks at.
-    #[cfg(test)]
-    pub fn day_list(&self) -> &[i32] {
-        &self.days
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<RoaringBitmap>> {
@@ -206,9 +199,16 @@ impl<'a> Index<'a> {
     }
 }
 
+fn postings_cf(db: &DB) -> Result<&rocksdb::ColumnFamily> {
+    db.cf_handle(CF_POSTINGS).ok_or_else(|| Error::corrupt("rocksdb", "missing postings column family"))
+}
+
 /// The days in `lo..=hi` that have at least one postings key, found with one seek per
 /// such day: a sample dated in 1970 next to today's data costs two days, not 20,000.
-fn existing_days(db: &DB, cf: &rocksdb::ColumnFamily, lo: i32, hi: i32, stop: &Interrupt) -> Result<Vec<i32>> {
+/// Each seek merges the postings operands of the key it lands on, so this runs once,
+/// when a shard opens; afterwards the head keeps the day set (`Head::days`).
+pub fn existing_days(db: &DB, lo: i32, hi: i32, stop: &Interrupt) -> Result<Vec<i32>> {
+    let cf = postings_cf(db)?;
     let mut days = Vec::new();
     if lo > hi {
         return Ok(days);

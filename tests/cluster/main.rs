@@ -8,6 +8,7 @@
 mod harness;
 
 mod proc;
+mod repair;
 mod rpcs;
 
 use std::time::{Duration, Instant};
@@ -154,6 +155,9 @@ fn three_ingesters_rf3_answer_like_one_node_and_lose_no_acknowledged_sample_when
     // Phase 3: ingester-1 comes back (it missed the writes above: a hole), ingester-2
     // dies. Reads now rely on ingester-0 and the one with the hole: still identical.
     c.restart(1);
+    // Until it has caught up from its peers it reports a hole and does not count
+    // towards the read quorum (the read below would fail); repair clears it.
+    c.wait_repaired(1, Duration::from_secs(60));
     for _ in 0..10 {
         let req = batch(t, k);
         write_acked(&c, &req);

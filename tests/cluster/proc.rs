@@ -163,10 +163,15 @@ impl Cluster {
     /// Starts `n` ingesters (replication factor `rf`, `shards` logical shards, `extra`
     /// `[cluster]` keys) and a gateway, and waits until all are ready.
     pub fn start(dir: &Path, n: usize, rf: u32, shards: u32, extra: &str) -> Cluster {
+        Cluster::start_with_tables(dir, n, rf, shards, extra, "")
+    }
+
+    /// [`Cluster::start`] with further config tables (e.g. `[storage]`) after `[cluster]`.
+    pub fn start_with_tables(dir: &Path, n: usize, rf: u32, shards: u32, extra: &str, tables: &str) -> Cluster {
         let grpc: Vec<SocketAddr> = (0..n).map(|_| SocketAddr::from(([127, 0, 0, 1], free_port()))).collect();
         let config = dir.join("cluster.toml");
         let extra = format!("health_check_interval_ms = 200\n{extra}");
-        std::fs::write(&config, config_toml(&grpc, rf, shards, &extra)).expect("write config");
+        std::fs::write(&config, format!("{}{tables}", config_toml(&grpc, rf, shards, &extra))).expect("write config");
         let mut c = Cluster { dir: dir.to_owned(), config, grpc, ingesters: Vec::new(), gateway: None };
         for i in 0..n {
             let p = c.spawn_ingester(i);
@@ -213,6 +218,19 @@ impl Cluster {
     pub fn kill9(&mut self, i: usize) {
         if let Some(mut p) = self.ingesters[i].take() {
             p.kill9();
+        }
+    }
+
+    /// Waits until ingester `i`'s status says every shard is repaired (no holes).
+    pub fn wait_repaired(&self, i: usize, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (_, st) = self.ingester(i).get_json("/api/v1/status/cluster");
+            if st["data"]["repair"]["repaired"] == true {
+                return;
+            }
+            assert!(Instant::now() < deadline, "ingester-{i} not repaired in time: {st}");
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

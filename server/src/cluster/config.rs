@@ -64,6 +64,15 @@ pub struct ClusterConfig {
     /// (health shown by `/api/v1/status/cluster` and used by `/-/ready`), ms.
     /// Default 2000. Must be > 0.
     pub health_check_interval_ms: u64,
+    /// How long a restarted ingester refuses writes to a shard while it catches up on
+    /// what it missed from the shard's other replicas, ms. Refusing lets the catch-up
+    /// append in time order, so a gap longer than the out-of-order window is repaired
+    /// too; the other replicas take the writes meanwhile. When catching up takes longer
+    /// (no complete source reachable), writes are accepted again and the shard keeps its
+    /// hole (reported to queriers) until a later repair round fills it. Default 60000.
+    /// 0 = never refuse writes (repair then only fills what the out-of-order window of
+    /// `[storage]` still admits).
+    pub repair_block_writes_ms: u64,
 }
 
 impl Default for ClusterConfig {
@@ -82,6 +91,7 @@ impl Default for ClusterConfig {
             push_timeout_ms: 5000,
             grpc_max_message_bytes: 64 << 20,
             health_check_interval_ms: 2000,
+            repair_block_writes_ms: 60_000,
         }
     }
 }

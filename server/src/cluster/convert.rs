@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tessera_model::{Label, Labels, MatchOp, Matcher, Sample};
 use tessera_proto::ingester as pb;
 use tessera_storage::chunk::Encoding;
-use tessera_storage::{ChunkSamples, RawChunk, RejectReason};
+use tessera_storage::{ChunkSamples, RawChunk, RejectReason, SeriesSamples};
 use tonic::{Code, Status};
 
 use super::identity::Identity;
@@ -67,6 +67,16 @@ pub fn push_series_from_pb(tenant: &str, s: pb::Series) -> Result<(ShardId, Push
     let samples = s.timestamps.into_iter().zip(s.values).map(|(t, v)| Sample { t, v }).collect();
     let hash = crate::shards::series_hash(tenant, &labels);
     Ok((ShardId(s.shard), PushSeries { labels, samples, hash }))
+}
+
+/// A series with decoded samples (Repair's frames).
+pub fn series_to_pb(s: SeriesSamples) -> pb::Series {
+    pb::Series {
+        labels: s.labels.iter().map(label_to_pb).collect(),
+        timestamps: s.samples.iter().map(|p| p.t).collect(),
+        values: s.samples.iter().map(|p| p.v).collect(),
+        shard: 0,
+    }
 }
 
 pub fn chunk_to_pb(c: RawChunk) -> pb::Chunk {

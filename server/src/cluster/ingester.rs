@@ -13,6 +13,13 @@
 //! them (persisted chunks and the head's, its open chunk included), not decoded and not
 //! trimmed to the range; the querier decodes them. That is 1 to 2 bytes per sample on
 //! the wire instead of 16, and no decoding on the ingester.
+//!
+//! Holes (`holes.rs`): every read answer carries the `tessera-holes` header naming the
+//! holes of this ingester's shards that overlap the request's range; a shard that is
+//! catching up after a restart refuses its part of a push (the other replicas take
+//! it), and a shard part that storage fails records a hole over its samples. `Repair`
+//! streams one shard's data (all tenants) to a replica that is catching up, reading it
+//! in time slices of [`REPAIR_SLICE_MS`] so memory stays bounded by one slice.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -22,17 +29,22 @@ use std::time::{Duration, Instant};
 use futures::Stream;
 use tessera_model::{Labels, Matcher};
 use tessera_proto::ingester as pb;
-use tessera_storage::{Interrupt, RawChunk, SeriesChunks};
+use tessera_storage::{Interrupt, RawChunk, SeriesChunks, SeriesSamples};
 use tonic::{Request, Response, Status};
 
 use super::convert;
+use super::holes::{self, Hole, HoleBook, ShardHole};
 use super::identity::Identity;
-use crate::shards::{request_controls, PushSeries, ShardId, Shards};
+use crate::shards::{request_controls, PushSeries, ShardError, ShardId, Shards, TENANT_LABEL};
 
 /// Longest a read may run when the caller sent no deadline.
 pub const MAX_READ: Duration = Duration::from_secs(120);
 /// Target size of one streamed answer frame.
 pub const FRAME_BYTES: usize = 1 << 20;
+/// Time slice a `Repair` answer reads at once, ms (bounds the source's memory).
+pub const REPAIR_SLICE_MS: i64 = 15 * 60 * 1000;
+/// Longest one slice read of a `Repair` answer may take.
+const REPAIR_SLICE_TIMEOUT: Duration = Duration::from_secs(60);
 
 type FrameStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
@@ -42,14 +54,39 @@ pub struct IngesterService {
     id: String,
     identity: Identity,
     shards: Arc<Shards>,
+    holes: Arc<HoleBook>,
     /// Target size of one Select frame: [`FRAME_BYTES`], or half the message-size limit
     /// when that is smaller.
     frame_bytes: usize,
 }
 
 impl IngesterService {
+    /// A service whose shards have no holes (see [`IngesterService::with_holes`]).
     pub fn new(id: String, identity: Identity, shards: Arc<Shards>) -> Self {
-        IngesterService { id, identity, shards, frame_bytes: FRAME_BYTES }
+        let holes = Arc::new(HoleBook::none(shards.ids()));
+        IngesterService { id, identity, shards, holes, frame_bytes: FRAME_BYTES }
+    }
+
+    /// Uses `holes` (the ingester's, shared with its repair task).
+    pub fn with_holes(mut self, holes: Arc<HoleBook>) -> Self {
+        self.holes = holes;
+        self
+    }
+
+    /// The `tessera-holes` header for an answer about `[start, end]`, if any hole overlaps.
+    fn holes_header(&self, start: i64, end: i64) -> Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>> {
+        let hs = self.holes.all_overlapping(start, end);
+        if hs.is_empty() {
+            return None;
+        }
+        holes::encode_header(&hs).parse().ok()
+    }
+
+    fn with_holes_header<T>(&self, mut resp: Response<T>, start: i64, end: i64) -> Response<T> {
+        if let Some(v) = self.holes_header(start, end) {
+            resp.metadata_mut().insert(holes::HOLES_HEADER, v);
+        }
+        resp
     }
 
     /// Keeps Select's frames within `max` (`[cluster] grpc_max_message_bytes`).
@@ -223,10 +260,45 @@ impl pb::ingester_server::Ingester for IngesterService {
         // acknowledgement.
         let tenant = req.tenant.as_str();
         let tasks = parts.into_iter().map(|(shard, (series, idx))| async move {
+            if self.holes.refuses_writes(shard) {
+                let e = ShardError::unavailable(format!(
+                    "shard {shard} on ingester {:?} is catching up on writes it missed (repair from its peers) and \
+                     takes no writes until it has",
+                    self.id
+                ));
+                return (convert::outcome_to_pb(shard, Err(e), &idx), None);
+            }
+            let span = series.iter().flat_map(|s| s.samples.iter().map(|p| p.t)).fold(None, |acc, t| match acc {
+                None => Some((t, t)),
+                Some((lo, hi)) => Some((t.min(lo), t.max(hi))),
+            });
             let r = self.shards.push(tenant, series).await;
-            convert::outcome_to_pb(shard, r, &idx)
+            // A part storage failed is a hole here: the other replicas may have it.
+            let hole = match (&r, span) {
+                (Err(_), Some((from, to))) => Some((shard, Hole { from, to })),
+                _ => None,
+            };
+            (convert::outcome_to_pb(shard, r, &idx), hole)
         });
-        let shards = futures::future::join_all(tasks).await;
+        let results = futures::future::join_all(tasks).await;
+        let mut new_holes = false;
+        let mut shards = Vec::with_capacity(results.len());
+        for (outcome, hole) in results {
+            if let Some((shard, h)) = hole {
+                tracing::warn!(shard = shard.0, from = h.from, to = h.to, error = %outcome.error,
+                    "push failed on this shard: recorded a hole for repair");
+                self.holes.add(shard, h);
+                new_holes = true;
+            }
+            shards.push(outcome);
+        }
+        if new_holes {
+            let (book, st) = (Arc::clone(&self.holes), Arc::clone(&self.shards));
+            let saved = tokio::task::spawn_blocking(move || book.save(&st)).await;
+            if let Ok(Err(e)) | Err(e) = saved.map_err(anyhow::Error::new) {
+                tracing::error!(error = %e, "cannot save the repair state file");
+            }
+        }
         Ok(Response::new(pb::PushResponse { shards }))
     }
 
@@ -240,10 +312,16 @@ impl pb::ingester_server::Ingester for IngesterService {
         let ms = storage_matchers(&req.matchers)?;
         // The guard lives in this future: dropped (client gone, deadline) = scans stop.
         let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
+        // Holes are read before the data: a hole cleared during the read is still named.
+        let holes = self.holes_header(start, end);
         let series =
             blocking_read(&self.shards, deadline, move |sh, stop| sh.select_chunks(&tenant, &ms, start, end, stop))
                 .await?;
-        Ok(Response::new(chunk_frames(series, self.frame_bytes)))
+        let mut resp = Response::new(chunk_frames(series, self.frame_bytes));
+        if let Some(v) = holes {
+            resp.metadata_mut().insert(holes::HOLES_HEADER, v);
+        }
+        Ok(resp)
     }
 
     async fn label_names(
@@ -259,7 +337,7 @@ impl pb::ingester_server::Ingester for IngesterService {
         let names =
             blocking_read(&self.shards, deadline, move |sh, stop| sh.label_names(&tenant, &ms, start, end, stop))
                 .await?;
-        Ok(Response::new(pb::LabelNamesResponse { names }))
+        Ok(self.with_holes_header(Response::new(pb::LabelNamesResponse { names }), start, end))
     }
 
     async fn label_values(
@@ -276,7 +354,7 @@ impl pb::ingester_server::Ingester for IngesterService {
             sh.label_values(&tenant, &name, &ms, start, end, stop)
         })
         .await?;
-        Ok(Response::new(pb::LabelValuesResponse { values }))
+        Ok(self.with_holes_header(Response::new(pb::LabelValuesResponse { values }), start, end))
     }
 
     type SeriesStream = FrameStream<pb::SeriesResponse>;
@@ -291,9 +369,10 @@ impl pb::ingester_server::Ingester for IngesterService {
         let sets =
             blocking_read(&self.shards, deadline, move |sh, stop| sh.series(&tenant, &ms, start, end, stop)).await?;
         let size: fn(&Labels) -> usize = |l| convert::wire_size(l.as_slice(), 0);
-        Ok(Response::new(frames(sets, self.frame_bytes, size, |batch| pb::SeriesResponse {
+        let resp = Response::new(frames(sets, self.frame_bytes, size, |batch| pb::SeriesResponse {
             series: batch.iter().map(|l| convert::label_set_to_pb(l.as_slice())).collect(),
-        })))
+        }));
+        Ok(self.with_holes_header(resp, start, end))
     }
 
     async fn status(&self, request: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
@@ -310,6 +389,100 @@ impl pb::ingester_server::Ingester for IngesterService {
             shards: self.shards.ids().map(|s| s.0).collect(),
             series,
         }))
+    }
+
+    type RepairStream = FrameStream<pb::RepairResponse>;
+
+    async fn repair(&self, request: Request<pb::RepairRequest>) -> Result<Response<Self::RepairStream>, Status> {
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        let shard = ShardId(req.shard);
+        if !self.shards.ids().any(|id| id == shard) {
+            return Err(Status::failed_precondition(format!("shard {shard} is not placed on ingester {:?}", self.id)));
+        }
+        if req.start_ms > req.end_ms {
+            return Err(Status::invalid_argument(format!(
+                "repair range starts at {} ms, after its end {} ms",
+                req.start_ms, req.end_ms
+            )));
+        }
+        tracing::info!(shard = shard.0, requester = %req.requester, from = req.start_ms, to = req.end_ms,
+            "serving a repair fetch");
+        let holes: Vec<ShardHole> = self
+            .holes
+            .overlapping(shard, req.start_ms, req.end_ms)
+            .into_iter()
+            .map(|hole| ShardHole { shard: shard.0, hole })
+            .collect();
+        // Bounded: the reader waits while two frames are unsent.
+        let (tx, rx) = tokio::sync::mpsc::channel(2);
+        let shards = Arc::clone(&self.shards);
+        let (start, end) = (req.start_ms, req.end_ms);
+        tokio::task::spawn_blocking(move || repair_slices(&shards, shard, start, end, &tx));
+        let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        let mut resp = Response::new(Box::pin(stream) as Self::RepairStream);
+        if !holes.is_empty() {
+            if let Ok(v) = holes::encode_header(&holes).parse() {
+                resp.metadata_mut().insert(holes::HOLES_HEADER, v);
+            }
+        }
+        Ok(resp)
+    }
+}
+
+/// Reads shard `shard`'s data in `[start, end]` slice by slice (from its oldest day,
+/// up to its newest sample as it grows meanwhile) and sends it as frames on `tx`.
+/// Blocking; stops when the receiver is gone (the caller cancelled).
+fn repair_slices(
+    shards: &Shards,
+    shard: ShardId,
+    start: i64,
+    end: i64,
+    tx: &tokio::sync::mpsc::Sender<Result<pb::RepairResponse, Status>>,
+) {
+    let Some((oldest, _)) = shards.time_bounds(shard) else { return };
+    let mut lo = start.max(oldest);
+    loop {
+        // Re-read each time: writes arriving during the stream extend it.
+        let newest = shards.time_bounds(shard).map_or(i64::MIN, |(_, n)| n);
+        let hi_limit = end.min(newest);
+        if lo > hi_limit {
+            return;
+        }
+        let hi = lo.saturating_add(REPAIR_SLICE_MS - 1).min(hi_limit);
+        let (ctl, _cancel) = request_controls(Instant::now() + REPAIR_SLICE_TIMEOUT);
+        let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
+        let series = match shards.select_shard(shard, lo, hi, &stop) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(convert::status_from_shard_error(e)));
+                return;
+            }
+        };
+        let (mut frame, mut bytes) = (Vec::new(), 0);
+        for s in series {
+            if tx.is_closed() {
+                return;
+            }
+            let tenant = s.labels.get(TENANT_LABEL).unwrap_or_default().to_owned();
+            let labels = crate::shards::strip_tenant(s.labels);
+            bytes += convert::wire_size(labels.as_slice(), s.samples.len());
+            let series = convert::series_to_pb(SeriesSamples { labels, samples: s.samples });
+            frame.push(pb::RepairSeries { tenant, series: Some(pb::Series { shard: shard.0, ..series }) });
+            if bytes >= FRAME_BYTES {
+                bytes = 0;
+                if tx.blocking_send(Ok(pb::RepairResponse { series: std::mem::take(&mut frame) })).is_err() {
+                    return;
+                }
+            }
+        }
+        if !frame.is_empty() && tx.blocking_send(Ok(pb::RepairResponse { series: frame })).is_err() {
+            return;
+        }
+        if hi == i64::MAX {
+            return;
+        }
+        lo = hi + 1;
     }
 }
 

@@ -9,6 +9,8 @@
 //! | `identity.rs` | the identity every internal request carries; its data-dir record |
 //! | `convert.rs` | every conversion between the wire types and ours; error ↔ gRPC code |
 //! | `ingester.rs` | the gRPC service over an ingester's local shards |
+//! | `holes.rs` | what each shard of an ingester may be missing (holes), persisted |
+//! | `repair.rs` | an ingester fetching what it missed from the other replicas |
 //! | `peers.rs` | a front end's clients and health checks of the ingesters |
 //! | `metrics.rs` | a front end's `tessera_cluster_*` metrics of its gRPC calls |
 //! | `writer.rs` | the distributor's writer: every replica, W acknowledgements per shard |
@@ -20,12 +22,14 @@
 
 pub mod config;
 pub mod convert;
+pub mod holes;
 pub mod identity;
 pub mod ingester;
 pub mod metrics;
 pub mod peers;
 pub mod placement;
 pub mod querier;
+pub mod repair;
 pub mod roles;
 pub mod writer;
 

@@ -25,10 +25,16 @@
 //! `tessera_cluster_shard_coverage_failures_total`, and every call in the
 //! `tessera_cluster_grpc_*` metrics (`metrics.rs`).
 //!
-//! What this does not do yet: no hole tracking and no repair. A replica that missed
-//! writes keeps its gap forever; the quorum read hides it as long as R replicas of the
-//! shard answer, and a query that can only reach the gap-holding replica fails (or,
-//! with `partial_response`, warns) instead of answering with a silent hole.
+//! **Holes.** An ingester knows the time ranges each of its shards may be missing (it
+//! was down, restarted, or a push failed; `holes.rs`) and names those that overlap a
+//! request's range in the answer's `tessera-holes` header. A replica counts towards a
+//! shard's R only if it answered *and* names no hole of that shard overlapping the
+//! query's `[start, end]` ([`complete_replicas`]); its data is still merged (it may
+//! hold samples the others lack). So a replica that came back after missing writes
+//! never completes a read of the range it missed, even when it is the only one left:
+//! the read waits for others, or fails (or warns, with `partial_response`) naming the
+//! hole. Once repair (`repair.rs`) has filled the hole from the other replicas, the
+//! replica counts again.
 //!
 //! The trait is synchronous (the engine evaluates on its own thread, the index API on
 //! the blocking pool); the fan-out runs on the runtime the view was made on, via
@@ -49,6 +55,7 @@ use tessera_query::{ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, 
 use tonic::Status;
 
 use super::convert;
+use super::holes::{self, ShardHole};
 use super::metrics::Shortfall;
 use super::peers::Peers;
 
@@ -72,6 +79,39 @@ struct FanOut<T> {
     answers: Vec<Option<T>>,
     /// Per ingester: why it did not answer.
     errors: Vec<Option<String>>,
+    /// Per ingester: the holes its answer named.
+    holes: Vec<Vec<ShardHole>>,
+}
+
+/// How many of a shard's `replicas` (indexes into the per-ingester vectors) count
+/// towards its read quorum for a read of `[start, end]`: those that answered and named
+/// no hole of `shard` overlapping the range.
+pub fn complete_replicas(
+    replicas: &[usize],
+    answered: &[bool],
+    holes: &[Vec<ShardHole>],
+    shard: u32,
+    (start, end): (i64, i64),
+) -> usize {
+    replicas
+        .iter()
+        .filter(|&&i| answered[i] && !holes[i].iter().any(|h| h.shard == shard && h.hole.overlaps(start, end)))
+        .count()
+}
+
+/// The holes an ingester's answer names (its `tessera-holes` header); a header that
+/// cannot be read counts as a hole over every shard it holds, so it never completes a
+/// read it might not.
+fn holes_of<M>(resp: &tonic::Response<M>, ingester: usize, peers: &Peers) -> Vec<ShardHole> {
+    let Some(v) = resp.metadata().get(holes::HOLES_HEADER) else { return Vec::new() };
+    match v.to_str().map_err(|e| e.to_string()).and_then(holes::parse_header) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!(ingester = %peers.peers[ingester].id, error = %e, "unreadable holes header");
+            let all = holes::Hole { from: i64::MIN, to: i64::MAX };
+            peers.placement.shards_of(ingester).into_iter().map(|shard| ShardHole { shard, hole: all }).collect()
+        }
+    }
 }
 
 impl ClusterQueryable {
@@ -82,16 +122,18 @@ impl ClusterQueryable {
     /// Calls `call` on every ingester in parallel until every shard has R answers (or
     /// every call ended), under the request's deadline and cancel flag; then checks the
     /// shards' coverage (error, or warnings when partial).
+    /// `range` is the read's `[start, end]` (ms), for the hole rule.
     fn fan_out<T, F, Fut>(
         &self,
         ctl: &QueryOptions,
         method: &'static str,
+        range: (i64, i64),
         call: F,
     ) -> Result<(FanOut<T>, Vec<String>), QueryError>
     where
         T: Send + 'static,
         F: Fn(usize, Duration) -> Fut,
-        Fut: Future<Output = Result<T, Status>> + Send + 'static,
+        Fut: Future<Output = Result<(T, Vec<ShardHole>), Status>> + Send + 'static,
     {
         let peers = &self.peers;
         let deadline = ctl.deadline.unwrap_or_else(|| Instant::now() + DEFAULT_READ_TIMEOUT);
@@ -101,7 +143,8 @@ impl ClusterQueryable {
         }
         let n = peers.peers.len();
         let r = peers.read_quorum();
-        let mut out = FanOut { answers: (0..n).map(|_| None).collect(), errors: vec![None; n] };
+        let mut out =
+            FanOut { answers: (0..n).map(|_| None).collect(), errors: vec![None; n], holes: vec![Vec::new(); n] };
         let calls: FuturesUnordered<_> = (0..n)
             .map(|i| {
                 let fut = call(i, timeout);
@@ -118,8 +161,14 @@ impl ClusterQueryable {
             })
             .collect();
         let cancel = ctl.cancel.clone();
-        let covered = |answers: &Vec<Option<T>>| {
-            peers.placement.replicas.iter().all(|reps| reps.iter().filter(|&&i| answers[i].is_some()).count() >= r)
+        let covered = |out: &FanOut<T>| {
+            let answered: Vec<bool> = out.answers.iter().map(Option::is_some).collect();
+            peers
+                .placement
+                .replicas
+                .iter()
+                .enumerate()
+                .all(|(s, reps)| complete_replicas(reps, &answered, &out.holes, s as u32, range) >= r)
         };
         let outcome: Result<(), QueryError> = self.runtime.block_on(async {
             let mut calls = calls;
@@ -129,7 +178,10 @@ impl ClusterQueryable {
                     next = calls.next() => {
                         let Some((i, res)) = next else { return Ok(()) };
                         match res {
-                            Ok(v) => out.answers[i] = Some(v),
+                            Ok((v, holes)) => {
+                                out.answers[i] = Some(v);
+                                out.holes[i] = holes;
+                            }
                             Err(status) => {
                                 if status.code() == tonic::Code::InvalidArgument {
                                     return Err(convert::query_error_from_status(&peers.peers[i].id, &status));
@@ -137,7 +189,7 @@ impl ClusterQueryable {
                                 out.errors[i] = Some(convert::status_text(&status));
                             }
                         }
-                        if covered(&out.answers) {
+                        if covered(&out) {
                             // Replicas beyond the quorum are not waited for; dropping
                             // their calls cancels them on the ingesters.
                             return Ok(());
@@ -155,18 +207,19 @@ impl ClusterQueryable {
             }
         });
         outcome?;
-        let warnings = self.coverage(&out)?;
+        let warnings = self.coverage(&out, range)?;
         Ok((out, warnings))
     }
 
     /// Shards with fewer than R answering replicas: an error naming them, or (partial)
     /// one warning naming them.
-    fn coverage<T>(&self, out: &FanOut<T>) -> Result<Vec<String>, QueryError> {
+    fn coverage<T>(&self, out: &FanOut<T>, range: (i64, i64)) -> Result<Vec<String>, QueryError> {
         let peers = &self.peers;
         let r = peers.read_quorum();
+        let answered: Vec<bool> = out.answers.iter().map(Option::is_some).collect();
         let mut short = Vec::new();
         for (s, reps) in peers.placement.replicas.iter().enumerate() {
-            let ok = reps.iter().filter(|&&i| out.answers[i].is_some()).count();
+            let ok = complete_replicas(reps, &answered, &out.holes, s as u32, range);
             if ok < r {
                 short.push((s, ok));
             }
@@ -179,6 +232,20 @@ impl ClusterQueryable {
         for (i, e) in out.errors.iter().enumerate() {
             if let Some(e) = e {
                 why.push(format!("{}: {e}", peers.peers[i].id));
+            }
+        }
+        for (i, hs) in out.holes.iter().enumerate() {
+            let short_holes: Vec<String> = hs
+                .iter()
+                .filter(|h| short.iter().any(|&(s, _)| s as u32 == h.shard) && h.hole.overlaps(range.0, range.1))
+                .map(|h| format!("shard {} in {}", h.shard, h.hole))
+                .collect();
+            if !short_holes.is_empty() {
+                why.push(format!(
+                    "{} may be missing writes (repairing from its peers): {}",
+                    peers.peers[i].id,
+                    short_holes.join(", ")
+                ));
             }
         }
         let detail = format!(
@@ -271,9 +338,10 @@ impl Queryable for ClusterQueryable {
     ) -> Result<SelectResult, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, "Select", |i, timeout| {
+        let peers = Arc::clone(&self.peers);
+        let (out, warnings) = self.fan_out(ctl, "Select", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
-            let peers = Arc::clone(&self.peers);
+            let peers = Arc::clone(&peers);
             let req = pb::SelectRequest {
                 cluster: Some(cluster.clone()),
                 tenant: self.tenant.clone(),
@@ -282,14 +350,16 @@ impl Queryable for ClusterQueryable {
                 end_ms: end,
             };
             async move {
-                let mut stream = client.select(with_timeout(req, timeout)).await?.into_inner();
+                let resp = client.select(with_timeout(req, timeout)).await?;
+                let holes = holes_of(&resp, i, &peers);
+                let mut stream = resp.into_inner();
                 let mut series = Vec::new();
                 while let Some(frame) = stream.message().await? {
                     let bytes = prost::Message::encoded_len(&frame) as u64;
                     peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Select"], bytes);
                     series.extend(frame.series);
                 }
-                Ok(series)
+                Ok((series, holes))
             }
         })?;
         let data = self.merge_chunked(out.answers, start, end)?;
@@ -304,9 +374,10 @@ impl Queryable for ClusterQueryable {
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, "Series", |i, timeout| {
+        let peers = Arc::clone(&self.peers);
+        let (out, warnings) = self.fan_out(ctl, "Series", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
-            let peers = Arc::clone(&self.peers);
+            let peers = Arc::clone(&peers);
             let req = pb::SeriesRequest {
                 cluster: Some(cluster.clone()),
                 tenant: self.tenant.clone(),
@@ -315,14 +386,16 @@ impl Queryable for ClusterQueryable {
                 end_ms: end,
             };
             async move {
-                let mut stream = client.series(with_timeout(req, timeout)).await?.into_inner();
+                let resp = client.series(with_timeout(req, timeout)).await?;
+                let holes = holes_of(&resp, i, &peers);
+                let mut stream = resp.into_inner();
                 let mut sets = Vec::new();
                 while let Some(frame) = stream.message().await? {
                     let bytes = prost::Message::encoded_len(&frame) as u64;
                     peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Series"], bytes);
                     sets.extend(frame.series);
                 }
-                Ok(sets)
+                Ok((sets, holes))
             }
         })?;
         let mut all: Vec<Labels> =
@@ -340,8 +413,10 @@ impl Queryable for ClusterQueryable {
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, "LabelNames", |i, timeout| {
+        let peers = Arc::clone(&self.peers);
+        let (out, warnings) = self.fan_out(ctl, "LabelNames", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
+            let peers = Arc::clone(&peers);
             let req = pb::LabelNamesRequest {
                 cluster: Some(cluster.clone()),
                 tenant: self.tenant.clone(),
@@ -349,7 +424,11 @@ impl Queryable for ClusterQueryable {
                 start_ms: start,
                 end_ms: end,
             };
-            async move { Ok(client.label_names(with_timeout(req, timeout)).await?.into_inner().names) }
+            async move {
+                let resp = client.label_names(with_timeout(req, timeout)).await?;
+                let holes = holes_of(&resp, i, &peers);
+                Ok((resp.into_inner().names, holes))
+            }
         })?;
         let mut all: Vec<String> = out.answers.into_iter().flatten().flatten().collect();
         all.sort();
@@ -366,8 +445,10 @@ impl Queryable for ClusterQueryable {
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
-        let (out, warnings) = self.fan_out(ctl, "LabelValues", |i, timeout| {
+        let peers = Arc::clone(&self.peers);
+        let (out, warnings) = self.fan_out(ctl, "LabelValues", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
+            let peers = Arc::clone(&peers);
             let req = pb::LabelValuesRequest {
                 cluster: Some(cluster.clone()),
                 tenant: self.tenant.clone(),
@@ -376,7 +457,11 @@ impl Queryable for ClusterQueryable {
                 start_ms: start,
                 end_ms: end,
             };
-            async move { Ok(client.label_values(with_timeout(req, timeout)).await?.into_inner().values) }
+            async move {
+                let resp = client.label_values(with_timeout(req, timeout)).await?;
+                let holes = holes_of(&resp, i, &peers);
+                Ok((resp.into_inner().values, holes))
+            }
         })?;
         let mut all: Vec<String> = out.answers.into_iter().flatten().flatten().collect();
         all.sort();

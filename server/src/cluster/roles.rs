@@ -34,10 +34,12 @@ use tessera_query::{Queryable, SelectHints};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
+use super::holes::HoleBook;
 use super::identity::{self, Identity};
 use super::ingester::IngesterService;
 use super::peers::{identity_json, Peers};
 use super::querier::ClusterQueryable;
+use super::repair;
 use super::writer::ClusterWriter;
 use crate::config::Config;
 use crate::distributor::ShardWriter;
@@ -362,21 +364,38 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     let state: AppState = Arc::new(ServerState::new(config));
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_watch(shutdown.clone()));
-    let mut data = String::new();
-    let mut o = ObjectWriter::new(&mut data);
-    o.str("role", "ingester")
-        .str("id", &opts.id)
-        .raw("cluster", |out| identity_json(out, &identity))
-        .raw("shards", |out| {
-            let ids: Vec<String> = owned.iter().map(|s| s.0.to_string()).collect();
-            out.push('[');
-            out.push_str(&ids.join(","));
-            out.push(']');
-        })
-        .str("grpc_listen", &grpc_bound.to_string());
-    o.finish();
-    let status = Router::new()
-        .route("/api/v1/status/cluster", get(move || async move { ApiSuccess::data(data).into_response() }));
+    // The repair state exists once the WAL replay is done; `null` until then.
+    let book_cell: Arc<std::sync::OnceLock<Arc<HoleBook>>> = Arc::new(std::sync::OnceLock::new());
+    let status_data = {
+        let (id, identity, owned, cell) = (opts.id.clone(), identity.clone(), owned.clone(), Arc::clone(&book_cell));
+        move || {
+            let mut data = String::new();
+            let mut o = ObjectWriter::new(&mut data);
+            o.str("role", "ingester")
+                .str("id", &id)
+                .raw("cluster", |out| identity_json(out, &identity))
+                .raw("shards", |out| {
+                    let ids: Vec<String> = owned.iter().map(|s| s.0.to_string()).collect();
+                    out.push('[');
+                    out.push_str(&ids.join(","));
+                    out.push(']');
+                })
+                .str("grpc_listen", &grpc_bound.to_string())
+                .raw("repair", |out| match cell.get() {
+                    Some(book) => book.status_json(out),
+                    None => out.push_str("null"),
+                });
+            o.finish();
+            data
+        }
+    };
+    let status = Router::new().route(
+        "/api/v1/status/cluster",
+        get(move || {
+            let data = status_data();
+            async move { ApiSuccess::data(data).into_response() }
+        }),
+    );
     let app = http::router(Arc::clone(&state), None).merge(status);
     let serve = http::connections::serve(
         listener,
@@ -406,9 +425,28 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     };
     tracing::info!(elapsed_ms = started.elapsed().as_millis() as u64, "WAL replay complete");
 
+    // Holes: what each shard may have missed while this ingester was down (holes.rs).
+    let (dir, ids, sh) = (state.config.data_dir.clone(), owned.clone(), Arc::clone(&shards));
+    let window = state.config.storage.out_of_order_window_ms;
+    let refuse = cluster.repair_block_writes_ms > 0;
+    let book = tokio::task::spawn_blocking(move || HoleBook::open(&dir, &ids, &sh, window, refuse))
+        .await
+        .context("repair state task")?
+        .context("reading the repair state")?;
+    let book = Arc::new(book);
+    for (shard, _) in book.pending() {
+        let hs: Vec<String> = book.holes(shard).iter().map(ToString::to_string).collect();
+        tracing::info!(shard = shard.0, holes = %hs.join(", "), "shard may be missing writes: repairing from its peers");
+    }
+    let _ = book_cell.set(Arc::clone(&book));
+    let metrics_book = Arc::clone(&book);
+    let _ = state.metrics.extra.set(Box::new(move |out: &mut String| metrics_book.render_metrics(out)));
+
     let max = state.config.cluster.grpc_max_message_bytes;
     let service = pb_server(
-        IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards)).with_max_message_bytes(max),
+        IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards))
+            .with_holes(Arc::clone(&book))
+            .with_max_message_bytes(max),
         max,
     );
     let grpc_stop = shutdown.clone();
@@ -423,6 +461,16 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     // Serving gRPC now (the listener was bound before the replay): ready.
     state.set_shards(Arc::clone(&shards));
     tracing::info!("ready: serving gRPC and HTTP");
+    let repairer = repair::Repairer {
+        me,
+        peers: Arc::new(Peers::new(&cluster)?),
+        shards: Arc::clone(&shards),
+        book: Arc::clone(&book),
+        window_ms: window,
+        block_writes: Duration::from_millis(cluster.repair_block_writes_ms),
+        grace: Duration::from_millis(cluster.push_timeout_ms),
+    };
+    tokio::spawn(repair::run(repairer, shutdown.clone()));
 
     shutdown.cancelled().await;
     state.shutting_down.store(true, Ordering::Relaxed);
@@ -434,10 +482,17 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
         _ => {}
     }
     tracing::info!("flushing shards");
-    tokio::task::spawn_blocking(move || shards.flush_all())
-        .await
-        .context("flush task")?
-        .context("flushing shards on shutdown")?;
+    let (flushed, saved) = tokio::task::spawn_blocking(move || {
+        let flushed = shards.flush_all();
+        // Records each shard's newest sample: the next start's hole begins there.
+        (flushed, book.save(&shards))
+    })
+    .await
+    .context("flush task")?;
+    if let Err(e) = saved {
+        tracing::error!(error = %e, "cannot save the repair state file");
+    }
+    flushed.context("flushing shards on shutdown")?;
     tracing::info!("shutdown complete");
     Ok(())
 }

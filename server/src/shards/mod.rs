@@ -429,6 +429,28 @@ impl Shards {
         Ok(out)
     }
 
+    /// Shard `id`'s time bounds (see `Engine::time_bounds`); `None` when it is empty or
+    /// not served here. Takes the head lock only.
+    pub fn time_bounds(&self, id: ShardId) -> Option<(i64, i64)> {
+        self.engines.get(&id)?.time_bounds()
+    }
+
+    /// Shard `id`'s newest sample written or replayed in this process, if any.
+    pub fn head_max_t(&self, id: ShardId) -> Option<i64> {
+        self.engines.get(&id)?.head_max_t()
+    }
+
+    /// Every series of shard `id`, of every tenant, with its samples in `[mint, maxt]`;
+    /// labels keep `__tenant__` (the repair stream between the replicas of a shard
+    /// carries all tenants). Blocking; holds one read slot; stops when `stop` fires.
+    pub fn select_shard(&self, id: ShardId, mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSamples>> {
+        let engine = self.engine(id)?;
+        let all = Matcher::new(TENANT_LABEL, tessera_model::MatchOp::Regex, ".+")
+            .map_err(|e| ShardError::internal(format!("tenant matcher: {e}")))?;
+        let _slot = self.read_slots.acquire(stop)?;
+        engine.select_until(&[all], mint, maxt, stop).map_err(|e| read_error(id, &e))
+    }
+
     /// Flushes every shard (head chunks to RocksDB). Blocking: call from a blocking
     /// thread (shutdown does).
     pub fn flush_all(&self) -> std::result::Result<(), tessera_storage::Error> {

@@ -159,3 +159,80 @@ async fn a_read_whose_grpc_timeout_has_passed_answers_deadline_exceeded() {
     let err = svc.label_names(req).await.expect_err("deadline passed");
     assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
 }
+
+#[tokio::test]
+async fn a_restarted_ingester_refuses_writes_names_its_holes_and_streams_a_shard_to_a_repairing_peer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = cluster();
+    let id = Identity::of(&cfg);
+    let me = Some(convert::identity_to_pb(&id));
+    let all: Vec<ShardId> = (0..4).map(ShardId).collect();
+    let open =
+        || Arc::new(Shards::open_ids(dir.path(), 4, &all, &EngineConfig::default(), 2, &|_, _| {}).expect("open"));
+    let push =
+        |series: Vec<pb::Series>| Request::new(pb::PushRequest { cluster: me.clone(), tenant: "t".into(), series });
+
+    // First start: no holes; a write and a select answer without the header.
+    let shards = open();
+    let book = Arc::new(HoleBook::open(dir.path(), &all, &shards, 600_000, true).expect("book"));
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::clone(&shards)).with_holes(book);
+    let resp = svc.push(push(vec![series("a", 4)])).await.expect("push").into_inner();
+    assert!(resp.shards.iter().all(|o| o.error.is_empty() && o.accepted == 2));
+    let sel = |start_ms, end_ms| pb::SelectRequest {
+        cluster: me.clone(),
+        tenant: "t".into(),
+        matchers: vec![],
+        start_ms,
+        end_ms,
+    };
+    let answer = svc.select(Request::new(sel(0, 10_000))).await.expect("select");
+    assert!(answer.metadata().get(holes::HOLES_HEADER).is_none());
+    drop((svc, answer));
+    drop(shards);
+
+    // Restart: shard of "a" has a hole from its newest sample (2000) minus the window,
+    // refuses writes, and names the hole to reads that overlap it only.
+    let shards = open();
+    let book = Arc::new(HoleBook::open(dir.path(), &all, &shards, 600_000, true).expect("book"));
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::clone(&shards)).with_holes(Arc::clone(&book));
+    let resp = svc.push(push(vec![series("b", 4)])).await.expect("push").into_inner();
+    assert!(resp.shards.iter().all(|o| o.error.contains("catching up") && o.accepted == 0), "{resp:?}");
+    let answer = svc.select(Request::new(sel(0, 10_000))).await.expect("select");
+    let header = answer.metadata().get(holes::HOLES_HEADER).expect("holes header").to_str().expect("ascii");
+    let named = holes::parse_header(header).expect("parse");
+    let a_shard = series("a", 4).shard;
+    assert!(
+        named.contains(&ShardHole { shard: a_shard, hole: Hole { from: 2000 - 600_000, to: i64::MAX } }),
+        "{named:?}"
+    );
+
+    // The Repair stream of that shard carries its series with the tenant.
+    let req = pb::RepairRequest {
+        cluster: me.clone(),
+        shard: a_shard,
+        start_ms: 0,
+        end_ms: i64::MAX,
+        requester: "i1".into(),
+    };
+    let mut stream = svc.repair(Request::new(req)).await.expect("repair").into_inner();
+    let mut got = Vec::new();
+    while let Some(frame) = futures::StreamExt::next(&mut stream).await {
+        for s in frame.expect("frame").series {
+            let series = s.series.expect("series");
+            got.push((s.tenant, series.labels[0].value.clone(), series.timestamps));
+        }
+    }
+    assert_eq!(got, vec![("t".to_string(), "a".to_string(), vec![1000, 2000])]);
+    let bad = pb::RepairRequest { cluster: me.clone(), shard: a_shard, start_ms: 5, end_ms: 4, requester: "i1".into() };
+    assert_eq!(svc.repair(Request::new(bad)).await.err().map(|e| e.code()), Some(tonic::Code::InvalidArgument));
+
+    // Once repaired, writes are taken and reads name no hole.
+    for id in &all {
+        book.accept_writes(*id);
+        book.clear(*id, &book.holes(*id));
+    }
+    let resp = svc.push(push(vec![series("b", 4)])).await.expect("push").into_inner();
+    assert!(resp.shards.iter().all(|o| o.error.is_empty()), "{resp:?}");
+    let answer = svc.select(Request::new(sel(0, 10_000))).await.expect("select");
+    assert!(answer.metadata().get(holes::HOLES_HEADER).is_none());
+}
