@@ -11,8 +11,9 @@
 //!
 //! Select answers raw chunks: each series' stored Gorilla XOR chunks as storage holds
 //! them (persisted chunks and the head's, its open chunk included), not decoded and not
-//! trimmed to the range; the querier decodes them. That is 1 to 2 bytes per sample on
-//! the wire instead of 16, and no decoding on the ingester.
+//! trimmed to the range; the querier decodes them. Measured: about 3.5 bytes per
+//! sample, labels included, instead of 14.5 for decoded samples (ARCHITECTURE.md), and
+//! no decoding on the ingester.
 //!
 //! Holes (`holes.rs`): every read answer carries the `tessera-holes` header naming the
 //! holes of this ingester's shards that overlap the request's range; a shard that is
