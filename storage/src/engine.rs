@@ -197,7 +197,7 @@ impl Engine {
     /// postings, an upper bound. `None` for an empty shard.
     pub fn time_bounds(&self) -> Option<(i64, i64)> {
         let head = self.head.lock();
-        let (lo, hi) = (*head.days.first()?, *head.days.last()?);
+        let (&lo, &hi) = (head.days.first()?, head.days.last()?);
         let oldest = i64::from(lo).saturating_mul(keys::MS_PER_DAY);
         let newest =
             if head.max_t == i64::MIN { (i64::from(hi) + 1).saturating_mul(keys::MS_PER_DAY) - 1 } else { head.max_t };
