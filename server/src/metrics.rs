@@ -26,7 +26,7 @@ pub struct CounterVec {
 }
 
 impl CounterVec {
-    const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
+    pub const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
         CounterVec { name, help, label_names, values: Mutex::new(BTreeMap::new()) }
     }
 
@@ -41,8 +41,40 @@ impl CounterVec {
         self.values.lock().get(&key).copied().unwrap_or(0)
     }
 
-    fn render(&self, out: &mut String) {
+    pub fn render(&self, out: &mut String) {
         header(out, self.name, self.help, "counter");
+        for (k, v) in self.values.lock().iter() {
+            let _ = writeln!(out, "{}{} {v}", self.name, label_str(self.label_names, k, None));
+        }
+    }
+}
+
+/// A gauge family with labels (values go up and down).
+pub struct GaugeVec {
+    name: &'static str,
+    help: &'static str,
+    label_names: &'static [&'static str],
+    values: Mutex<BTreeMap<Vec<String>, i64>>,
+}
+
+impl GaugeVec {
+    pub const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
+        GaugeVec { name, help, label_names, values: Mutex::new(BTreeMap::new()) }
+    }
+
+    pub fn add(&self, labels: &[&str], d: i64) {
+        debug_assert_eq!(labels.len(), self.label_names.len());
+        let key: Vec<String> = labels.iter().map(|s| (*s).to_owned()).collect();
+        *self.values.lock().entry(key).or_insert(0) += d;
+    }
+
+    pub fn get(&self, labels: &[&str]) -> i64 {
+        let key: Vec<String> = labels.iter().map(|s| (*s).to_owned()).collect();
+        self.values.lock().get(&key).copied().unwrap_or(0)
+    }
+
+    pub fn render(&self, out: &mut String) {
+        header(out, self.name, self.help, "gauge");
         for (k, v) in self.values.lock().iter() {
             let _ = writeln!(out, "{}{} {v}", self.name, label_str(self.label_names, k, None));
         }
@@ -65,7 +97,7 @@ pub struct HistogramVec {
 }
 
 impl HistogramVec {
-    const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
+    pub const fn new(name: &'static str, help: &'static str, label_names: &'static [&'static str]) -> Self {
         HistogramVec { name, help, label_names, values: Mutex::new(BTreeMap::new()) }
     }
 
@@ -80,7 +112,7 @@ impl HistogramVec {
         h.count += 1;
     }
 
-    fn render(&self, out: &mut String) {
+    pub fn render(&self, out: &mut String) {
         header(out, self.name, self.help, "histogram");
         for (k, h) in self.values.lock().iter() {
             let mut cum = 0;

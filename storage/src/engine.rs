@@ -42,7 +42,7 @@ use crate::keys;
 use crate::labels_codec;
 use crate::persist::{self, Batch};
 use crate::read;
-use crate::types::{AppendReport, DamagedFile, RejectReason, SeriesAppend, SeriesSamples, Stats};
+use crate::types::{AppendReport, DamagedFile, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats};
 use crate::wal::{self, record, Damage, TornTail, Wal};
 use tessera_model::{Labels, Matcher, Sample};
 
@@ -558,13 +558,44 @@ impl Engine {
         if mint > maxt {
             return Ok(Vec::new());
         }
+        let snaps = self.snapshots(matchers, mint, maxt, stop)?;
+        read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg), stop)
+    }
+
+    /// The stored chunks of every matching series that overlap `[mint, maxt]`, as
+    /// encoded, for a reader that decodes them elsewhere (the cluster's Select): not
+    /// decoded and not trimmed, so a chunk may hold samples outside the range. Per series
+    /// the chunks are in read order (see [`ChunkSamples`]: decoding them with it over
+    /// `[min_time, maxt]` gives exactly what `select` answers), series sorted by labels.
+    /// `min_time` is `mint` raised to the retention watermark. Stops with
+    /// `Error::Interrupted` when `stop` fires.
+    ///
+    /// [`ChunkSamples`]: crate::ChunkSamples
+    pub fn select_chunks_until(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<SeriesChunks>> {
+        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+        if mint > maxt {
+            return Ok(Vec::new());
+        }
+        let snaps = self.snapshots(matchers, mint, maxt, stop)?;
+        read::select_chunks(&self.db, snaps, mint, chunk_lookback(&self.cfg), stop)
+    }
+
+    /// The matching series' head chunks in `[mint, maxt]` (copied under the head lock),
+    /// and the labels of the matching series that are not in the head.
+    fn snapshots(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<read::SeriesSnap>> {
         let ids = self.lookup(matchers, mint, maxt, stop)?;
         let (mut snaps, not_in_head) = {
             let head = self.head.lock();
             read::snapshot(&head, &ids, mint, maxt)
         };
-        snaps.extend(read::stored_snaps(&self.db, &not_in_head, stop)?);
-        read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg), stop)
+        snaps.extend(read::stored_snaps(&self.db, &not_in_head, maxt, stop)?);
+        Ok(snaps)
     }
 
     /// The index over the days of `[mint, maxt]` that hold data, or `None` when there are
@@ -605,7 +636,7 @@ impl Engine {
                 }
             }
         }
-        for snap in read::stored_snaps(&self.db, &not_in_head, stop)? {
+        for snap in read::stored_snaps(&self.db, &not_in_head, maxt, stop)? {
             out.push(labels_codec::decode_label_set(snap.labels())?);
         }
         Ok(out)

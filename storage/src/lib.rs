@@ -13,6 +13,8 @@
 //!   `Err`; `Err` means the storage itself failed (the sender should retry).
 //! - `Engine::select(&self, &[Matcher], mint, maxt) -> Result<Vec<SeriesSamples>>`:
 //!   samples with `mint <= t <= maxt`, in time order, one entry per series, labels sorted.
+//! - `Engine::select_chunks_until`: the same series' chunks as stored (not decoded);
+//!   [`ChunkSamples`] turns them into exactly what `select` answers.
 //!
 //! Labels, samples and matchers are `tessera_model`'s (shared with the query engine):
 //! `SeriesAppend` takes `&[Label]` sorted by name with unique names (refused otherwise),
@@ -45,8 +47,9 @@ pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
+pub use read::ChunkSamples;
 pub use types::{
-    AppendReport, DamagedFile, FsyncStats, RejectReason, Rejection, SeriesAppend, SeriesSamples, Stats,
-    FSYNC_BUCKETS_SECONDS,
+    AppendReport, DamagedFile, FsyncStats, RawChunk, RejectReason, Rejection, SeriesAppend, SeriesChunks,
+    SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};

@@ -1,5 +1,7 @@
 //! `select`: merges head chunks with persisted chunks, decoding only chunks that
-//! overlap the query range, and de-duplicates overlapping samples.
+//! overlap the query range, and de-duplicates overlapping samples. `select_chunks`:
+//! the same chunks as stored, not decoded, for a reader elsewhere (a cluster querier)
+//! that decodes them with [`ChunkSamples`] under the same rules.
 
 use roaring::RoaringBitmap;
 use rocksdb::DB;
@@ -11,7 +13,7 @@ use crate::head::Head;
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
-use crate::types::SeriesSamples;
+use crate::types::{RawChunk, SeriesChunks, SeriesSamples};
 use tessera_model::Sample;
 
 /// What `select` copies out of the head under its lock (bytes only; decoding happens
@@ -19,11 +21,17 @@ use tessera_model::Sample;
 pub struct SeriesSnap {
     id: u32,
     labels: Box<[u8]>,
-    /// `(mint, encoding, chunk bytes)` of head chunks overlapping the range, in time order.
-    head_chunks: Vec<(i64, Encoding, Vec<u8>)>,
+    /// Head chunks overlapping the range, in time order.
+    head_chunks: Vec<RawChunk>,
+    /// The range's end (chunks starting after it are not read).
+    maxt: i64,
 }
 
 impl SeriesSnap {
+    fn maxt_key(&self) -> [u8; 12] {
+        keys::chunk_key(self.id, self.maxt)
+    }
+
     /// The series' canonical label encoding.
     pub fn labels(&self) -> &[u8] {
         &self.labels
@@ -44,15 +52,16 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<
         let mut head_chunks = Vec::new();
         for c in &s.recent {
             if c.mint <= maxt && c.maxt >= mint {
-                head_chunks.push((c.mint, c.enc, c.bytes.clone()));
+                head_chunks.push(RawChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: c.bytes.clone() });
             }
         }
         if let Some(o) = &s.open {
             if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
-                head_chunks.push((s.open_mint, o.encoding(), o.bytes().to_vec()));
+                let (encoding, bytes) = (o.encoding(), o.bytes().to_vec());
+                head_chunks.push(RawChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
             }
         }
-        out.push(SeriesSnap { id, labels: s.labels.clone(), head_chunks });
+        out.push(SeriesSnap { id, labels: s.labels.clone(), head_chunks, maxt });
     }
     (out, not_in_head)
 }
@@ -60,7 +69,7 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<
 /// Snapshots of series that are not in the head: labels from the `series` column
 /// family, no head chunks. Ids without a record (deleted by retention after the index
 /// was read) are skipped.
-pub fn stored_snaps(db: &DB, ids: &[u32], stop: &Interrupt) -> Result<Vec<SeriesSnap>> {
+pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSnap>> {
     let cf = db.cf_handle(CF_SERIES).ok_or_else(|| Error::corrupt("rocksdb", "missing series column family"))?;
     let mut out = Vec::with_capacity(ids.len());
     for batch in ids.chunks(1024) {
@@ -71,24 +80,10 @@ pub fn stored_snaps(db: &DB, ids: &[u32], stop: &Interrupt) -> Result<Vec<Series
         for (&id, v) in batch.iter().zip(got) {
             let Some(v) = v.map_err(Error::rocks("get series"))? else { continue };
             labels_codec::decode_label_set(&v)?;
-            out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new() });
+            out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new(), maxt });
         }
     }
     Ok(out)
-}
-
-/// Decodes `chunk`'s samples within `[mint, maxt]` onto `out`.
-fn decode_range(chunk: &[u8], enc: Encoding, mint: i64, maxt: i64, out: &mut Vec<Sample>) -> Result<()> {
-    for s in XorIter::new(chunk, enc) {
-        let s = s?;
-        if s.t > maxt {
-            break;
-        }
-        if s.t >= mint {
-            out.push(s);
-        }
-    }
-    Ok(())
 }
 
 /// Reads the samples of every snapshotted series. A chunk that cannot be read fails the
@@ -107,11 +102,45 @@ pub fn select(
     let mut result = Vec::with_capacity(snaps.len());
     for snap in snaps {
         stop.check("select")?;
-        let samples = series_samples(&mut it, &snap, mint, maxt, lookback).map_err(|e| unreadable(&snap.labels, &e))?;
+        let mut samples = ChunkSamples::new(mint, maxt);
+        for_each_chunk(&mut it, &snap, mint, lookback, |enc, _, _, bytes| samples.add(enc, bytes))
+            .map_err(|e| unreadable(&snap.labels, &e))?;
+        let samples = samples.finish();
         if samples.is_empty() {
             continue;
         }
         result.push(SeriesSamples { labels: labels_codec::decode_label_set(&snap.labels)?, samples });
+    }
+    result.sort_by(|a, b| a.labels.cmp(&b.labels));
+    Ok(result)
+}
+
+/// The stored chunks of every snapshotted series that overlap `[mint, maxt]`, copied
+/// as encoded (not decoded, not trimmed: a chunk may hold samples outside the range).
+/// Series without such a chunk are left out; the rest are sorted by labels. A chunk
+/// that cannot be read fails the call naming the series; `stop` is checked per series.
+pub fn select_chunks(
+    db: &DB,
+    snaps: Vec<SeriesSnap>,
+    mint: i64,
+    lookback: i64,
+    stop: &Interrupt,
+) -> Result<Vec<SeriesChunks>> {
+    let cf = db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))?;
+    let mut it = db.raw_iterator_cf(cf);
+    let mut result = Vec::with_capacity(snaps.len());
+    for snap in snaps {
+        stop.check("select")?;
+        let mut chunks = Vec::new();
+        for_each_chunk(&mut it, &snap, mint, lookback, |encoding, mint, maxt, bytes| {
+            chunks.push(RawChunk { encoding, mint, maxt, bytes: bytes.to_vec() });
+            Ok(())
+        })
+        .map_err(|e| unreadable(&snap.labels, &e))?;
+        if chunks.is_empty() {
+            continue;
+        }
+        result.push(SeriesChunks { labels: labels_codec::decode_label_set(&snap.labels)?, min_time: mint, chunks });
     }
     result.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(result)
@@ -134,20 +163,23 @@ pub fn describe(labels: &[u8]) -> String {
     }
 }
 
-fn series_samples(
+/// Calls `f(encoding, chunk mint, chunk maxt, bytes)` for each chunk of the series
+/// that can hold samples at or after `mint` (the snapshot only holds head chunks that
+/// start at or before the range's end), in read order: persisted chunks by start time
+/// (a chunk also held in the head is skipped: the head's copy may be newer), then the
+/// head's chunks by start time. See [`ChunkSamples`] for how a reader applies them.
+fn for_each_chunk(
     it: &mut rocksdb::DBRawIterator<'_>,
     snap: &SeriesSnap,
     mint: i64,
-    maxt: i64,
     lookback: i64,
-) -> Result<Vec<Sample>> {
-    let mut samples: Vec<Sample> = Vec::new();
+    mut f: impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
+) -> Result<()> {
     // Persisted chunks: keys are (id, chunk mint), so one seek finds the first chunk
     // that can overlap; each chunk's maxt is in its value header, so chunks ending
     // before `mint` are skipped without decoding.
     it.seek(keys::chunk_key(snap.id, mint.saturating_sub(lookback)));
-    let upper = keys::chunk_key(snap.id, maxt);
-    let mut in_order = true;
+    let upper = snap.maxt_key();
     while it.valid() {
         let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
         if k > upper.as_slice() {
@@ -155,37 +187,71 @@ fn series_samples(
         }
         let (_, cmint) = keys::parse_chunk_key(k)?;
         let (enc, cmaxt, bytes) = keys::decode_chunk_value(cmint, v)?;
-        // A chunk also held in the head is read from the head (it may be newer).
-        let in_head = snap.head_chunks.iter().any(|(m, _, _)| *m == cmint);
+        let in_head = snap.head_chunks.iter().any(|c| c.mint == cmint);
         if cmaxt >= mint && !in_head {
-            let before = samples.len();
-            decode_range(bytes, enc, mint, maxt, &mut samples)?;
-            if before > 0 && samples.len() > before && samples[before].t <= samples[before - 1].t {
-                in_order = false;
-            }
+            f(enc, cmint, cmaxt, bytes)?;
         }
         it.next();
     }
     it.status().map_err(Error::rocks("read chunks"))?;
-    for (_, enc, bytes) in &snap.head_chunks {
-        let before = samples.len();
-        decode_range(bytes, *enc, mint, maxt, &mut samples)?;
-        if before > 0 && samples.len() > before && samples[before].t <= samples[before - 1].t {
-            in_order = false;
-        }
+    for c in &snap.head_chunks {
+        f(c.encoding, c.mint, c.maxt, &c.bytes)?;
     }
-    if !in_order {
-        // Overlapping chunks (e.g. a WAL replay that re-cut samples already on disk):
-        // order by time; for equal times keep the later source (the head).
-        samples.sort_by_key(|s| s.t);
-        let mut dedup: Vec<Sample> = Vec::with_capacity(samples.len());
-        for s in samples {
-            match dedup.last_mut() {
-                Some(last) if last.t == s.t => *last = s,
-                _ => dedup.push(s),
+    Ok(())
+}
+
+/// Turns one series' chunks, applied in read order (as [`Engine::select_chunks_until`]
+/// returns them), into its samples within `[mint, maxt]`: time order, one sample per
+/// timestamp. Chunks of a series do not overlap in time, except after a WAL replay
+/// re-cut samples already on disk; then an equal timestamp keeps the later chunk's
+/// sample (the head's).
+///
+/// [`Engine::select_chunks_until`]: crate::Engine::select_chunks_until
+pub struct ChunkSamples {
+    mint: i64,
+    maxt: i64,
+    samples: Vec<Sample>,
+    in_order: bool,
+}
+
+impl ChunkSamples {
+    pub fn new(mint: i64, maxt: i64) -> ChunkSamples {
+        ChunkSamples { mint, maxt, samples: Vec::new(), in_order: true }
+    }
+
+    /// Decodes the next chunk's samples within the range.
+    pub fn add(&mut self, enc: Encoding, chunk: &[u8]) -> Result<()> {
+        let before = self.samples.len();
+        for s in XorIter::new(chunk, enc) {
+            let s = s?;
+            if s.t > self.maxt {
+                break;
+            }
+            if s.t >= self.mint {
+                self.samples.push(s);
             }
         }
-        samples = dedup;
+        if before > 0 && self.samples.len() > before && self.samples[before].t <= self.samples[before - 1].t {
+            self.in_order = false;
+        }
+        Ok(())
     }
-    Ok(samples)
+
+    /// The samples, in time order, one per timestamp.
+    pub fn finish(self) -> Vec<Sample> {
+        let mut samples = self.samples;
+        if !self.in_order {
+            // Overlapping chunks: order by time; for equal times keep the later source.
+            samples.sort_by_key(|s| s.t);
+            let mut dedup: Vec<Sample> = Vec::with_capacity(samples.len());
+            for s in samples {
+                match dedup.last_mut() {
+                    Some(last) if last.t == s.t => *last = s,
+                    _ => dedup.push(s),
+                }
+            }
+            samples = dedup;
+        }
+        samples
+    }
 }

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use tessera_model::{Label, Labels, Sample};
 
+use crate::chunk::Encoding;
+
 /// The samples of one series in an append batch.
 ///
 /// `labels` must already be validated and sorted by name (the server does this); the
@@ -102,6 +104,25 @@ impl fmt::Display for RejectReason {
 pub struct SeriesSamples {
     pub labels: Labels,
     pub samples: Vec<Sample>,
+}
+
+/// One stored chunk of a series, as encoded (`chunk`'s Gorilla XOR layout): its
+/// samples in time order, `mint` and `maxt` its first and last timestamps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RawChunk {
+    pub encoding: Encoding,
+    pub mint: i64,
+    pub maxt: i64,
+    pub bytes: Vec<u8>,
+}
+
+/// The chunks of one series returned by `Engine::select_chunks_until`, in read order.
+/// Only samples in `[min_time, the request's maxt]` belong to the answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeriesChunks {
+    pub labels: Labels,
+    pub min_time: i64,
+    pub chunks: Vec<RawChunk>,
 }
 
 /// Engine counters, cheap to read.

@@ -10,6 +10,7 @@ mod harness;
 mod proc;
 mod promqltest;
 mod repair;
+mod rpcs;
 mod slow;
 
 use std::time::{Duration, Instant};

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use tessera_model::{Label, Labels, MatchOp, Matcher, Sample};
 use tessera_proto::ingester as pb;
-use tessera_storage::{RejectReason, SeriesSamples};
+use tessera_storage::chunk::Encoding;
+use tessera_storage::{ChunkSamples, RawChunk, RejectReason, SeriesSamples};
 use tonic::{Code, Status};
 
 use super::identity::Identity;
@@ -68,6 +69,7 @@ pub fn push_series_from_pb(tenant: &str, s: pb::Series) -> Result<(ShardId, Push
     Ok((ShardId(s.shard), PushSeries { labels, samples, hash }))
 }
 
+/// A series with decoded samples (Repair's frames).
 pub fn series_to_pb(s: SeriesSamples) -> pb::Series {
     pb::Series {
         labels: s.labels.iter().map(label_to_pb).collect(),
@@ -75,6 +77,34 @@ pub fn series_to_pb(s: SeriesSamples) -> pb::Series {
         values: s.samples.iter().map(|p| p.v).collect(),
         shard: 0,
     }
+}
+
+pub fn chunk_to_pb(c: RawChunk) -> pb::Chunk {
+    pb::Chunk { encoding: c.encoding as u32, min_time_ms: c.mint, max_time_ms: c.maxt, data: c.bytes }
+}
+
+/// Bytes a chunk takes on the wire, roughly (for framing).
+pub fn chunk_wire_size(c: &RawChunk) -> usize {
+    c.bytes.len() + 32
+}
+
+/// Decodes one series' chunks as an ingester sent them (all pieces, in order) into its
+/// samples within `[min_time, maxt]`, under storage's rules ([`ChunkSamples`]). An
+/// unknown encoding or a chunk that does not decode is an error naming it.
+pub fn samples_from_chunks<'a>(
+    chunks: impl IntoIterator<Item = &'a pb::Chunk>,
+    min_time: i64,
+    maxt: i64,
+) -> Result<Vec<Sample>, String> {
+    let mut out = ChunkSamples::new(min_time, maxt);
+    for c in chunks {
+        let enc = u8::try_from(c.encoding)
+            .ok()
+            .and_then(Encoding::from_byte)
+            .ok_or_else(|| format!("chunk at {} ms has unknown encoding {}", c.min_time_ms, c.encoding))?;
+        out.add(enc, &c.data).map_err(|e| format!("chunk at {} ms does not decode: {e}", c.min_time_ms))?;
+    }
+    Ok(out.finish())
 }
 
 /// Bytes a series takes on the wire, roughly (for framing streamed answers).
@@ -90,10 +120,6 @@ pub fn label_set_to_pb(labels: &[Label]) -> pb::LabelSet {
 /// sorts anyway, so a misbehaving peer cannot break the sorted-labels invariant).
 pub fn labels_from_pb_set(labels: Vec<pb::Label>) -> Labels {
     Labels::from_pairs(labels.into_iter().map(|l| (l.name, l.value)))
-}
-
-pub fn samples_from_pb(s: &pb::Series) -> Vec<Sample> {
-    s.timestamps.iter().zip(&s.values).map(|(&t, &v)| Sample { t, v }).collect()
 }
 
 pub fn matcher_to_pb(m: &Matcher) -> pb::Matcher {

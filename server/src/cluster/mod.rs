@@ -12,6 +12,7 @@
 //! | `holes.rs` | what each shard of an ingester may be missing (holes), persisted |
 //! | `repair.rs` | an ingester fetching what it missed from the other replicas |
 //! | `peers.rs` | a front end's clients and health checks of the ingesters |
+//! | `metrics.rs` | a front end's `tessera_cluster_*` metrics of its gRPC calls |
 //! | `writer.rs` | the distributor's writer: every replica, W acknowledgements per shard |
 //! | `querier.rs` | the read view: R replicas per shard, merged |
 //! | `roles.rs` | the processes: start-up, readiness, routes, shutdown |
@@ -24,6 +25,7 @@ pub mod convert;
 pub mod holes;
 pub mod identity;
 pub mod ingester;
+pub mod metrics;
 pub mod peers;
 pub mod placement;
 pub mod querier;

@@ -17,6 +17,7 @@ use tonic::transport::{Channel, Endpoint};
 
 use super::convert;
 use super::identity::Identity;
+use super::metrics::ClusterMetrics;
 use super::{ClusterConfig, Placement};
 use crate::http::json::{write_str_array, ObjectWriter};
 
@@ -52,6 +53,8 @@ pub struct Peers {
     pub placement: Placement,
     /// In placement member order (`placement.replicas` indexes into it).
     pub peers: Vec<Peer>,
+    /// Every call to the ingesters, counted (`tessera_cluster_*`).
+    pub metrics: ClusterMetrics,
 }
 
 impl Peers {
@@ -73,7 +76,8 @@ impl Peers {
                 .max_encoding_message_size(max);
             peers.push(Peer { id: e.id, addr: e.addr, zone: e.zone, client, health: Mutex::new(Health::default()) });
         }
-        Ok(Peers { identity: Identity::of(config), placement, peers, config: config.clone() })
+        let metrics = ClusterMetrics::default();
+        Ok(Peers { identity: Identity::of(config), placement, peers, config: config.clone(), metrics })
     }
 
     pub fn pb_identity(&self) -> pb::ClusterIdentity {
@@ -111,7 +115,13 @@ impl Peers {
         let calls = self.peers.iter().map(|p| async move {
             let mut req = tonic::Request::new(pb::StatusRequest { cluster: Some(self.pb_identity()) });
             req.set_timeout(timeout);
-            let r = tokio::time::timeout(timeout, p.client.clone().status(req)).await;
+            let call = async {
+                match tokio::time::timeout(timeout, p.client.clone().status(req)).await {
+                    Ok(r) => r,
+                    Err(_) => Err(tonic::Status::deadline_exceeded("health check timed out")),
+                }
+            };
+            let r = tokio::time::timeout(timeout, self.metrics.track(&p.id, "Status", call)).await;
             let mut h = p.health.lock();
             h.checked = Some(Instant::now());
             match r {

@@ -10,9 +10,20 @@
 //! wins, so the answer is deterministic). As soon as every shard has R answers the read
 //! stops waiting: a slow or hung replica beyond the quorum does not hold the query.
 //!
+//! **Select decodes here.** Ingesters send each series' stored chunks (raw Gorilla XOR,
+//! see `ingester.rs`); the merge decodes every replica's chunks with storage's
+//! `ChunkSamples` (the rule storage's own `select` uses for overlapping chunks), trims
+//! them to the range and to the series' `min_time_ms` (the ingester's retention
+//! watermark), and only then merges replicas as above. The decoding runs on the
+//! calling (engine or blocking) thread after the fan-out, never on a runtime worker.
+//!
 //! A shard with fewer than R answering replicas fails the read with "unavailable" (503)
-//! naming the shards and why each replica failed; with `partial_response` the read
-//! answers what it has and says in a warning which shards may be incomplete.
+//! naming the shards and why each replica failed; with `partial_response` (a view made
+//! per request: the query API's switch, the index endpoints and remote read all read
+//! the parameter) the read answers what it has and says in a warning which shards may
+//! be incomplete. Each such read is counted in
+//! `tessera_cluster_shard_coverage_failures_total`, and every call in the
+//! `tessera_cluster_grpc_*` metrics (`metrics.rs`).
 //!
 //! **Holes.** An ingester knows the time ranges each of its shards may be missing (it
 //! was down, restarted, or a push failed; `holes.rs`) and names those that overlap a
@@ -45,6 +56,7 @@ use tonic::Status;
 
 use super::convert;
 use super::holes::{self, ShardHole};
+use super::metrics::Shortfall;
 use super::peers::Peers;
 
 /// Longest a read waits when the request has no deadline.
@@ -114,6 +126,7 @@ impl ClusterQueryable {
     fn fan_out<T, F, Fut>(
         &self,
         ctl: &QueryOptions,
+        method: &'static str,
         range: (i64, i64),
         call: F,
     ) -> Result<(FanOut<T>, Vec<String>), QueryError>
@@ -135,7 +148,16 @@ impl ClusterQueryable {
         let calls: FuturesUnordered<_> = (0..n)
             .map(|i| {
                 let fut = call(i, timeout);
-                async move { (i, tokio::time::timeout(timeout, fut).await) }
+                let peer = &peers.peers[i].id;
+                let call = async move {
+                    match tokio::time::timeout(timeout, fut).await {
+                        Ok(r) => r,
+                        Err(_) => {
+                            Err(Status::deadline_exceeded(format!("no answer within {} ms", timeout.as_millis())))
+                        }
+                    }
+                };
+                async move { (i, peers.metrics.track(peer, method, call).await) }
             })
             .collect();
         let cancel = ctl.cancel.clone();
@@ -156,17 +178,16 @@ impl ClusterQueryable {
                     next = calls.next() => {
                         let Some((i, res)) = next else { return Ok(()) };
                         match res {
-                            Ok(Ok((v, holes))) => {
+                            Ok((v, holes)) => {
                                 out.answers[i] = Some(v);
                                 out.holes[i] = holes;
                             }
-                            Ok(Err(status)) => {
+                            Err(status) => {
                                 if status.code() == tonic::Code::InvalidArgument {
                                     return Err(convert::query_error_from_status(&peers.peers[i].id, &status));
                                 }
                                 out.errors[i] = Some(convert::status_text(&status));
                             }
-                            Err(_) => out.errors[i] = Some(format!("no answer within {} ms", timeout.as_millis())),
                         }
                         if covered(&out) {
                             // Replicas beyond the quorum are not waited for; dropping
@@ -235,6 +256,8 @@ impl ClusterQueryable {
             peers.write_quorum(),
             if why.is_empty() { String::new() } else { format!("; {}", why.join("; ")) }
         );
+        let what = if self.partial { Shortfall::Partial } else { Shortfall::Failed };
+        peers.metrics.shortfall("read", short.len(), what);
         if self.partial {
             Ok(vec![format!("partial response: {detail}; their data may be missing or incomplete")])
         } else {
@@ -243,6 +266,43 @@ impl ClusterQueryable {
                 format!("{detail}; add partial_response=true to answer from the replicas that did"),
             ))
         }
+    }
+
+    /// Decodes every replica's chunks (trimmed to `[start, end]` and to each series'
+    /// `min_time_ms`) and merges the replicas per series: union by timestamp, the first
+    /// ingester in config order winning an equal timestamp. A replica whose chunks do
+    /// not decode fails the read (it sent data that is not what storage holds).
+    fn merge_chunked(
+        &self,
+        answers: Vec<Option<Vec<pb::ChunkedSeries>>>,
+        start: i64,
+        end: i64,
+    ) -> Result<Vec<Series>, QueryError> {
+        let mut merged: BTreeMap<Labels, Vec<Vec<Sample>>> = BTreeMap::new();
+        for (i, answer) in answers.into_iter().enumerate() {
+            let Some(answer) = answer else { continue };
+            // One replica: its pieces per series, in the order they came (a series cut
+            // across frames arrives as consecutive pieces).
+            let mut per_series: BTreeMap<Labels, (i64, Vec<pb::Chunk>)> = BTreeMap::new();
+            for piece in answer {
+                let e =
+                    per_series.entry(convert::labels_from_pb_set(piece.labels)).or_insert((piece.min_time_ms, vec![]));
+                e.0 = e.0.max(piece.min_time_ms);
+                e.1.extend(piece.chunks);
+            }
+            for (labels, (min_time, chunks)) in per_series {
+                let samples = convert::samples_from_chunks(&chunks, min_time.max(start), end).map_err(|e| {
+                    QueryError::new(
+                        ErrorKind::Internal,
+                        format!("ingester {}: series {labels}: {e}", self.peers.peers[i].id),
+                    )
+                })?;
+                if !samples.is_empty() {
+                    merged.entry(labels).or_default().push(samples);
+                }
+            }
+        }
+        Ok(merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect())
     }
 
     fn request_parts(&self, matchers: &[Matcher]) -> (pb::ClusterIdentity, Vec<pb::Matcher>) {
@@ -279,7 +339,7 @@ impl Queryable for ClusterQueryable {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
         let peers = Arc::clone(&self.peers);
-        let (out, warnings) = self.fan_out(ctl, (start, end), |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "Select", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
             let peers = Arc::clone(&peers);
             let req = pb::SelectRequest {
@@ -295,19 +355,14 @@ impl Queryable for ClusterQueryable {
                 let mut stream = resp.into_inner();
                 let mut series = Vec::new();
                 while let Some(frame) = stream.message().await? {
+                    let bytes = prost::Message::encoded_len(&frame) as u64;
+                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Select"], bytes);
                     series.extend(frame.series);
                 }
                 Ok((series, holes))
             }
         })?;
-        let mut merged: BTreeMap<Labels, Vec<Vec<Sample>>> = BTreeMap::new();
-        for answer in out.answers.into_iter().flatten() {
-            for s in answer {
-                let samples = convert::samples_from_pb(&s);
-                merged.entry(convert::labels_from_pb_set(s.labels)).or_default().push(samples);
-            }
-        }
-        let data = merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect();
+        let data = self.merge_chunked(out.answers, start, end)?;
         Ok(ReadResult { data, warnings })
     }
 
@@ -320,7 +375,7 @@ impl Queryable for ClusterQueryable {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
         let peers = Arc::clone(&self.peers);
-        let (out, warnings) = self.fan_out(ctl, (start, end), |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "Series", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
             let peers = Arc::clone(&peers);
             let req = pb::SeriesRequest {
@@ -336,6 +391,8 @@ impl Queryable for ClusterQueryable {
                 let mut stream = resp.into_inner();
                 let mut sets = Vec::new();
                 while let Some(frame) = stream.message().await? {
+                    let bytes = prost::Message::encoded_len(&frame) as u64;
+                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Series"], bytes);
                     sets.extend(frame.series);
                 }
                 Ok((sets, holes))
@@ -357,7 +414,7 @@ impl Queryable for ClusterQueryable {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
         let peers = Arc::clone(&self.peers);
-        let (out, warnings) = self.fan_out(ctl, (start, end), |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "LabelNames", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
             let peers = Arc::clone(&peers);
             let req = pb::LabelNamesRequest {
@@ -389,7 +446,7 @@ impl Queryable for ClusterQueryable {
         let (cluster, ms) = self.request_parts(matchers);
         let (start, end) = (hints.start, hints.end);
         let peers = Arc::clone(&self.peers);
-        let (out, warnings) = self.fan_out(ctl, (start, end), |i, timeout| {
+        let (out, warnings) = self.fan_out(ctl, "LabelValues", (start, end), |i, timeout| {
             let mut client = self.peers.peers[i].client.clone();
             let peers = Arc::clone(&peers);
             let req = pb::LabelValuesRequest {

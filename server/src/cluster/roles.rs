@@ -12,8 +12,9 @@
 //! `partial_response`: the query API runs twice, over a strict and over a partial view
 //! of the cluster, and [`PartialSwitch`] sends each `/api/v1/query*` request to one of
 //! them by its `partial_response` parameter (URL or form body), defaulting to
-//! `[cluster] allow_partial_response`. The index endpoints and remote read use the
-//! default.
+//! `[cluster] allow_partial_response`. The index endpoints (`/api/v1/series`,
+//! `/labels`, `/label/<name>/values`) and remote read read the same parameter
+//! themselves and ask [`Frontend::queryable`] for that view.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -56,11 +57,15 @@ use crate::shards::{ShardError, ShardId, Shards};
 pub trait Frontend: Send + Sync {
     /// Where remote write goes; an error when this role takes no writes.
     fn writer(&self) -> Result<Arc<dyn ShardWriter>, ShardError>;
-    /// A tenant's data for reads (default `partial_response`); an error when this role
-    /// serves no reads.
-    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ShardError>;
+    /// A tenant's data for reads: with `partial` (the request's `partial_response`, or
+    /// `[cluster] allow_partial_response` when `None`), a read that cannot reach enough
+    /// replicas of some shard answers with a warning instead of failing. An error when
+    /// this role serves no reads.
+    fn queryable(&self, tenant: &str, partial: Option<bool>) -> Result<Arc<dyn Queryable>, ShardError>;
     /// `Ok` when ready to serve; otherwise why not.
     fn ready(&self) -> Result<(), String>;
+    /// Appends this front end's own metrics (`tessera_cluster_*`) to a `/metrics` page.
+    fn render_metrics(&self, out: &mut String);
 }
 
 /// Which front end a process is.
@@ -130,8 +135,8 @@ impl Frontend for ClusterFrontend {
         Ok(Arc::clone(&self.writer) as Arc<dyn ShardWriter>)
     }
 
-    fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ShardError> {
-        self.view(tenant, self.peers.config.allow_partial_response)
+    fn queryable(&self, tenant: &str, partial: Option<bool>) -> Result<Arc<dyn Queryable>, ShardError> {
+        self.view(tenant, partial.unwrap_or(self.peers.config.allow_partial_response))
     }
 
     fn ready(&self) -> Result<(), String> {
@@ -152,6 +157,10 @@ impl Frontend for ClusterFrontend {
             list.join(", "),
             if short.len() > 16 { ", ..." } else { "" }
         ))
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        self.peers.metrics.render(out);
     }
 }
 
@@ -202,18 +211,6 @@ struct PartialSwitch {
     max_form_bytes: usize,
 }
 
-/// `partial_response` among the request's parameters: `Some(true|false)` when given.
-fn partial_param(params: &Params) -> Result<Option<bool>, ApiError> {
-    match params.get("partial_response") {
-        None => Ok(None),
-        Some("true" | "1") => Ok(Some(true)),
-        Some("false" | "0") => Ok(Some(false)),
-        Some(v) => {
-            Err(ApiError::bad_data(format!("invalid parameter \"partial_response\": {v:?} is not true or false")))
-        }
-    }
-}
-
 async fn switch(State(sw): State<PartialSwitch>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let content_type = parts.headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
@@ -227,7 +224,7 @@ async fn switch(State(sw): State<PartialSwitch>, req: Request) -> Response {
         (body, bytes::Bytes::new())
     };
     let params = Params::from_request(parts.uri.query(), content_type, &bytes);
-    let partial = match partial_param(&params) {
+    let partial = match http::params::partial_response(&params) {
         Ok(p) => p.unwrap_or(sw.default),
         Err(e) => return JsonError(e).into_response(),
     };
@@ -447,7 +444,9 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
 
     let max = state.config.cluster.grpc_max_message_bytes;
     let service = pb_server(
-        IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards)).with_holes(Arc::clone(&book)),
+        IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards))
+            .with_holes(Arc::clone(&book))
+            .with_max_message_bytes(max),
         max,
     );
     let grpc_stop = shutdown.clone();

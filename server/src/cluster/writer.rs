@@ -26,6 +26,7 @@ use futures::future::BoxFuture;
 use tessera_proto::ingester as pb;
 
 use super::convert;
+use super::metrics::Shortfall;
 use super::peers::Peers;
 use crate::distributor::ShardWriter;
 use crate::shards::{PushOutcome, PushSeries, ShardError, ShardId};
@@ -70,16 +71,25 @@ impl ClusterWriter {
             };
             let mut client = peers.peers[p].client.clone();
             let tx = tx.clone();
+            let peers = Arc::clone(peers);
             // Spawned: runs to completion (or its timeout) even after the client has its
             // answer, so the slower replicas still receive the data.
             tokio::spawn(async move {
                 let start = Instant::now();
                 let mut request = tonic::Request::new(req);
                 request.set_timeout(timeout);
-                let r = match tokio::time::timeout(timeout, client.push(request)).await {
-                    Ok(Ok(resp)) => Ok(resp.into_inner()),
-                    Ok(Err(status)) => Err(convert::status_text(&status)),
-                    Err(_) => Err(format!("no answer within cluster.push_timeout_ms = {} ms", timeout.as_millis())),
+                let call = async {
+                    match tokio::time::timeout(timeout, client.push(request)).await {
+                        Ok(r) => r,
+                        Err(_) => Err(tonic::Status::deadline_exceeded(format!(
+                            "no answer within cluster.push_timeout_ms = {} ms",
+                            timeout.as_millis()
+                        ))),
+                    }
+                };
+                let r = match peers.metrics.track(&peers.peers[p].id, "Push", call).await {
+                    Ok(resp) => Ok(resp.into_inner()),
+                    Err(status) => Err(convert::status_text(&status)),
                 };
                 let _ = tx.send((p, idx, r, start.elapsed().as_secs_f64()));
             });
@@ -129,6 +139,7 @@ impl ClusterWriter {
             })
             .collect();
         if !short.is_empty() {
+            peers.metrics.shortfall("write", short.len(), Shortfall::Failed);
             let mut e = ShardError::unavailable(format!(
                 "write not durable on enough replicas (write quorum {w} of replication factor {}): {}; \
                  retry the request (re-sent samples are stored once)",

@@ -37,8 +37,14 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     let shards = st.shards_if_ready();
     // Engine stats read RocksDB properties: cheap, but still a call into the C++
     // library under its locks, so it runs on the blocking pool.
-    let text =
-        tokio::task::spawn_blocking(move || st.metrics.render(shards.as_deref(), st.config.shards as usize)).await;
+    let text = tokio::task::spawn_blocking(move || {
+        let mut text = st.metrics.render(shards.as_deref(), st.config.shards as usize);
+        if let Some(remote) = st.remote() {
+            remote.render_metrics(&mut text);
+        }
+        text
+    })
+    .await;
     match text {
         Ok(text) => ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, format!("rendering metrics failed: {e}\n")).into_response(),

@@ -9,6 +9,9 @@
 //! and a cancel flag raised when its future is dropped (client gone), both handed to
 //! the source, which stops scanning and frees its storage slot when either fires (503
 //! `timeout` / 499 `canceled`). A source's warnings are passed on in the envelope.
+//! `partial_response` picks a cluster front end's view: by default a read that cannot
+//! reach enough replicas of some shard fails (503); with `partial_response=true` it
+//! answers 200 with a warning naming the shards.
 
 use std::sync::Arc;
 
@@ -118,8 +121,9 @@ impl IndexRequest {
         if end < start {
             return Err(params::invalid_param("end", "end timestamp must not be before start time"));
         }
+        let partial = params::partial_response(p)?;
         let selectors = params::selectors_off_runtime(p, st.config.query.text_limits()).await?;
-        let q = st.queryable(&self.tenant)?;
+        let q = st.queryable_partial(&self.tenant, partial)?;
         // The request's deadline (the query timeout) and a cancel flag raised when the
         // guard, kept in the handler's future, drops.
         let (ctl, cancel_on_drop) = request_controls(std::time::Instant::now() + st.config.query.timeout());

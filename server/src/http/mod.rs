@@ -148,8 +148,19 @@ impl ServerState {
     /// the WAL replay runs). Call it on the runtime: the index reads of the returned
     /// view run on it.
     pub fn queryable(&self, tenant: &str) -> Result<Arc<dyn tessera_query::Queryable>, ShardError> {
+        self.queryable_partial(tenant, None)
+    }
+
+    /// [`ServerState::queryable`] with the request's `partial_response` (cluster front
+    /// ends; `None`: the configured default). A single node has no replicas to miss and
+    /// ignores it.
+    pub fn queryable_partial(
+        &self,
+        tenant: &str,
+        partial: Option<bool>,
+    ) -> Result<Arc<dyn tessera_query::Queryable>, ShardError> {
         if let Some(r) = self.remote.get() {
-            return r.queryable(tenant);
+            return r.queryable(tenant, partial);
         }
         Ok(Arc::new(self.tenant_view(tenant)?))
     }

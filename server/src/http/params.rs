@@ -81,6 +81,17 @@ pub async fn read_request(
     Ok((Params::from_request(uri_query, content_type, &body), tenant))
 }
 
+/// `partial_response` (Thanos' parameter, read by cluster front ends): `Some(true|false)`
+/// when given as `true`/`1` or `false`/`0`; anything else is a 400 naming the value.
+pub fn partial_response(params: &Params) -> Result<Option<bool>, ApiError> {
+    match params.get("partial_response") {
+        None => Ok(None),
+        Some("true" | "1") => Ok(Some(true)),
+        Some("false" | "0") => Ok(Some(false)),
+        Some(v) => Err(invalid_param("partial_response", format!("{v:?} is not true or false"))),
+    }
+}
+
 /// `invalid parameter "<name>": <reason>`, Prometheus' `invalidParamError`.
 pub fn invalid_param(name: &str, reason: impl std::fmt::Display) -> ApiError {
     ApiError::bad_data(format!("invalid parameter {name:?}: {reason}"))

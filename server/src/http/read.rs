@@ -13,9 +13,14 @@
 //! read, so a slow sender holds none), and one deadline per request
 //! (`query.timeout_secs`, body read and slot wait included) after which no further
 //! query starts, the running one stops inside storage, and the client gets 503 `timeout`.
+//!
+//! A cluster front end reads the URL's `partial_response` like the JSON endpoints:
+//! by default a shard without enough replicas fails the read (503); with `true` it
+//! answers, and each warning travels as a `Warning: 299 tessera "..."` header (the
+//! protobuf response has no place for them).
 
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -35,9 +40,15 @@ use crate::ingest::decode;
 /// the server build a response of many gigabytes.
 pub const MAX_READ_SAMPLES: usize = 50_000_000;
 
-pub async fn remote_read(State(st): State<AppState>, headers: HeaderMap, body: Body) -> Result<Response, TextError> {
+pub async fn remote_read(
+    State(st): State<AppState>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, TextError> {
     let tenant = params::tenant(&headers)?;
-    let q = st.queryable(&tenant)?;
+    let partial = params::partial_response(&params::Params::from_query(query.as_deref()))?;
+    let q = st.queryable_partial(&tenant, partial)?;
     // One deadline for the whole request, waiting for a slot included: the query
     // timeout, as for PromQL queries.
     let timeout = st.config.query.timeout();
@@ -108,14 +119,22 @@ async fn serve(
     // response is blocking and CPU work: off the runtime, in one go. Storage stops at
     // the deadline, or when this future is dropped (the guard raises the flag).
     let (ctl, _cancel_on_drop) = crate::shards::request_controls(deadline.into_std());
-    let compressed = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+    let (compressed, warnings) = tokio::task::spawn_blocking(move || -> Result<(Vec<u8>, Vec<String>), ApiError> {
         let mut results = Vec::with_capacity(req.queries.len());
+        let mut warnings: Vec<String> = Vec::new();
         let mut total = 0usize;
         for rq in &req.queries {
             let matchers: Vec<Matcher> = rq.matchers.iter().map(to_matcher).collect::<Result<_, _>>()?;
             let hints = SelectHints::range(rq.start_timestamp_ms, rq.end_timestamp_ms);
-            // Remote read has no warnings field; a partial answer is still an answer.
-            let series = q.select(&matchers, &hints, &ctl).map_err(ApiError::from)?.data;
+            // Remote read has no warnings field: a partial answer's warnings (cluster,
+            // `partial_response=true`) go into `Warning` headers.
+            let read = q.select(&matchers, &hints, &ctl).map_err(ApiError::from)?;
+            for w in read.warnings {
+                if !warnings.contains(&w) {
+                    warnings.push(w);
+                }
+            }
+            let series = read.data;
             total += series.iter().map(|s| s.samples.len()).sum::<usize>();
             if total > MAX_READ_SAMPLES {
                 return Err(ApiError::new(
@@ -136,18 +155,33 @@ async fn serve(
             results.push(prometheus::QueryResult { timeseries });
         }
         let encoded = prometheus::ReadResponse { results }.encode_to_vec();
-        snap::raw::Encoder::new()
+        let compressed = snap::raw::Encoder::new()
             .compress_vec(&encoded)
-            .map_err(|e| ApiError::internal(format!("snappy compression of the response failed: {e}")))
+            .map_err(|e| ApiError::internal(format!("snappy compression of the response failed: {e}")))?;
+        Ok((compressed, warnings))
     })
     .await
     .map_err(|e| ApiError::internal(format!("remote read task failed: {e}")))??;
-    Ok((
+    let mut resp = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-protobuf"), (header::CONTENT_ENCODING, "snappy")],
         Bytes::from(compressed),
     )
-        .into_response())
+        .into_response();
+    for w in warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&warning_header(&w)) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
+    Ok(resp)
+}
+
+/// One warning as an RFC 7234 `Warning` header value (code 299, "miscellaneous
+/// persistent warning"), its text as a quoted string with control characters dropped.
+pub fn warning_header(text: &str) -> String {
+    let clean: String =
+        text.chars().filter(|c| !c.is_control()).map(|c| if c == '"' || c == '\\' { '\'' } else { c }).collect();
+    format!("299 tessera \"{clean}\"")
 }
 
 /// Decompresses and decodes a remote-read request body (a fuzz target), under the same

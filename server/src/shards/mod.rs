@@ -28,7 +28,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_model::{Label, Labels, Matcher, Sample};
-use tessera_storage::{Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesSamples, Stats};
+use tessera_storage::{
+    Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats,
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 pub use error::{classify, ShardError, ShardErrorKind};
@@ -358,6 +360,26 @@ impl Shards {
             s.labels = strip_tenant(std::mem::take(&mut s.labels));
         }
         out.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(out)
+    }
+
+    /// Like [`Shards::select`], but each series' stored chunks as encoded (see
+    /// `Engine::select_chunks_until`), for the cluster's Select: sorted by labels within
+    /// each shard's part, tenant label stripped.
+    pub fn select_chunks(
+        &self,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<Vec<SeriesChunks>> {
+        let ms = tenant_matchers(tenant, matchers)?;
+        let parts = self.read_all(stop, |e, stop| e.select_chunks_until(&ms, mint, maxt, stop))?;
+        let mut out: Vec<SeriesChunks> = parts.into_iter().flatten().collect();
+        for s in &mut out {
+            s.labels = strip_tenant(std::mem::take(&mut s.labels));
+        }
         Ok(out)
     }
 

@@ -76,12 +76,88 @@ async fn push_then_select_round_trips_and_misrouted_or_foreign_requests_are_refu
     let mut names = Vec::new();
     while let Some(frame) = futures::StreamExt::next(&mut stream).await {
         for s in frame.expect("frame").series {
-            assert_eq!(s.timestamps, vec![1000, 2000]);
+            let samples = convert::samples_from_chunks(&s.chunks, s.min_time_ms, 10_000).expect("decodes");
+            assert_eq!(samples.iter().map(|p| p.t).collect::<Vec<_>>(), vec![1000, 2000]);
             names.push(s.labels[0].value.clone());
         }
     }
     names.sort();
     assert_eq!(names, vec!["a", "b"]);
+}
+
+fn raw(mint: i64, len: usize) -> RawChunk {
+    RawChunk { encoding: tessera_storage::chunk::Encoding::Xor, mint, maxt: mint + 1, bytes: vec![7; len] }
+}
+
+async fn collect(stream: FrameStream<pb::SelectResponse>) -> Vec<pb::SelectResponse> {
+    futures::StreamExt::collect::<Vec<_>>(stream).await.into_iter().map(|f| f.expect("frame")).collect()
+}
+
+#[tokio::test]
+async fn select_frames_stay_within_the_budget_and_split_a_long_series_into_ordered_pieces() {
+    let budget = 10_000;
+    let long = SeriesChunks {
+        labels: Labels::from_pairs([("__name__", "long")]),
+        min_time: 5,
+        chunks: (0..25).map(|i| raw(i * 10, 1_000)).collect(),
+    };
+    let short =
+        SeriesChunks { labels: Labels::from_pairs([("__name__", "short")]), min_time: 0, chunks: vec![raw(0, 10)] };
+    let frames = collect(chunk_frames(vec![long, short], budget)).await;
+    assert!(frames.len() >= 3, "25 KB of chunks in 10 KB frames: {} frames", frames.len());
+    for f in &frames {
+        let size: usize = f.series.iter().flat_map(|s| &s.chunks).map(|c| c.data.len() + 32).sum();
+        assert!(size <= budget, "frame of {size} bytes");
+        assert!(
+            prost::Message::encoded_len(f) <= budget + 200,
+            "encoded frame of {} bytes",
+            prost::Message::encoded_len(f)
+        );
+    }
+    let pieces: Vec<&pb::ChunkedSeries> = frames.iter().flat_map(|f| &f.series).collect();
+    let long_starts: Vec<i64> = pieces
+        .iter()
+        .filter(|p| p.labels[0].value == "long")
+        .inspect(|p| assert_eq!(p.min_time_ms, 5, "every piece carries the series' min time"))
+        .flat_map(|p| p.chunks.iter().map(|c| c.min_time_ms))
+        .collect();
+    assert_eq!(long_starts, (0..25).map(|i| i * 10).collect::<Vec<_>>(), "every chunk once, in order");
+    assert_eq!(pieces.last().map(|p| p.labels[0].value.as_str()), Some("short"));
+}
+
+#[tokio::test]
+async fn a_chunk_larger_than_the_frame_budget_travels_alone() {
+    let s = SeriesChunks {
+        labels: Labels::from_pairs([("__name__", "big")]),
+        min_time: 0,
+        chunks: vec![raw(0, 50), raw(10, 5_000), raw(20, 50)],
+    };
+    let frames = collect(chunk_frames(vec![s], 1_000)).await;
+    let per_frame: Vec<usize> = frames.iter().map(|f| f.series.iter().map(|s| s.chunks.len()).sum()).collect();
+    assert_eq!(per_frame, vec![1, 1, 1]);
+    assert!(collect(chunk_frames(Vec::new(), 1_000)).await.is_empty(), "no series: no frame");
+}
+
+#[tokio::test]
+async fn a_read_whose_grpc_timeout_has_passed_answers_deadline_exceeded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = cluster();
+    let id = Identity::of(&cfg);
+    let all: Vec<ShardId> = (0..4).map(ShardId).collect();
+    let shards = Shards::open_ids(dir.path(), 4, &all, &EngineConfig::default(), 2, &|_, _| {}).expect("open");
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::new(shards));
+    let me = Some(convert::identity_to_pb(&id));
+    let mut req = Request::new(pb::LabelNamesRequest {
+        cluster: me,
+        tenant: "t".into(),
+        matchers: vec![],
+        start_ms: 0,
+        end_ms: 10_000,
+    });
+    req.metadata_mut().insert("grpc-timeout", "1n".parse().expect("metadata value"));
+    std::thread::sleep(Duration::from_millis(2));
+    let err = svc.label_names(req).await.expect_err("deadline passed");
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
 }
 
 #[tokio::test]
