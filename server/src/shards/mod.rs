@@ -375,7 +375,7 @@ impl Shards {
         stop: &Interrupt,
     ) -> Result<Vec<SeriesChunks>> {
         let ms = tenant_matchers(tenant, matchers)?;
-        let parts = self.read_all(stop, |e, stop| e.select_chunks_until(&ms, mint, maxt, stop))?;
+        let parts = self.read_all(None, stop, |e, stop| e.select_chunks_until(&ms, mint, maxt, stop))?;
         let mut out: Vec<SeriesChunks> = parts.into_iter().flatten().collect();
         for s in &mut out {
             s.labels = strip_tenant(std::mem::take(&mut s.labels));
@@ -460,6 +460,8 @@ impl Shards {
     }
 
     /// [`Shards::label_values`] of shard `only` alone (every local shard when `None`).
+    // The label name, the scope and the five arguments every read takes.
+    #[allow(clippy::too_many_arguments)]
     pub fn label_values_in(
         &self,
         only: Option<ShardId>,
