@@ -343,10 +343,10 @@ impl Shards {
         self.select_in(None, tenant, matchers, mint, maxt, stop)
     }
 
-    /// [`Shards::select`] of shard `only` alone (every local shard when `None`).
+    /// [`Shards::select`] of the shards `only` (every local shard when `None`).
     pub fn select_in(
         &self,
-        only: Option<ShardId>,
+        only: Option<&[ShardId]>,
         tenant: &str,
         matchers: &[Matcher],
         mint: i64,
@@ -396,10 +396,10 @@ impl Shards {
         self.series_in(None, tenant, matchers, mint, maxt, stop)
     }
 
-    /// [`Shards::series`] of shard `only` alone (every local shard when `None`).
+    /// [`Shards::series`] of the shards `only` (every local shard when `None`).
     pub fn series_in(
         &self,
-        only: Option<ShardId>,
+        only: Option<&[ShardId]>,
         tenant: &str,
         matchers: &[Matcher],
         mint: i64,
@@ -427,10 +427,10 @@ impl Shards {
         self.label_names_in(None, tenant, matchers, mint, maxt, stop)
     }
 
-    /// [`Shards::label_names`] of shard `only` alone (every local shard when `None`).
+    /// [`Shards::label_names`] of the shards `only` (every local shard when `None`).
     pub fn label_names_in(
         &self,
-        only: Option<ShardId>,
+        only: Option<&[ShardId]>,
         tenant: &str,
         matchers: &[Matcher],
         mint: i64,
@@ -459,12 +459,12 @@ impl Shards {
         self.label_values_in(None, tenant, name, matchers, mint, maxt, stop)
     }
 
-    /// [`Shards::label_values`] of shard `only` alone (every local shard when `None`).
+    /// [`Shards::label_values`] of the shards `only` (every local shard when `None`).
     // The label name, the scope and the five arguments every read takes.
     #[allow(clippy::too_many_arguments)]
     pub fn label_values_in(
         &self,
-        only: Option<ShardId>,
+        only: Option<&[ShardId]>,
         tenant: &str,
         name: &str,
         matchers: &[Matcher],
@@ -531,21 +531,25 @@ impl Shards {
         }
     }
 
-    /// Runs `f` on every shard served here (or on shard `only`, on this thread) and
-    /// collects the results in shard order. Blocking: call it from a blocking thread (it needs no runtime). The parts run in
+    /// Runs `f` on every shard served here (or on the shards `only`, one after the
+    /// other on this thread: a fragment's worker) and collects the results in shard order. Blocking: call it from a blocking thread (it needs no runtime). The parts run in
     /// parallel, each on a scoped thread holding one read slot: a part starts only when
     /// a slot is free, so however many reads arrive, at most `permits` storage reads
     /// run at once. Waiting for a slot ends when `stop` fires, and each part gets `stop`.
-    fn read_all<T, F>(&self, only: Option<ShardId>, stop: &Interrupt, f: F) -> Result<Vec<T>>
+    fn read_all<T, F>(&self, only: Option<&[ShardId]>, stop: &Interrupt, f: F) -> Result<Vec<T>>
     where
         T: Send,
         F: Fn(&Engine, &Interrupt) -> std::result::Result<T, tessera_storage::Error> + Sync,
     {
         let part = |id: ShardId, e: &Engine| f(e, stop).map_err(|err| read_error(id, &err));
-        if let Some(id) = only {
-            let engine = self.engine(id)?;
-            let _slot = self.read_slots.acquire(stop)?;
-            return Ok(vec![part(id, engine)?]);
+        if let Some(ids) = only {
+            let mut out = Vec::with_capacity(ids.len());
+            for &id in ids {
+                let engine = self.engine(id)?;
+                let _slot = self.read_slots.acquire(stop)?;
+                out.push(part(id, engine)?);
+            }
+            return Ok(out);
         }
         let mut engines = self.engines.iter();
         let Some((&last_id, last)) = engines.next_back() else {

@@ -11,10 +11,13 @@
 //!
 //! **Pushdown.** A view made with [`TenantView::with_pushdown`] is also the engine's
 //! [`ShardEvaluator`]: the planner's shard-local fragments (see `tessera_query`'s
-//! pushdown rules) run once per local shard, each over a view of that one shard, at
-//! most `parallelism` at a time, and the engine merges their partial results. So a
-//! `sum(rate(...))` over 16 shards holds one shard's series at a time per worker, not
-//! every series, and uses every core.
+//! pushdown rules) run once per *group* of local shards, each over a view of its group,
+//! and the engine merges their partial results. There is one group per worker
+//! (`parallelism`, one per core), the shards dealt round-robin: every core works, and
+//! the merge handles as many partials as there are cores, not as many as shards
+//! (measured: one fragment per shard, 16 on 2 cores, made `avg by (Hostname)` over 100
+//! hosts 46 % slower than no pushdown, the partials of 100 groups × 16 shards costing more
+//! than they saved).
 
 use std::sync::Arc;
 
@@ -32,17 +35,18 @@ use super::{ShardError, ShardErrorKind, ShardId, Shards};
 pub struct TenantView {
     shards: Arc<Shards>,
     tenant: String,
-    /// Read only this shard (a fragment's view); every local shard when `None`.
-    only: Option<ShardId>,
+    /// Read only these shards (a fragment's view); every local shard when `None`.
+    only: Option<Arc<[ShardId]>>,
     /// Evaluate pushed-down fragments per shard (see the module doc).
     pushdown: Option<Arc<Pushdown>>,
 }
 
 /// What a view needs to evaluate fragments: an engine (the text limits; everything else
-/// comes with each fragment), the local shard ids, and how many may run at once.
+/// comes with each fragment), the groups of local shards (one fragment each), and how
+/// many may run at once.
 pub struct Pushdown {
     engine: tessera_query::Engine,
-    ids: Vec<ShardId>,
+    groups: Vec<Arc<[ShardId]>>,
     parallelism: usize,
     /// Fragments evaluated through this view (and its clones).
     fragments: std::sync::atomic::AtomicU64,
@@ -53,12 +57,17 @@ impl TenantView {
         TenantView { shards, tenant: tenant.to_owned(), only: None, pushdown: None }
     }
 
-    /// This view, evaluating the planner's fragments per local shard with `engine`, at
-    /// most `parallelism` shards at once for one query (at least 1).
+    /// This view, evaluating the planner's fragments with `engine` over `parallelism`
+    /// groups of local shards (at least 1, at most one per shard), all at once.
     pub fn with_pushdown(mut self, engine: tessera_query::Engine, parallelism: usize) -> Self {
-        let ids = self.shards.ids().collect();
-        self.pushdown =
-            Some(Arc::new(Pushdown { engine, ids, parallelism: parallelism.max(1), fragments: Default::default() }));
+        let ids: Vec<ShardId> = self.shards.ids().collect();
+        let n = parallelism.clamp(1, ids.len().max(1));
+        let mut groups: Vec<Vec<ShardId>> = vec![Vec::new(); n];
+        for (i, id) in ids.into_iter().enumerate() {
+            groups[i % n].push(id);
+        }
+        let groups = groups.into_iter().filter(|g| !g.is_empty()).map(Arc::from).collect();
+        self.pushdown = Some(Arc::new(Pushdown { engine, groups, parallelism: n, fragments: Default::default() }));
         self
     }
 
@@ -68,10 +77,10 @@ impl TenantView {
         &self,
         matchers: &[Matcher],
         ctl: &QueryOptions,
-        f: impl FnOnce(&Shards, Option<ShardId>, &str, &[Matcher], &Interrupt) -> Result<T, ShardError>,
+        f: impl FnOnce(&Shards, Option<&[ShardId]>, &str, &[Matcher], &Interrupt) -> Result<T, ShardError>,
     ) -> Result<T, QueryError> {
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
-        f(&self.shards, self.only, &self.tenant, matchers, &stop).map_err(query_error)
+        f(&self.shards, self.only.as_deref(), &self.tenant, matchers, &stop).map_err(query_error)
     }
 
     /// Fragments this view (and its clones) evaluated per shard so far.
@@ -165,7 +174,7 @@ impl Queryable for TenantView {
 
 impl ShardEvaluator for TenantView {
     fn shard_count(&self) -> usize {
-        self.pushdown.as_ref().map_or(0, |p| p.ids.len())
+        self.pushdown.as_ref().map_or(0, |p| p.groups.len())
     }
 
     fn eval_fragment(
@@ -175,13 +184,13 @@ impl ShardEvaluator for TenantView {
         ctl: &QueryOptions,
     ) -> Result<FragmentOutput, QueryError> {
         let p = self.pushdown.as_ref().ok_or_else(|| QueryError::internal("this view does not evaluate fragments"))?;
-        let id = *p.ids.get(shard).ok_or_else(|| {
-            QueryError::internal(format!("fragment for shard {shard}, but {} shards are local", p.ids.len()))
+        let group = p.groups.get(shard).ok_or_else(|| {
+            QueryError::internal(format!("fragment for shard group {shard}, but there are {}", p.groups.len()))
         })?;
         let one = TenantView {
             shards: Arc::clone(&self.shards),
             tenant: self.tenant.clone(),
-            only: Some(id),
+            only: Some(Arc::clone(group)),
             pushdown: None,
         };
         p.fragments.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
