@@ -37,6 +37,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use tessera_model::{Label, Matcher, Sample};
 use tessera_proto::ingester as pb;
 use tessera_storage::Interrupt;
@@ -76,18 +77,32 @@ struct RoundReport {
     unrepairable: u64,
 }
 
-/// Repairs until `stop`: every pending shard in turn, backing off after failures.
+/// Shards repaired at once by one ingester.
+const SHARDS_AT_ONCE: usize = 8;
+
+/// Repairs until `stop`: the pending shards, several at once, backing off after failures.
 pub async fn run(r: Repairer, stop: CancellationToken) {
     let mut backoff = FIRST_BACKOFF;
     loop {
         let pending = r.book.pending();
         let mut failed = false;
-        for (shard, refusing) in pending {
+        // Shards repair concurrently (each waits its own `grace` after accepting writes
+        // again; one after the other, 16 shards took 16 graces, over a minute, with the
+        // later shards refusing writes all along), at most SHARDS_AT_ONCE at a time so
+        // the memory a round holds stays bounded.
+        let mut rounds = futures::stream::iter(pending.into_iter().map(|(shard, refusing)| {
+            let (r, stop) = (&r, &stop);
+            async move {
+                let started = Instant::now();
+                (shard, started, r.repair_shard(shard, refusing, stop).await)
+            }
+        }))
+        .buffer_unordered(SHARDS_AT_ONCE);
+        while let Some((shard, started, result)) = rounds.next().await {
             if stop.is_cancelled() {
                 return;
             }
-            let started = Instant::now();
-            match r.repair_shard(shard, refusing, &stop).await {
+            match result {
                 Ok(n) => {
                     r.book.set_error(shard, None);
                     tracing::info!(
