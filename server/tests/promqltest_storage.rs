@@ -15,32 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tessera_model::{Label, Labels, Sample};
-use tessera_query::promqltest::{eval_in_process, run_script_on, EvalQuery, TestStore};
+use tessera_query::promqltest::{eval_in_process, run_script_on, EvalQuery, TestStore, UPSTREAM_FLOAT_SCRIPTS};
 use tessera_query::{Engine, EngineOptions, QueryOutput};
 use tessera_server::shards::{series_hash, PushSeries, Shards, TenantView};
 use tessera_storage::{EngineConfig, WalFsync};
-
-/// The scripts run here: every upstream script but the native-histogram one (its
-/// samples are not floats, so storage has nothing to add).
-const SCRIPTS: &[&str] = &[
-    "aggregators.test",
-    "collision.test",
-    "duration_expression.test",
-    "extended_vectors.test",
-    "fill-modifier.test",
-    "functions.test",
-    "histograms.test",
-    "info.test",
-    "limit.test",
-    "literals.test",
-    "name_label_dropping.test",
-    "operators.test",
-    "range_queries.test",
-    "selectors.test",
-    "start_timestamps.test",
-    "trig_functions.test",
-    "type_and_unit.test",
-];
 
 const TENANT: &str = "conformance";
 const SHARDS: usize = 3;
@@ -155,7 +133,7 @@ fn upstream_scripts_give_the_same_results_through_the_storage_engine() {
     let mut store = StorageStore::new();
     let mut unexpected = Vec::new();
     let (mut passed, mut failed) = (0, 0);
-    for script in SCRIPTS {
+    for script in UPSTREAM_FLOAT_SCRIPTS {
         let path = upstream_dir().join(script);
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         store.clear();

@@ -46,32 +46,11 @@ use serde_json::Value as Json;
 use tessera_model::Labels;
 use tessera_model::HISTOGRAM_MARKER_BITS;
 use tessera_proto::prometheus::{Label, Sample as PbSample, TimeSeries, WriteRequest};
-use tessera_query::promqltest::{run_script_on, EvalAt, EvalQuery, TestStore};
+use tessera_query::promqltest::{run_script_on, EvalAt, EvalQuery, TestStore, UPSTREAM_FLOAT_SCRIPTS};
 use tessera_query::{Engine, QueryOutput, Series, Value, VectorElem};
 
 use super::harness::{Proc, Server};
 use super::proc::{Cluster, Spec};
-
-/// The upstream scripts run (every vendored one but `native_histograms.test`).
-const UPSTREAM: &[&str] = &[
-    "aggregators.test",
-    "collision.test",
-    "duration_expression.test",
-    "extended_vectors.test",
-    "fill-modifier.test",
-    "functions.test",
-    "histograms.test",
-    "info.test",
-    "limit.test",
-    "literals.test",
-    "name_label_dropping.test",
-    "operators.test",
-    "range_queries.test",
-    "selectors.test",
-    "start_timestamps.test",
-    "trig_functions.test",
-    "type_and_unit.test",
-];
 
 /// Config tables both servers run with (see the module doc).
 const TABLES: &str = "\n[storage]\nretention_ms = 0\nwal_fsync = \"none\"\n\n[limits]\nname_validation = \"utf8\"\n";
@@ -88,7 +67,7 @@ fn testdata() -> PathBuf {
 /// (name, text) of every script run: upstream ones as `NAME`, own ones as `own/NAME`.
 fn scripts() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for name in UPSTREAM {
+    for name in UPSTREAM_FLOAT_SCRIPTS {
         let path = testdata().join("upstream").join(name);
         out.push((name.to_string(), std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"))));
     }

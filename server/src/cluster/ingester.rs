@@ -83,8 +83,14 @@ impl IngesterService {
         holes::encode_header(&hs).parse().ok()
     }
 
-    fn with_holes_header<T>(&self, mut resp: Response<T>, start: i64, end: i64) -> Response<T> {
-        if let Some(v) = self.holes_header(start, end) {
+    /// `resp` naming `holes` (from [`Self::holes_header`], taken *before* the read: a
+    /// hole that repair clears while the read runs is still named, so the querier never
+    /// counts a pre-repair answer as complete).
+    fn naming_holes<T>(
+        mut resp: Response<T>,
+        holes: Option<tonic::metadata::MetadataValue<tonic::metadata::Ascii>>,
+    ) -> Response<T> {
+        if let Some(v) = holes {
             resp.metadata_mut().insert(holes::HOLES_HEADER, v);
         }
         resp
@@ -313,16 +319,11 @@ impl pb::ingester_server::Ingester for IngesterService {
         let ms = storage_matchers(&req.matchers)?;
         // The guard lives in this future: dropped (client gone, deadline) = scans stop.
         let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
-        // Holes are read before the data: a hole cleared during the read is still named.
         let holes = self.holes_header(start, end);
         let series =
             blocking_read(&self.shards, deadline, move |sh, stop| sh.select_chunks(&tenant, &ms, start, end, stop))
                 .await?;
-        let mut resp = Response::new(chunk_frames(series, self.frame_bytes));
-        if let Some(v) = holes {
-            resp.metadata_mut().insert(holes::HOLES_HEADER, v);
-        }
-        Ok(resp)
+        Ok(Self::naming_holes(Response::new(chunk_frames(series, self.frame_bytes)), holes))
     }
 
     async fn label_names(
@@ -335,10 +336,11 @@ impl pb::ingester_server::Ingester for IngesterService {
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
         let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
+        let holes = self.holes_header(start, end);
         let names =
-            blocking_read(&self.shards, deadline, move |sh, stop| sh.label_names(&tenant, &ms, start, end, stop))
+            blocking_read(&self.shards, deadline, move |sh, stop| sh.label_names(None, &tenant, &ms, start, end, stop))
                 .await?;
-        Ok(self.with_holes_header(Response::new(pb::LabelNamesResponse { names }), start, end))
+        Ok(Self::naming_holes(Response::new(pb::LabelNamesResponse { names }), holes))
     }
 
     async fn label_values(
@@ -351,11 +353,12 @@ impl pb::ingester_server::Ingester for IngesterService {
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
         let (tenant, name, start, end) = (req.tenant, req.name, req.start_ms, req.end_ms);
+        let holes = self.holes_header(start, end);
         let values = blocking_read(&self.shards, deadline, move |sh, stop| {
-            sh.label_values(&tenant, &name, &ms, start, end, stop)
+            sh.label_values(None, &tenant, &name, &ms, start, end, stop)
         })
         .await?;
-        Ok(self.with_holes_header(Response::new(pb::LabelValuesResponse { values }), start, end))
+        Ok(Self::naming_holes(Response::new(pb::LabelValuesResponse { values }), holes))
     }
 
     type SeriesStream = FrameStream<pb::SeriesResponse>;
@@ -367,13 +370,15 @@ impl pb::ingester_server::Ingester for IngesterService {
         Self::tenant_ok(&req.tenant)?;
         let ms = storage_matchers(&req.matchers)?;
         let (tenant, start, end) = (req.tenant, req.start_ms, req.end_ms);
+        let holes = self.holes_header(start, end);
         let sets =
-            blocking_read(&self.shards, deadline, move |sh, stop| sh.series(&tenant, &ms, start, end, stop)).await?;
+            blocking_read(&self.shards, deadline, move |sh, stop| sh.series(None, &tenant, &ms, start, end, stop))
+                .await?;
         let size: fn(&Labels) -> usize = |l| convert::wire_size(l.as_slice(), 0);
         let resp = Response::new(frames(sets, self.frame_bytes, size, |batch| pb::SeriesResponse {
             series: batch.iter().map(|l| convert::label_set_to_pb(l.as_slice())).collect(),
         }));
-        Ok(self.with_holes_header(resp, start, end))
+        Ok(Self::naming_holes(resp, holes))
     }
 
     async fn status(&self, request: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {

@@ -323,6 +323,14 @@ fn merge_samples(mut parts: Vec<Vec<Sample>>) -> Vec<Sample> {
     all
 }
 
+/// The replicas' answers as one sorted list without repeats.
+fn sorted_union<T: Ord>(answers: impl Iterator<Item = T>) -> Vec<T> {
+    let mut all: Vec<T> = answers.collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
 fn with_timeout<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
     let mut r = tonic::Request::new(msg);
     r.set_timeout(timeout);
@@ -398,11 +406,8 @@ impl Queryable for ClusterQueryable {
                 Ok((sets, holes))
             }
         })?;
-        let mut all: Vec<Labels> =
-            out.answers.into_iter().flatten().flatten().map(|s| convert::labels_from_pb_set(s.labels)).collect();
-        all.sort();
-        all.dedup();
-        Ok(ReadResult { data: all, warnings })
+        let sets = out.answers.into_iter().flatten().flatten().map(|s| convert::labels_from_pb_set(s.labels));
+        Ok(ReadResult { data: sorted_union(sets), warnings })
     }
 
     fn label_names(
@@ -430,10 +435,7 @@ impl Queryable for ClusterQueryable {
                 Ok((resp.into_inner().names, holes))
             }
         })?;
-        let mut all: Vec<String> = out.answers.into_iter().flatten().flatten().collect();
-        all.sort();
-        all.dedup();
-        Ok(ReadResult { data: all, warnings })
+        Ok(ReadResult { data: sorted_union(out.answers.into_iter().flatten().flatten()), warnings })
     }
 
     fn label_values(
@@ -463,10 +465,7 @@ impl Queryable for ClusterQueryable {
                 Ok((resp.into_inner().values, holes))
             }
         })?;
-        let mut all: Vec<String> = out.answers.into_iter().flatten().flatten().collect();
-        all.sort();
-        all.dedup();
-        Ok(ReadResult { data: all, warnings })
+        Ok(ReadResult { data: sorted_union(out.answers.into_iter().flatten().flatten()), warnings })
     }
 }
 

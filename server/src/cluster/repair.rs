@@ -327,7 +327,7 @@ impl Repairer {
                 };
                 let ms: Vec<Matcher> =
                     s.labels.iter().map(|l| Matcher::equal(l.name.clone(), l.value.clone())).collect();
-                let found = shards.select(&tenant, &ms, lo, hi, &stop).map_err(|e| e.to_string())?;
+                let found = shards.select(None, &tenant, &ms, lo, hi, &stop).map_err(|e| e.to_string())?;
                 let have: std::collections::HashSet<i64> = found
                     .iter()
                     .filter(|f| f.labels.as_slice() == s.labels.as_slice())

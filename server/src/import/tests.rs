@@ -34,7 +34,7 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 fn select_all(dir: &Path, tenant: &str, name: &str) -> Vec<SeriesSamples> {
     let shards = Shards::open(dir, 2, &tessera_storage::EngineConfig::default(), 2, &|_, _| {}).expect("open");
     let m = Matcher::new("__name__", MatchOp::Equal, name).expect("matcher");
-    shards.select(tenant, &[m], i64::MIN, i64::MAX, &tessera_storage::Interrupt::none()).expect("select")
+    shards.select(None, tenant, &[m], i64::MIN, i64::MAX, &tessera_storage::Interrupt::none()).expect("select")
 }
 
 /// Every file under `dir` with its size: "unchanged" means this is equal.

@@ -330,21 +330,10 @@ impl Shards {
     }
 
     /// Series of `tenant` matching `matchers` with their samples in `[mint, maxt]` (ms),
-    /// sorted by labels, tenant label stripped. Blocking (see [`Shards::read_all`]); the
+    /// sorted by labels, tenant label stripped. Every read of the shards reads the shards
+    /// `only` (a pushed-down fragment's group), or every local shard when `None`. Blocking (see [`Shards::read_all`]); the
     /// storage scans stop when `stop` fires.
     pub fn select(
-        &self,
-        tenant: &str,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: &Interrupt,
-    ) -> Result<Vec<SeriesSamples>> {
-        self.select_in(None, tenant, matchers, mint, maxt, stop)
-    }
-
-    /// [`Shards::select`] of the shards `only` (every local shard when `None`).
-    pub fn select_in(
         &self,
         only: Option<&[ShardId]>,
         tenant: &str,
@@ -387,18 +376,6 @@ impl Shards {
     /// Blocking; the index scans stop when `stop` fires.
     pub fn series(
         &self,
-        tenant: &str,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: &Interrupt,
-    ) -> Result<Vec<Labels>> {
-        self.series_in(None, tenant, matchers, mint, maxt, stop)
-    }
-
-    /// [`Shards::series`] of the shards `only` (every local shard when `None`).
-    pub fn series_in(
-        &self,
         only: Option<&[ShardId]>,
         tenant: &str,
         matchers: &[Matcher],
@@ -418,18 +395,6 @@ impl Shards {
     /// sorted. Blocking; the index scans stop when `stop` fires.
     pub fn label_names(
         &self,
-        tenant: &str,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: &Interrupt,
-    ) -> Result<Vec<String>> {
-        self.label_names_in(None, tenant, matchers, mint, maxt, stop)
-    }
-
-    /// [`Shards::label_names`] of the shards `only` (every local shard when `None`).
-    pub fn label_names_in(
-        &self,
         only: Option<&[ShardId]>,
         tenant: &str,
         matchers: &[Matcher],
@@ -447,22 +412,9 @@ impl Shards {
 
     /// Values of label `name` among `tenant`'s series matching `matchers`, sorted.
     /// Blocking; the index scans stop when `stop` fires.
-    pub fn label_values(
-        &self,
-        tenant: &str,
-        name: &str,
-        matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
-        stop: &Interrupt,
-    ) -> Result<Vec<String>> {
-        self.label_values_in(None, tenant, name, matchers, mint, maxt, stop)
-    }
-
-    /// [`Shards::label_values`] of the shards `only` (every local shard when `None`).
     // The label name, the scope and the five arguments every read takes.
     #[allow(clippy::too_many_arguments)]
-    pub fn label_values_in(
+    pub fn label_values(
         &self,
         only: Option<&[ShardId]>,
         tenant: &str,

@@ -117,9 +117,8 @@ impl Queryable for TenantView {
         // The local engines read what the time range says; the other hints are for
         // sources that can push work down.
         let (mint, maxt) = (hints.start, hints.end);
-        let stored = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
-            shards.select_in(only, tenant, ms, mint, maxt, stop)
-        })?;
+        let stored = self
+            .read(matchers, ctl, |shards, only, tenant, ms, stop| shards.select(only, tenant, ms, mint, maxt, stop))?;
         // `Shards::select` stripped the tenant label and sorted them by the remaining
         // labels: the query order.
         let out = stored.into_iter().map(|s| Series { labels: s.labels, samples: s.samples }).collect();
@@ -133,9 +132,8 @@ impl Queryable for TenantView {
         ctl: &QueryOptions,
     ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let sets = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
-            shards.series_in(only, tenant, ms, mint, maxt, stop)
-        })?;
+        let sets = self
+            .read(matchers, ctl, |shards, only, tenant, ms, stop| shards.series(only, tenant, ms, mint, maxt, stop))?;
         Ok(ReadResult::new(sets))
     }
 
@@ -147,7 +145,7 @@ impl Queryable for TenantView {
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
         let names = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
-            shards.label_names_in(only, tenant, ms, mint, maxt, stop)
+            shards.label_names(only, tenant, ms, mint, maxt, stop)
         })?;
         Ok(ReadResult::new(names))
     }
@@ -161,7 +159,7 @@ impl Queryable for TenantView {
     ) -> Result<ReadResult<Vec<String>>, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
         let values = self.read(matchers, ctl, |shards, only, tenant, ms, stop| {
-            shards.label_values_in(only, tenant, name, ms, mint, maxt, stop)
+            shards.label_values(only, tenant, name, ms, mint, maxt, stop)
         })?;
         Ok(ReadResult::new(values))
     }

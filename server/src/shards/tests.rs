@@ -44,7 +44,7 @@ async fn pushed_series_are_read_back_without_the_tenant_label() {
     let out = shards.push("a", batch).await.expect("push");
     assert_eq!(out.accepted, 20);
     assert!(out.shard_seconds.len() > 1, "20 series should spread over several of 4 shards");
-    let got = shards.select("a", &[name_eq("gpu_util")], 0, 2000, &Interrupt::none()).expect("select");
+    let got = shards.select(None, "a", &[name_eq("gpu_util")], 0, 2000, &Interrupt::none()).expect("select");
     assert_eq!(got.len(), 20);
     assert!(got.iter().all(|s| s.labels.iter().all(|l| l.name != TENANT_LABEL)));
     assert!(got.windows(2).all(|w| w[0].labels < w[1].labels), "sorted by labels");
@@ -61,20 +61,23 @@ async fn tenants_never_see_each_others_series_labels_or_values() {
         .await
         .expect("push a");
     shards.push("b", vec![series("b", &[("__name__", "up"), ("job", "b")], &[(1, 2.0)])]).await.expect("push b");
-    let b = shards.select("b", &[name_eq("up")], 0, 10, &Interrupt::none()).expect("select");
+    let b = shards.select(None, "b", &[name_eq("up")], 0, 10, &Interrupt::none()).expect("select");
     assert_eq!(b.len(), 1);
     assert_eq!(b[0].samples[0].v, 2.0);
-    let names = shards.label_names("b", &[], i64::MIN, i64::MAX, &Interrupt::none()).expect("names");
+    let names = shards.label_names(None, "b", &[], i64::MIN, i64::MAX, &Interrupt::none()).expect("names");
     assert_eq!(names, vec!["__name__", "job"]);
     assert!(shards
-        .label_values("b", "secret", &[], i64::MIN, i64::MAX, &Interrupt::none())
+        .label_values(None, "b", "secret", &[], i64::MIN, i64::MAX, &Interrupt::none())
         .expect("values")
         .is_empty());
     assert!(shards
-        .label_values("a", TENANT_LABEL, &[], i64::MIN, i64::MAX, &Interrupt::none())
+        .label_values(None, "a", TENANT_LABEL, &[], i64::MIN, i64::MAX, &Interrupt::none())
         .expect("values")
         .is_empty());
-    assert!(shards.series("c", &[name_eq("up")], i64::MIN, i64::MAX, &Interrupt::none()).expect("series").is_empty());
+    assert!(shards
+        .series(None, "c", &[name_eq("up")], i64::MIN, i64::MAX, &Interrupt::none())
+        .expect("series")
+        .is_empty());
 }
 
 /// `{__tenant__="b"}` from tenant "a" could only be an attempt to read another tenant.
@@ -83,7 +86,7 @@ async fn matcher_on_the_tenant_label_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards = open(dir.path(), 1);
     let m = Matcher::new(TENANT_LABEL, MatchOp::Equal, "b").expect("matcher");
-    let err = shards.select("a", &[m], 0, 10, &Interrupt::none()).expect_err("reserved");
+    let err = shards.select(None, "a", &[m], 0, 10, &Interrupt::none()).expect_err("reserved");
     assert!(err.message.contains("reserved"));
 }
 
@@ -151,18 +154,18 @@ async fn index_scans_stop_at_their_deadline_or_cancel_and_free_their_slot() {
     shards.push("a", vec![ancient, recent]).await.expect("push");
 
     let (expired, _guard) = interrupt(std::time::Instant::now());
-    let err = shards.label_names("a", &[], i64::MIN, i64::MAX, &expired).expect_err("deadline passed");
+    let err = shards.label_names(None, "a", &[], i64::MIN, i64::MAX, &expired).expect_err("deadline passed");
     assert_eq!(err.kind, ShardErrorKind::Timeout, "{}", err.message);
 
     let (stop, guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
     drop(guard);
-    let err = shards.series("a", &[name_eq("new")], i64::MIN, i64::MAX, &stop).expect_err("canceled");
+    let err = shards.series(None, "a", &[name_eq("new")], i64::MIN, i64::MAX, &stop).expect_err("canceled");
     assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
 
     // Bounded by the data that exists, a scan over all time is quick and complete.
     let started = std::time::Instant::now();
     let (stop, _guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
-    let values = shards.label_values("a", "__name__", &[], i64::MIN, i64::MAX, &stop).expect("values");
+    let values = shards.label_values(None, "a", "__name__", &[], i64::MIN, i64::MAX, &stop).expect("values");
     assert_eq!(values, vec!["new", "old"]);
     assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
 }
@@ -219,7 +222,7 @@ async fn a_process_owning_some_shards_serves_only_those() {
     let err = shards.push("a", vec![by_shard[1].clone(), by_shard[0].clone()]).await.expect_err("shard 0 not here");
     assert_eq!(err.kind, ShardErrorKind::Unavailable);
     assert!(err.message.contains("shard 0 is not served"), "{}", err.message);
-    let got = shards.series("a", &[name_eq("m")], 0, 2000, &Interrupt::none()).expect("series");
+    let got = shards.series(None, "a", &[name_eq("m")], 0, 2000, &Interrupt::none()).expect("series");
     assert_eq!(got.len(), 2, "the refused push wrote nothing, the owned series are there");
 
     let bad = Shards::open_ids(dir.path(), 4, &[ShardId(4)], &EngineConfig::default(), 2, &|_, _| {});
