@@ -15,7 +15,7 @@ use tessera_model::Labels;
 use crate::chunk::{Encoding, XorIter};
 use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
-use crate::head::Head;
+use crate::head::{Head, MemSeries};
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
@@ -63,19 +63,24 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<
 /// series is not in the head.
 fn snap_of(head: &Head, id: u32, mint: i64, maxt: i64) -> Option<SeriesSnap> {
     let s = head.get(id)?;
-    let mut head_chunks = Vec::new();
+    Some(SeriesSnap { id, labels: s.labels.clone(), head_chunks: head_chunks(s, mint, maxt), maxt })
+}
+
+/// Copies of the chunks of head series `s` that overlap `[mint, maxt]`, in time order.
+fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
+    let mut out = Vec::new();
     for c in &s.recent {
         if c.mint <= maxt && c.maxt >= mint {
-            head_chunks.push(RawChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: c.bytes.clone() });
+            out.push(RawChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: c.bytes.clone() });
         }
     }
     if let Some(o) = &s.open {
         if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
             let (encoding, bytes) = (o.encoding(), o.bytes().to_vec());
-            head_chunks.push(RawChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
+            out.push(RawChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
         }
     }
-    Some(SeriesSnap { id, labels: s.labels.clone(), head_chunks, maxt })
+    out
 }
 
 /// Snapshots of series that are not in the head: labels from the `series` column
@@ -198,13 +203,10 @@ impl<'a> SeriesCursor<'a> {
             let end = (self.next + CURSOR_BATCH).min(self.series.len());
             let head = self.head.lock();
             for (_, id) in &self.series[self.next..end] {
-                let snap = snap_of(&head, *id, self.mint, self.maxt).unwrap_or_else(|| SeriesSnap {
-                    id: *id,
-                    labels: Box::default(),
-                    head_chunks: Vec::new(),
-                    maxt: self.maxt,
-                });
-                self.snaps.push_back(snap);
+                // The labels are the cursor's; a series no longer in the head has all
+                // its chunks in RocksDB.
+                let head_chunks = head.get(*id).map(|s| head_chunks(s, self.mint, self.maxt)).unwrap_or_default();
+                self.snaps.push_back(SeriesSnap { id: *id, labels: Box::default(), head_chunks, maxt: self.maxt });
             }
             drop(head);
             let cf = self
