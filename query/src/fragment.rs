@@ -50,7 +50,9 @@ pub struct Fragment {
     pub query_step: i64,
     /// The engine's lookback delta (ms).
     pub lookback_delta_ms: i64,
-    /// Most samples the fragment's evaluation may hold at once (what the query had left).
+    /// Most samples the fragment's evaluation may hold at once: its share of what the
+    /// query had left (divided evenly among the shards, whose outputs the querier holds
+    /// together before merging).
     pub max_samples: u64,
     /// The aggregation's numeric parameter per step of the grid (`topk`/`bottomk`'s k),
     /// evaluated by the querier, since it may depend on data from every shard; empty otherwise.

@@ -25,13 +25,13 @@ pub mod promqltest;
 pub mod sharded;
 pub mod value;
 
-pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, TextLimits};
+pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, QueryStats, TextLimits};
 pub use error::{ErrorKind, QueryError};
 pub use fragment::{
     Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, PartialState, ShardEvaluator,
     StepPartial,
 };
-pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series};
+pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series, SeriesStream};
 pub use sharded::{shard_of, ShardedQueryable};
 pub use value::{QueryOutput, Value, VectorElem};
 

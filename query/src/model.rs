@@ -67,6 +67,10 @@ impl<T> ReadResult<T> {
 /// The result of [`Queryable::select`].
 pub type SelectResult = ReadResult<Vec<Series>>;
 
+/// The series of a [`Queryable::select_stream`], one at a time, in label order; an
+/// `Err` item ends the stream (a failed or interrupted read).
+pub type SeriesStream<'a> = Box<dyn Iterator<Item = Result<Series, crate::QueryError>> + 'a>;
+
 /// The only way data enters the engine and the read API: samples for PromQL and remote
 /// read, label sets, names and values for the index endpoints. Implemented by the local
 /// shards (server), later by a querier over remote ingesters, and by the in-memory
@@ -105,6 +109,24 @@ pub trait Queryable: Send + Sync {
         hints: &SelectHints,
         ctl: &crate::QueryOptions,
     ) -> Result<SelectResult, crate::QueryError>;
+
+    /// [`Queryable::select`] as a stream: the same series (sorted by labels, each label
+    /// set once), handed out one at a time so that the engine can fold each into its
+    /// step results and drop it before the next is read. A source that reads lazily
+    /// (the local shards decode one series' chunks per item) keeps only the series in
+    /// flight in memory; the default reads everything through `select` first, so a
+    /// source that cannot stream still answers. The engine calls it for the query
+    /// shapes it evaluates series by series (see the crate README, "Streaming").
+    fn select_stream<'a>(
+        &'a self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &crate::QueryOptions,
+    ) -> Result<ReadResult<SeriesStream<'a>>, crate::QueryError> {
+        let mut r = self.select(matchers, hints, ctl)?;
+        r.data.sort_by(|a, b| a.labels.cmp(&b.labels));
+        Ok(ReadResult { data: Box::new(r.data.into_iter().map(Ok)), warnings: r.warnings })
+    }
 
     /// The label sets of the series matching all `matchers` with data in
     /// `[hints.start, hints.end]`, sorted and unique. The default reads them through

@@ -2,15 +2,16 @@
 //! functions, subqueries, every pushable and unpushable aggregation, vector matching,
 //! label functions, `@` and `offset`), evaluated by the plain engine and by the engine
 //! over the same data split into 2, 3 or 7 shards. Answers must agree as
-//! `compare_outputs` defines it (values within `SPLIT_REL_TOLERANCE`). Seeded: the same
-//! cases every run.
+//! `compare_outputs` defines it (values within `SPLIT_REL_TOLERANCE`); the reference
+//! materialises every select, and the unsplit engine with the series-at-a-time path on
+//! must give it exactly. Seeded: the same cases every run.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use tessera_model::{Labels, STALE_NAN_BITS};
-use tessera_query::promqltest::{compare_outputs, MemStore};
+use tessera_query::promqltest::{compare_outputs, compare_outputs_exact, MemStore};
 use tessera_query::{shard_of, Engine, EngineOptions, QueryOptions, ShardedQueryable, Value};
 
 const METRICS: &[&str] = &["a_total", "b", "c"];
@@ -161,6 +162,8 @@ fn generated_queries_answer_the_same_split_and_unsplit() {
     let mut runner = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let case = (series(), vector_expr(), prop::sample::select(vec![2usize, 3, 7]), 0i64..120, any::<bool>());
     let engine = Engine::new(EngineOptions::default());
+    let reference = Engine::new(EngineOptions { streaming: false, ..EngineOptions::default() });
+    let streamed = AtomicU64::new(0);
     // How many cases had data in the answer, and how many fragments the split runs made:
     // the generator must produce queries that select something and push work down.
     let answered = AtomicUsize::new(0);
@@ -170,14 +173,18 @@ fn generated_queries_answer_the_same_split_and_unsplit() {
         let (whole, split) = store(&data, shards);
         let opts = QueryOptions::default();
         let t = at * INTERVAL_MS;
-        let (want, got) = if range {
-            (
-                engine.range_query(&whole, &query, t, t + 600_000, 30_000, &opts),
-                engine.range_query(&split, &query, t, t + 600_000, 30_000, &opts),
-            )
-        } else {
-            (engine.instant_query(&whole, &query, t, &opts), engine.instant_query(&split, &query, t, &opts))
+        let run = |e: &Engine, q: &dyn tessera_query::Queryable| {
+            if range {
+                e.range_query(q, &query, t, t + 600_000, 30_000, &opts)
+            } else {
+                e.instant_query(q, &query, t, &opts)
+            }
         };
+        let (want, unsplit, got) = (run(&reference, &whole), run(&engine, &whole), run(&engine, &split));
+        streamed.fetch_add(whole.streamed_selects(), Ordering::Relaxed);
+        compare_outputs_exact(&want, &unsplit).map_err(|e| {
+            TestCaseError::fail(format!("{query} (unsplit, range={range}, t={t}): streamed differs: {e}"))
+        })?;
         cases.fetch_add(1, Ordering::Relaxed);
         fragments.fetch_add(split.fragments_evaluated(), Ordering::Relaxed);
         if let Ok(out) = &want {
@@ -204,7 +211,9 @@ fn generated_queries_answer_the_same_split_and_unsplit() {
     }
     let (cases, answered, fragments) =
         (cases.load(Ordering::Relaxed), answered.load(Ordering::Relaxed), fragments.load(Ordering::Relaxed));
-    eprintln!("{cases} cases, {answered} with data, {fragments} fragments");
+    let streamed = streamed.load(Ordering::Relaxed);
+    eprintln!("{cases} cases, {answered} with data, {fragments} fragments, {streamed} streamed selects unsplit");
+    assert!(streamed as usize > cases / 2, "only {streamed} streamed selects in {cases} cases");
     assert!(answered * 2 > cases, "only {answered} of {cases} generated queries returned data");
     assert!(fragments as usize > cases * 2, "only {fragments} fragments in {cases} cases");
 }

@@ -30,8 +30,9 @@ struct StorageStore {
     dir: Option<tempfile::TempDir>,
     shards: Arc<Shards>,
     view: TenantView,
-    /// Fragments evaluated by the views of earlier `clear`s.
+    /// Fragments evaluated and selects streamed by the views of earlier `clear`s.
     fragments_before: u64,
+    streamed_before: u64,
     pending: BTreeMap<Vec<Label>, BTreeMap<i64, f64>>,
 }
 
@@ -52,7 +53,15 @@ impl StorageStore {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
         let (dir, shards) = Self::open();
         let view = serve_view(&shards);
-        StorageStore { rt, dir: Some(dir), shards, view, fragments_before: 0, pending: BTreeMap::new() }
+        StorageStore {
+            rt,
+            dir: Some(dir),
+            shards,
+            view,
+            fragments_before: 0,
+            streamed_before: 0,
+            pending: BTreeMap::new(),
+        }
     }
 
     fn open() -> (tempfile::TempDir, Arc<Shards>) {
@@ -71,6 +80,7 @@ impl TestStore for StorageStore {
     fn clear(&mut self) {
         self.pending.clear();
         self.fragments_before += self.view.fragments_evaluated();
+        self.streamed_before += self.view.streamed_selects();
         // Engines close when the last handle drops; then the directory goes.
         self.view = {
             let (dir, shards) = Self::open();
@@ -147,12 +157,15 @@ fn upstream_scripts_give_the_same_results_through_the_storage_engine() {
         }
     }
     let fragments = store.fragments_before + store.view.fragments_evaluated();
+    let streamed = store.streamed_before + store.view.streamed_selects();
     eprintln!(
         "through storage: {passed} evals passed, {failed} failed (all listed in EXPECTED_FAILURES); \
-         {fragments} shard fragments evaluated"
+         {fragments} shard fragments evaluated, {streamed} selects streamed"
     );
     assert!(passed > 500, "only {passed} evals ran");
     assert!(fragments > 1000, "only {fragments} fragments ran: the pushdown path was not taken");
+    // Inside the fragments, the dashboard shapes read series one at a time from storage.
+    assert!(streamed > 1000, "only {streamed} selects streamed: the series-at-a-time path was not taken");
     assert!(
         unexpected.is_empty(),
         "{} evals fail through storage but not in memory:\n{}",

@@ -41,7 +41,7 @@ use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
 use crate::persist::{self, Batch};
-use crate::read;
+use crate::read::{self, SeriesCursor};
 use crate::types::{AppendReport, DamagedFile, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats};
 use crate::wal::{self, record, Damage, TornTail, Wal};
 use tessera_model::{Labels, Matcher, Sample};
@@ -554,12 +554,29 @@ impl Engine {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<SeriesSamples>> {
-        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-        if mint > maxt {
-            return Ok(Vec::new());
+        let mut cursor = self.select_cursor(matchers, mint, maxt, stop)?;
+        let mut out = Vec::with_capacity(cursor.remaining());
+        while let Some(s) = cursor.read_next(stop)? {
+            if !s.samples.is_empty() {
+                out.push(s);
+            }
         }
-        let snaps = self.snapshots(matchers, mint, maxt, stop)?;
-        read::select(&self.db, snaps, mint, maxt, chunk_lookback(&self.cfg), stop)
+        Ok(out)
+    }
+
+    /// `select` one series at a time (see [`SeriesCursor`]): the matching series in
+    /// label order, each read and decoded only when the caller asks for it. Index
+    /// lookups and the label reads stop with `Error::Interrupted` when `stop` fires.
+    pub fn select_cursor(
+        &self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &Interrupt,
+    ) -> Result<SeriesCursor<'_>> {
+        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+        let ids = if mint > maxt { Default::default() } else { self.lookup(matchers, mint, maxt, stop)? };
+        SeriesCursor::new(&self.db, &self.head, &ids, mint, maxt, chunk_lookback(&self.cfg), stop)
     }
 
     /// The stored chunks of every matching series that overlap `[mint, maxt]`, as

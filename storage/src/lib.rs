@@ -47,7 +47,7 @@ pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
-pub use read::ChunkSamples;
+pub use read::{ChunkSamples, SeriesCursor};
 pub use types::{
     AppendReport, DamagedFile, FsyncStats, RawChunk, RejectReason, Rejection, SeriesAppend, SeriesChunks,
     SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,

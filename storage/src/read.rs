@@ -1,15 +1,21 @@
-//! `select`: merges head chunks with persisted chunks, decoding only chunks that
-//! overlap the query range, and de-duplicates overlapping samples. `select_chunks`:
-//! the same chunks as stored, not decoded, for a reader elsewhere (a cluster querier)
-//! that decodes them with [`ChunkSamples`] under the same rules.
+//! [`SeriesCursor`] (`select`): merges head chunks with persisted chunks, decoding only
+//! chunks that overlap the query range, and de-duplicates overlapping samples, one
+//! series at a time in label order, so a reader that folds each series before taking
+//! the next holds one series' samples, not the whole answer. `select_chunks`: the same
+//! chunks as stored, not decoded, for a reader elsewhere (a cluster querier) that
+//! decodes them with [`ChunkSamples`] under the same rules.
 
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
 use roaring::RoaringBitmap;
-use rocksdb::DB;
+use rocksdb::{DBRawIterator, DB};
+use tessera_model::Labels;
 
 use crate::chunk::{Encoding, XorIter};
 use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
-use crate::head::Head;
+use crate::head::{Head, MemSeries};
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
@@ -45,25 +51,36 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<
     let mut out = Vec::with_capacity(ids.len() as usize);
     let mut not_in_head = Vec::new();
     for id in ids {
-        let Some(s) = head.get(id) else {
-            not_in_head.push(id);
-            continue;
-        };
-        let mut head_chunks = Vec::new();
-        for c in &s.recent {
-            if c.mint <= maxt && c.maxt >= mint {
-                head_chunks.push(RawChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: c.bytes.clone() });
-            }
+        match snap_of(head, id, mint, maxt) {
+            Some(snap) => out.push(snap),
+            None => not_in_head.push(id),
         }
-        if let Some(o) = &s.open {
-            if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
-                let (encoding, bytes) = (o.encoding(), o.bytes().to_vec());
-                head_chunks.push(RawChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
-            }
-        }
-        out.push(SeriesSnap { id, labels: s.labels.clone(), head_chunks, maxt });
     }
     (out, not_in_head)
+}
+
+/// The head chunks of series `id` overlapping `[mint, maxt]`, copied; `None` when the
+/// series is not in the head.
+fn snap_of(head: &Head, id: u32, mint: i64, maxt: i64) -> Option<SeriesSnap> {
+    let s = head.get(id)?;
+    Some(SeriesSnap { id, labels: s.labels.clone(), head_chunks: head_chunks(s, mint, maxt), maxt })
+}
+
+/// Copies of the chunks of head series `s` that overlap `[mint, maxt]`, in time order.
+fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
+    let mut out = Vec::new();
+    for c in &s.recent {
+        if c.mint <= maxt && c.maxt >= mint {
+            out.push(RawChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: c.bytes.clone() });
+        }
+    }
+    if let Some(o) = &s.open {
+        if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
+            let (encoding, bytes) = (o.encoding(), o.bytes().to_vec());
+            out.push(RawChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
+        }
+    }
+    out
 }
 
 /// Snapshots of series that are not in the head: labels from the `series` column
@@ -86,33 +103,128 @@ pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result
     Ok(out)
 }
 
-/// Reads the samples of every snapshotted series. A chunk that cannot be read fails the
-/// call with an error naming the series (labels) and the cause; `stop` is checked per
-/// series.
-pub fn select(
-    db: &DB,
-    snaps: Vec<SeriesSnap>,
+/// How many series a [`SeriesCursor`] copies out of the head under one lock (and reads
+/// with one RocksDB iterator): the lock is held briefly, and what is copied stays small.
+const CURSOR_BATCH: usize = 256;
+
+/// The samples of the series a select matched, read one series at a time: at creation
+/// the cursor resolves every series' labels (from the head, or RocksDB for series not
+/// in it) and orders them; each [`SeriesCursor::read_next`] then copies the next series'
+/// head chunks (a batch at a time, under the head lock), reads its persisted chunks and
+/// decodes them. Memory held: every matched series' labels, one batch of head-chunk
+/// copies, one series' samples.
+///
+/// A series evicted from the head between the lookup and its read is read from RocksDB
+/// (eviction persists everything first); samples appended meanwhile may or may not be
+/// seen, as with any read racing a write.
+pub struct SeriesCursor<'a> {
+    db: &'a DB,
+    head: &'a Mutex<Head>,
+    /// The series in read order with their labels (as the caller relabelled them).
+    series: Vec<(Labels, u32)>,
+    next: usize,
+    /// Head snapshots of `series[next..next + snaps.len()]`.
+    snaps: VecDeque<SeriesSnap>,
+    /// The RocksDB iterator of the current batch.
+    it: Option<DBRawIterator<'a>>,
     mint: i64,
     maxt: i64,
     lookback: i64,
-    stop: &Interrupt,
-) -> Result<Vec<SeriesSamples>> {
-    let cf = db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))?;
-    let mut it = db.raw_iterator_cf(cf);
-    let mut result = Vec::with_capacity(snaps.len());
-    for snap in snaps {
-        stop.check("select")?;
-        let mut samples = ChunkSamples::new(mint, maxt);
-        for_each_chunk(&mut it, &snap, mint, lookback, |enc, _, _, bytes| samples.add(enc, bytes))
-            .map_err(|e| unreadable(&snap.labels, &e))?;
-        let samples = samples.finish();
-        if samples.is_empty() {
-            continue;
+}
+
+impl<'a> SeriesCursor<'a> {
+    /// A cursor over the series `ids` for samples in `[mint, maxt]` (`mint` already
+    /// raised to the retention watermark), in label order. `lookback` is how far before
+    /// `mint` a persisted chunk may start and still reach into the range.
+    pub(crate) fn new(
+        db: &'a DB,
+        head: &'a Mutex<Head>,
+        ids: &RoaringBitmap,
+        mint: i64,
+        maxt: i64,
+        lookback: i64,
+        stop: &Interrupt,
+    ) -> Result<SeriesCursor<'a>> {
+        let (mut encoded, not_in_head) = {
+            let head = head.lock();
+            let mut encoded: Vec<(u32, Box<[u8]>)> = Vec::with_capacity(ids.len() as usize);
+            let mut not_in_head = Vec::new();
+            for id in ids {
+                match head.get(id) {
+                    Some(s) => encoded.push((id, s.labels.clone())),
+                    None => not_in_head.push(id),
+                }
+            }
+            (encoded, not_in_head)
+        };
+        encoded.extend(stored_snaps(db, &not_in_head, maxt, stop)?.into_iter().map(|s| (s.id, s.labels)));
+        let mut series = Vec::with_capacity(encoded.len());
+        for (i, (id, bytes)) in encoded.into_iter().enumerate() {
+            stop.check_every(i, "select")?;
+            series.push((labels_codec::decode_label_set(&bytes)?, id));
         }
-        result.push(SeriesSamples { labels: labels_codec::decode_label_set(&snap.labels)?, samples });
+        series.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(SeriesCursor { db, head, series, next: 0, snaps: VecDeque::new(), it: None, mint, maxt, lookback })
     }
-    result.sort_by(|a, b| a.labels.cmp(&b.labels));
-    Ok(result)
+
+    /// Series not read yet.
+    pub fn remaining(&self) -> usize {
+        self.series.len() - self.next
+    }
+
+    /// Replaces the labels of the series not read yet by `f(labels)` and reorders them
+    /// by the new labels (a caller that strips a label every series carries).
+    pub fn relabel(&mut self, mut f: impl FnMut(Labels) -> Labels) {
+        let rest = &mut self.series[self.next..];
+        for (labels, _) in rest.iter_mut() {
+            *labels = f(std::mem::take(labels));
+        }
+        rest.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Snapshots taken for the old order no longer line up.
+        self.snaps.clear();
+        self.it = None;
+    }
+
+    /// The labels of the series [`SeriesCursor::read_next`] reads next.
+    pub fn peek(&self) -> Option<&Labels> {
+        self.series.get(self.next).map(|(l, _)| l)
+    }
+
+    /// Reads the next series: its samples in `[mint, maxt]` in time order, possibly none
+    /// (a series whose chunks all lie outside the range). `None` after the last. A
+    /// chunk that cannot be read is an error naming the series; `stop` is checked per
+    /// series.
+    pub fn read_next(&mut self, stop: &Interrupt) -> Result<Option<SeriesSamples>> {
+        if self.next >= self.series.len() {
+            return Ok(None);
+        }
+        stop.check("select")?;
+        if self.snaps.is_empty() {
+            let end = (self.next + CURSOR_BATCH).min(self.series.len());
+            let head = self.head.lock();
+            for (_, id) in &self.series[self.next..end] {
+                // The labels are the cursor's; a series no longer in the head has all
+                // its chunks in RocksDB.
+                let head_chunks = head.get(*id).map(|s| head_chunks(s, self.mint, self.maxt)).unwrap_or_default();
+                self.snaps.push_back(SeriesSnap { id: *id, labels: Box::default(), head_chunks, maxt: self.maxt });
+            }
+            drop(head);
+            let cf = self
+                .db
+                .cf_handle(CF_CHUNKS)
+                .ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))?;
+            self.it = Some(self.db.raw_iterator_cf(cf));
+        }
+        let (Some(snap), Some(it)) = (self.snaps.pop_front(), self.it.as_mut()) else {
+            return Err(Error::corrupt("select", "series cursor lost its batch"));
+        };
+        let labels = std::mem::take(&mut self.series[self.next].0);
+        self.next += 1;
+        let mut samples = ChunkSamples::new(self.mint, self.maxt);
+        for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, bytes| samples.add(enc, bytes))
+            .map_err(|e| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain())))?;
+        Ok(Some(SeriesSamples { labels, samples: samples.finish() }))
+    }
 }
 
 /// The stored chunks of every snapshotted series that overlap `[mint, maxt]`, copied

@@ -96,8 +96,22 @@ impl Acc {
         }
     }
 
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Acc { count: 0.0, state: AccState::Empty, drop_name: false, hist: 0 }
+    }
+
+    /// Adds one input value of a series (`drop_name`: whether the series still carries
+    /// a name to drop): floats are aggregated, a native histogram is only counted.
+    pub(crate) fn fold_in(&mut self, op: &str, v: f64, drop_name: bool) {
+        self.drop_name |= drop_name;
+        if is_histogram_marker(v) {
+            self.hist += 1;
+            if op == "count" || op == "group" {
+                self.add(op, 0.0);
+            }
+            return;
+        }
+        self.add(op, v);
     }
 
     fn add(&mut self, op: &str, f: f64) {
@@ -300,16 +314,7 @@ impl Evaluator<'_> {
                 continue;
             }
             for &(i, v) in &present {
-                let acc = accs[series_group[i]].get_or_insert_with(Acc::new);
-                acc.drop_name |= input[i].drop_name;
-                if is_histogram_marker(v) {
-                    acc.hist += 1;
-                    if op == "count" || op == "group" {
-                        acc.add(op, 0.0);
-                    }
-                    continue;
-                }
-                acc.add(op, v);
+                accs[series_group[i]].get_or_insert_with(Acc::new).fold_in(op, v, input[i].drop_name);
             }
             step(self, k, t, &mut accs)?;
         }

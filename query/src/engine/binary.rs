@@ -176,42 +176,56 @@ impl Evaluator<'_> {
         swap: bool,
         return_bool: bool,
     ) -> Result<Vec<StepSeries>, QueryError> {
-        let cmp = is_comparison(op);
         for ser in v.iter_mut() {
-            let mut pts = Vec::with_capacity(ser.pts.len());
-            for &(t, x) in &ser.pts {
-                if is_histogram_marker(x) {
-                    // Native histograms are not evaluated; a comparison with a float is
-                    // an incompatible pair in Prometheus too.
-                    if cmp {
-                        self.incompatible(op);
-                    }
-                    continue;
-                }
-                let k = ((t - self.start) / self.step) as usize;
-                let sv = labels_util::at_step(s, k);
-                let (l, r) = if swap { (sv, x) } else { (x, sv) };
-                let (mut val, mut keep) = float_binop(op, l, r)?;
-                // A comparison keeps the vector element's value even when the vector
-                // is on the right-hand side.
-                if cmp && swap {
-                    val = r;
-                }
-                if return_bool {
-                    val = if keep { 1.0 } else { 0.0 };
-                    keep = true;
-                }
-                if keep {
-                    pts.push((t, val));
-                }
-            }
-            ser.pts = pts;
-            if !cmp || return_bool {
-                ser.drop_name = true;
-            }
+            self.scalar_op_series(op, ser, s, swap, return_bool)?;
         }
         v.retain(|s| !s.pts.is_empty());
         Ok(v)
+    }
+
+    /// `series ⊕ s` (`s ⊕ series` when `swap`) on one series, `s` a value per step: what
+    /// [`Evaluator::vector_scalar`] does to each series (which may be left without points).
+    pub(crate) fn scalar_op_series(
+        &self,
+        op: &str,
+        ser: &mut StepSeries,
+        s: &[f64],
+        swap: bool,
+        return_bool: bool,
+    ) -> Result<(), QueryError> {
+        let cmp = is_comparison(op);
+        let mut pts = Vec::with_capacity(ser.pts.len());
+        for &(t, x) in &ser.pts {
+            if is_histogram_marker(x) {
+                // Native histograms are not evaluated; a comparison with a float is
+                // an incompatible pair in Prometheus too.
+                if cmp {
+                    self.incompatible(op);
+                }
+                continue;
+            }
+            let k = ((t - self.start) / self.step) as usize;
+            let sv = labels_util::at_step(s, k);
+            let (l, r) = if swap { (sv, x) } else { (x, sv) };
+            let (mut val, mut keep) = float_binop(op, l, r)?;
+            // A comparison keeps the vector element's value even when the vector
+            // is on the right-hand side.
+            if cmp && swap {
+                val = r;
+            }
+            if return_bool {
+                val = if keep { 1.0 } else { 0.0 };
+                keep = true;
+            }
+            if keep {
+                pts.push((t, val));
+            }
+        }
+        ser.pts = pts;
+        if !cmp || return_bool {
+            ser.drop_name = true;
+        }
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -7,7 +7,7 @@ use promql_parser::label::MatchOp as PMatchOp;
 use promql_parser::parser::{Call, Expr};
 
 use super::binary::StepCursor;
-use super::eval::Evaluator;
+use super::eval::{Evaluator, RangeSeries};
 use super::labels_util::{self, is_histogram_marker};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
@@ -255,13 +255,7 @@ impl Evaluator<'_> {
             "info" => Err(QueryError::bad_data("function \"info\" is not supported")),
             "round" | "clamp" | "clamp_min" | "clamp_max" => {
                 let v = self.eval_vector(arg(0)?)?;
-                let mut sargs: Vec<Vec<f64>> = Vec::new();
-                for a in args.iter().skip(1) {
-                    sargs.push(self.eval_scalar(a)?);
-                }
-                if name == "round" && sargs.is_empty() {
-                    sargs.push(vec![1.0; n]);
-                }
+                let sargs = self.map_args(name, &args)?;
                 self.map_points(v, name, &sargs)
             }
             _ if TIME_FNS.contains(&name) => {
@@ -292,46 +286,76 @@ impl Evaluator<'_> {
 
     /// Applies a per-sample math function; the result drops the metric name.
     fn map_points(&self, mut v: Vec<StepSeries>, name: &str, sargs: &[Vec<f64>]) -> Result<Val, QueryError> {
-        let mut a = vec![0.0; sargs.len()];
         for s in v.iter_mut() {
             self.ctx.check_interrupt()?;
-            s.drop_name = true;
-            let mut pts = Vec::with_capacity(s.pts.len());
-            for &(t, x) in &s.pts {
-                // Float functions drop native histogram samples.
-                if is_histogram_marker(x) {
-                    continue;
-                }
-                let k = ((t - self.start) / self.step) as usize;
-                for (i, sa) in sargs.iter().enumerate() {
-                    a[i] = labels_util::at_step(sa, k);
-                }
-                // clamp with min > max returns no sample.
-                if name == "clamp" && a.len() == 2 && a[0] > a[1] {
-                    continue;
-                }
-                match functions::math::eval_scalar_fn(name, x, &a) {
-                    Some(y) => pts.push((t, y)),
-                    None => return Err(QueryError::bad_data(format!("unknown function with name {name:?}"))),
-                }
-            }
-            s.pts = pts;
+            self.map_series(s, name, sargs)?;
         }
         v.retain(|s| !s.pts.is_empty());
         Ok(Val::Vector(v))
     }
 
-    fn eval_range_fn(&mut self, name: &str, args: &[&Expr]) -> Result<Val, QueryError> {
-        let n = self.n_steps();
-        // Which argument is the range vector, and which are scalars.
-        let (range_idx, scalar_idx): (usize, Vec<usize>) = match name {
-            "quantile_over_time" => (1, vec![0]),
-            "predict_linear" => (0, vec![1]),
-            "double_exponential_smoothing" | "holt_winters" => (0, vec![1, 2]),
-            _ => (0, vec![]),
-        };
+    /// [`Evaluator::map_points`] on one series (which may be left without points).
+    pub(crate) fn map_series(&self, s: &mut StepSeries, name: &str, sargs: &[Vec<f64>]) -> Result<(), QueryError> {
+        let mut a = vec![0.0; sargs.len()];
+        s.drop_name = true;
+        let mut pts = Vec::with_capacity(s.pts.len());
+        for &(t, x) in &s.pts {
+            // Float functions drop native histogram samples.
+            if is_histogram_marker(x) {
+                continue;
+            }
+            let k = ((t - self.start) / self.step) as usize;
+            for (i, sa) in sargs.iter().enumerate() {
+                a[i] = labels_util::at_step(sa, k);
+            }
+            // clamp with min > max returns no sample.
+            if name == "clamp" && a.len() == 2 && a[0] > a[1] {
+                continue;
+            }
+            match functions::math::eval_scalar_fn(name, x, &a) {
+                Some(y) => pts.push((t, y)),
+                None => return Err(QueryError::bad_data(format!("unknown function with name {name:?}"))),
+            }
+        }
+        s.pts = pts;
+        Ok(())
+    }
+
+    /// The scalar arguments of a per-sample function call after its vector (`round`'s
+    /// nearest, 1 when left out; `clamp*`'s bounds), one value per step.
+    pub(crate) fn map_args(&mut self, name: &str, args: &[&Expr]) -> Result<Vec<Vec<f64>>, QueryError> {
+        let mut sargs: Vec<Vec<f64>> = Vec::new();
+        for a in args.iter().skip(1) {
+            sargs.push(self.eval_scalar(a)?);
+        }
+        if name == "round" && sargs.is_empty() {
+            sargs.push(vec![1.0; self.n_steps()]);
+        }
+        Ok(sargs)
+    }
+
+    fn eval_range_fn(&mut self, name: &'static str, args: &[&Expr]) -> Result<Val, QueryError> {
+        let (plan, range_expr) = self.range_fn_plan(name, args)?;
+        let ra = self.eval_range_arg(range_expr)?;
+        let mut out = Vec::with_capacity(ra.series.len());
+        for s in &ra.series {
+            self.ctx.check_interrupt()?;
+            out.extend(self.apply_range_fn(&plan, s, ra.range, ra.offset, ra.at)?);
+        }
+        Ok(Val::Vector(out))
+    }
+
+    /// Everything a range function needs before it sees a series: its scalar arguments
+    /// (evaluated here, before the range argument, as Prometheus does) and its rules;
+    /// also the range argument's expression.
+    pub(crate) fn range_fn_plan<'e>(
+        &mut self,
+        name: &'static str,
+        args: &[&'e Expr],
+    ) -> Result<(RangeFnPlan, &'e Expr), QueryError> {
+        let (range_idx, scalar_idx) = range_fn_args(name);
         let mut scalars = Vec::new();
-        for &i in &scalar_idx {
+        for &i in scalar_idx {
             let e = args
                 .get(i)
                 .ok_or_else(|| QueryError::bad_data(format!("wrong number of arguments for function {name}()")))?;
@@ -340,42 +364,46 @@ impl Evaluator<'_> {
         let range_expr = args
             .get(range_idx)
             .ok_or_else(|| QueryError::bad_data(format!("wrong number of arguments for function {name}()")))?;
-        let ra = self.eval_range_arg(range_expr)?;
         if name == "quantile_over_time" {
             let pos = self.ctx.pos_of_first_arg(name);
-            let mut warned = false;
-            for &q in &scalars[0] {
-                if !warned && (q.is_nan() || !(0.0..=1.0).contains(&q)) {
-                    warned = true;
-                    self.ctx.warn(format!(
-                        "PromQL warning: quantile value should be between 0 and 1, got {} {}",
-                        format_go_g(q),
-                        pos
+            if let Some(&q) = scalars[0].iter().find(|q| q.is_nan() || !(0.0..=1.0).contains(*q)) {
+                self.ctx.warn(format!(
+                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
+                    format_go_g(q),
+                    pos
+                ));
+            }
+        }
+        // Resolved once: the per-window call is then a plain match.
+        let func = functions::range::RangeFn::from_name(name)
+            .ok_or_else(|| QueryError::bad_data(format!("unknown function with name {name:?}")))?;
+        Ok((RangeFnPlan { name, func, scalars }, range_expr))
+    }
+
+    /// One series of a range function's result: `plan`'s function over every step's
+    /// window of `s`; `None` when no step has a value.
+    pub(crate) fn apply_range_fn(
+        &self,
+        plan: &RangeFnPlan,
+        s: &RangeSeries,
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+    ) -> Result<Option<StepSeries>, QueryError> {
+        let name = plan.name;
+        if matches!(name, "rate" | "increase") {
+            if let Some(metric) = s.labels.get(METRIC_NAME) {
+                if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
+                    let p = self.ctx.pos_of(metric, 0);
+                    self.ctx.info(format!(
+                        "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {metric:?} {p}"
                     ));
                 }
             }
         }
-        if matches!(name, "rate" | "increase") {
-            let arg_text_pos = self.ctx.pos_of(name, 0);
-            for s in &ra.series {
-                if let Some(metric) = s.labels.get(METRIC_NAME) {
-                    if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
-                        let p = self.ctx.pos_of(metric, 0);
-                        let _ = &arg_text_pos;
-                        self.ctx.info(format!(
-                            "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {metric:?} {p}"
-                        ));
-                    }
-                }
-            }
-        }
         let keep_name = matches!(name, "last_over_time" | "first_over_time");
-        // Resolved once: the per-window call is then a plain match.
-        let func = functions::range::RangeFn::from_name(name)
-            .ok_or_else(|| QueryError::bad_data(format!("unknown function with name {name:?}")))?;
-        let mut out: Vec<StepSeries> =
-            ra.series.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name || !keep_name)).collect();
-        let mut fargs = vec![0.0; scalars.len()];
+        let mut out = StepSeries::new(s.labels.clone(), s.drop_name || !keep_name);
+        let mut fargs = vec![0.0; plan.scalars.len()];
         // Functions that look at every sample, float or histogram.
         let all_types = matches!(
             name,
@@ -391,9 +419,9 @@ impl Evaluator<'_> {
         let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
         let mut floats_buf: Vec<tessera_model::Sample> = Vec::new();
         let ctx = self.ctx;
-        self.for_each_window(&ra, |win, si, k, ws, we| {
-            for (i, s) in scalars.iter().enumerate() {
-                fargs[i] = labels_util::at_step(s, k);
+        self.windows_of(&s.samples, range, offset, at, |win, k, ws, we| {
+            for (i, sc) in plan.scalars.iter().enumerate() {
+                fargs[i] = labels_util::at_step(sc, k);
             }
             let mut win = win;
             if !all_types && win.iter().any(|s| is_histogram_marker(s.v)) {
@@ -403,11 +431,11 @@ impl Evaluator<'_> {
                     // Only histograms: the functions that map histograms to histograms
                     // produce one (kept opaque); the others produce nothing.
                     if matches!(name, "rate" | "increase" | "delta" | "irate" | "idelta" | "sum_over_time" | "avg_over_time") {
-                        out[si].pts.push((self.ts(k), f64::from_bits(HISTOGRAM_MARKER_BITS)));
+                        out.pts.push((self.ts(k), f64::from_bits(HISTOGRAM_MARKER_BITS)));
                     }
                     return Ok(());
                 }
-                let metric = ra.series[si].labels.get(METRIC_NAME).unwrap_or("").to_string();
+                let metric = s.labels.get(METRIC_NAME).unwrap_or("");
                 let p = ctx.pos_of_first_arg(name);
                 if refuse_mix {
                     ctx.warn(format!(
@@ -423,14 +451,12 @@ impl Evaluator<'_> {
             // predict_linear extrapolates from the evaluation time, not from the
             // window end (they differ under `@` and `offset`).
             let we = if name == "predict_linear" { self.ts(k) } else { we };
-            if let Some(v) = func.eval(win, ws, we, &fargs)? {
-                out[si].pts.push((self.ts(k), v));
+            if let Some(v) = plan.func.eval(win, ws, we, &fargs)? {
+                out.pts.push((self.ts(k), v));
             }
             Ok(())
         })?;
-        let _ = n;
-        out.retain(|s| !s.pts.is_empty());
-        Ok(Val::Vector(out))
+        Ok((!out.pts.is_empty()).then_some(out))
     }
 
     /// `histogram_quantile` over classic buckets.
@@ -530,6 +556,25 @@ impl Evaluator<'_> {
         out.extend(extra);
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
+    }
+}
+
+/// A range function's rules and evaluated scalar arguments (see
+/// [`Evaluator::range_fn_plan`]).
+pub(crate) struct RangeFnPlan {
+    name: &'static str,
+    func: functions::range::RangeFn,
+    /// The scalar arguments' values per step, in argument order.
+    scalars: Vec<Vec<f64>>,
+}
+
+/// Which argument of range function `name` is the range vector, and which are scalars.
+pub(crate) fn range_fn_args(name: &str) -> (usize, &'static [usize]) {
+    match name {
+        "quantile_over_time" => (1, &[0]),
+        "predict_linear" => (0, &[1]),
+        "double_exponential_smoothing" | "holt_winters" => (0, &[1, 2]),
+        _ => (0, &[]),
     }
 }
 

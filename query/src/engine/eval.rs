@@ -23,6 +23,10 @@ pub(crate) struct Ctx {
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Samples currently held by live intermediate values (Prometheus' `currentSamples`).
     cur_samples: Cell<usize>,
+    /// The most samples held at once so far: the largest count checked against the limit.
+    peak_samples: Cell<usize>,
+    /// Whether the shapes `engine/stream.rs` knows are evaluated series by series.
+    pub streaming: bool,
     /// Calls to `check_interrupt` since the clock was last read; reading the clock per
     /// sample would cost more than the work it guards.
     ticks: Cell<u32>,
@@ -53,6 +57,8 @@ impl Ctx {
             deadline: qo.deadline,
             cancel: qo.cancel.clone(),
             cur_samples: Cell::new(0),
+            peak_samples: Cell::new(0),
+            streaming: eo.streaming,
             ticks: Cell::new(0),
             warnings: RefCell::new(Vec::new()),
             infos: RefCell::new(Vec::new()),
@@ -120,14 +126,26 @@ impl Ctx {
         self.check_samples(self.cur_samples().saturating_add(steps))
     }
 
-    /// Fails when `n` samples would be held at once.
+    /// Fails when `n` samples would be held at once. The message starts with
+    /// Prometheus' (`ErrTooManySamples`), which clients match on, and says what is
+    /// counted: samples held in memory at one time, not samples read.
     pub fn check_samples(&self, n: usize) -> Result<(), QueryError> {
+        if n > self.peak_samples.get() {
+            self.peak_samples.set(n);
+        }
         if n > self.max_samples {
-            return Err(QueryError::execution(
-                "query processing would load too many samples into memory in query execution",
-            ));
+            return Err(QueryError::execution(format!(
+                "query processing would load too many samples into memory in query execution: more than {} samples \
+                 held in memory at once (the limit counts samples held, not samples scanned)",
+                self.max_samples
+            )));
         }
         Ok(())
+    }
+
+    /// The most samples the query held at once (as counted for the limit).
+    pub fn peak_samples(&self) -> usize {
+        self.peak_samples.get()
     }
 
     pub fn warn(&self, msg: String) {
@@ -340,6 +358,9 @@ impl<'a> Evaluator<'a> {
                 return self.eval_pushed(se, e, p);
             }
         }
+        if let Some(v) = self.eval_streamed(e)? {
+            return Ok(v);
+        }
         match e {
             Expr::NumberLiteral(n) => {
                 self.ctx.check_samples(self.ctx.cur_samples().saturating_add(self.n_steps()))?;
@@ -350,12 +371,7 @@ impl<'a> Evaluator<'a> {
             Expr::Unary(u) => match self.eval(&u.expr)? {
                 Val::Scalar(v) => Ok(Val::Scalar(v.into_iter().map(|x| -x).collect())),
                 Val::Vector(mut series) => {
-                    for s in series.iter_mut() {
-                        s.drop_name = true;
-                        for p in s.pts.iter_mut() {
-                            p.1 = -p.1;
-                        }
-                    }
+                    series.iter_mut().for_each(negate);
                     Ok(Val::Vector(series))
                 }
                 other => Err(QueryError::execution(format!(
@@ -495,27 +511,41 @@ impl<'a> Evaluator<'a> {
         ra: &RangeArg,
         mut f: impl FnMut(&[tessera_model::Sample], usize, usize, i64, i64) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
-        let n = self.n_steps();
-        let base = self.ctx.cur_samples();
         for (si, s) in ra.series.iter().enumerate() {
             self.ctx.check_interrupt()?;
-            let (mut lo, mut hi) = (0usize, 0usize);
-            for k in 0..n {
-                let r = ra.at.unwrap_or_else(|| self.ts(k)) - ra.offset;
-                let ws = r - ra.range;
-                while hi < s.samples.len() && s.samples[hi].t <= r {
-                    hi += 1;
-                }
-                while lo < hi && s.samples[lo].t <= ws {
-                    lo += 1;
-                }
-                if lo >= hi {
-                    continue;
-                }
-                self.ctx.check_samples(base + (hi - lo))?;
-                // The window is a slice of the series: no copy per step.
-                f(&s.samples[lo..hi], si, k, ws, r)?;
+            self.windows_of(&s.samples, ra.range, ra.offset, ra.at, |w, k, ws, we| f(w, si, k, ws, we))?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(window, step index, window start, window end)` for each step whose
+    /// window `(ref - range, ref]` over one series' `samples` is not empty; `ref` is the
+    /// step's time (or `at`) minus `offset`.
+    pub fn windows_of(
+        &self,
+        samples: &[tessera_model::Sample],
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+        mut f: impl FnMut(&[tessera_model::Sample], usize, i64, i64) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
+        let base = self.ctx.cur_samples();
+        let (mut lo, mut hi) = (0usize, 0usize);
+        for k in 0..self.n_steps() {
+            let r = at.unwrap_or_else(|| self.ts(k)) - offset;
+            let ws = r - range;
+            while hi < samples.len() && samples[hi].t <= r {
+                hi += 1;
             }
+            while lo < hi && samples[lo].t <= ws {
+                lo += 1;
+            }
+            if lo >= hi {
+                continue;
+            }
+            self.ctx.check_samples(base + (hi - lo))?;
+            // The window is a slice of the series: no copy per step.
+            f(&samples[lo..hi], k, ws, r)?;
         }
         Ok(())
     }
@@ -545,6 +575,14 @@ pub(crate) struct RangeSeries {
     pub labels: tessera_model::Labels,
     pub drop_name: bool,
     pub samples: Vec<Sample>,
+}
+
+/// Unary minus on one series: values negated, the name to be dropped.
+pub(crate) fn negate(s: &mut StepSeries) {
+    s.drop_name = true;
+    for p in s.pts.iter_mut() {
+        p.1 = -p.1;
+    }
 }
 
 pub(crate) fn is_literal(e: &Expr) -> bool {

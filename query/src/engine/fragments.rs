@@ -35,7 +35,10 @@ impl Evaluator<'_> {
             query_end: self.ctx.query_end,
             query_step: self.ctx.query_step,
             lookback_delta_ms: self.ctx.lookback,
-            max_samples: self.ctx.remaining_samples() as u64,
+            // The shards' outputs are all held here at once before they merge (and a
+            // local source runs its fragments side by side): each may hold its share of
+            // what the query has left, so together they stay within the limit.
+            max_samples: (self.ctx.remaining_samples() / se.shard_count().max(1)) as u64,
             param: Vec::new(),
             string_param: None,
         };
@@ -375,6 +378,11 @@ impl Engine {
             (FragmentMode::Concat, _) => FragmentData::Series(to_partial_series(ev.eval_vector(node)?)),
             (FragmentMode::Partial, Expr::Aggregate(a)) => {
                 let op = a.op.to_string();
+                let partial = matches!(op.as_str(), "sum" | "count" | "group" | "min" | "max" | "avg");
+                if let Some(groups) = if partial { ev.partial_streamed(a)? } else { None } {
+                    let (warnings, infos) = ctx.into_annotations();
+                    return Ok(FragmentOutput { data: FragmentData::Groups(groups), warnings, infos });
+                }
                 let input = ev.eval_vector(&a.expr)?;
                 match op.as_str() {
                     "topk" | "bottomk" => {

@@ -18,6 +18,7 @@ pub mod limits;
 mod plan;
 mod pushdown;
 mod selector;
+mod stream;
 mod types;
 
 use std::sync::atomic::AtomicBool;
@@ -40,15 +41,30 @@ pub use selector::selector_matchers;
 pub struct EngineOptions {
     /// How far back (ms) an instant selector looks for the latest sample. Default 300_000 (5m).
     pub lookback_delta_ms: i64,
-    /// Most samples held in memory at once by one query, counted as Prometheus counts
-    /// them (points of intermediate vectors plus samples of the range window in use).
-    /// Default 50_000_000.
+    /// Most samples held in memory at once by one query: points of intermediate
+    /// vectors, decoded samples of the series being read (all selected series for a
+    /// selector evaluated whole, one series for a streamed one) and aggregation states
+    /// (one per group and step). Samples scanned and dropped do not count. A pushed-down
+    /// fragment may hold its share (see `Fragment::max_samples`). Default 50_000_000.
     pub max_samples: usize,
     /// Most points per series a range query may return. Default 11_000.
     pub max_points_per_series: usize,
     /// Length and nesting bounds of the query text, checked before parsing
     /// (see [`limits`]). Default 256 KiB and 256 levels.
     pub text: TextLimits,
+    /// Evaluate the shapes dashboards use series by series from a stream
+    /// ([`Queryable::select_stream`], see `engine/stream.rs`) instead of materialising
+    /// every selected sample first. Default true; false keeps every query on the
+    /// materialising path (the differential tests compare the two).
+    pub streaming: bool,
+}
+
+/// What one evaluation cost (Prometheus reports the same as `stats.samples`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// The most samples held at once, as counted against `max_samples` (Prometheus'
+    /// `peakSamples`).
+    pub peak_samples: usize,
 }
 
 impl Default for EngineOptions {
@@ -58,6 +74,7 @@ impl Default for EngineOptions {
             max_samples: 50_000_000,
             max_points_per_series: 11_000,
             text: TextLimits::default(),
+            streaming: true,
         }
     }
 }
@@ -98,6 +115,17 @@ impl Engine {
         time_ms: i64,
         opts: &QueryOptions,
     ) -> Result<QueryOutput, QueryError> {
+        self.instant_query_stats(q, expr, time_ms, opts).map(|(out, _)| out)
+    }
+
+    /// [`Engine::instant_query`] with what the evaluation cost.
+    pub fn instant_query_stats(
+        &self,
+        q: &dyn Queryable,
+        expr: &str,
+        time_ms: i64,
+        opts: &QueryOptions,
+    ) -> Result<(QueryOutput, QueryStats), QueryError> {
         bounds::check_time("time", time_ms)?;
         let ast = parse_with_limits(expr, &self.opts.text)?;
         let mut ctx = Ctx::new(&self.opts, opts, expr, time_ms, time_ms);
@@ -123,7 +151,8 @@ impl Engine {
             }
             Val::Range(series) => Value::Matrix(into_matrix(series)?),
         };
-        Ok(ctx.into_output(value))
+        let stats = QueryStats { peak_samples: ctx.peak_samples() };
+        Ok((ctx.into_output(value), stats))
     }
 
     /// Evaluates `expr` at every `step_ms` from `start_ms` to `end_ms` (inclusive). The
@@ -137,6 +166,19 @@ impl Engine {
         step_ms: i64,
         opts: &QueryOptions,
     ) -> Result<QueryOutput, QueryError> {
+        self.range_query_stats(q, expr, start_ms, end_ms, step_ms, opts).map(|(out, _)| out)
+    }
+
+    /// [`Engine::range_query`] with what the evaluation cost.
+    pub fn range_query_stats(
+        &self,
+        q: &dyn Queryable,
+        expr: &str,
+        start_ms: i64,
+        end_ms: i64,
+        step_ms: i64,
+        opts: &QueryOptions,
+    ) -> Result<(QueryOutput, QueryStats), QueryError> {
         if step_ms <= 0 {
             return Err(QueryError::bad_data(
                 "zero or negative query resolution step widths are not accepted. Try a positive integer",
@@ -190,7 +232,8 @@ impl Engine {
                 ))
             }
         };
-        Ok(ctx.into_output(value))
+        let stats = QueryStats { peak_samples: ctx.peak_samples() };
+        Ok((ctx.into_output(value), stats))
     }
 }
 

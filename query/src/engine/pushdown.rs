@@ -265,7 +265,7 @@ fn selector_metric(vs: &VectorSelector) -> Option<&str> {
 /// A scalar expression that reads no data (literals, `time()`, `pi()`, arithmetic of
 /// those): a shard computes the same values as the querier. String literals count too
 /// (e.g. a function's text argument).
-fn data_independent_scalar(e: &Expr) -> bool {
+pub(crate) fn data_independent_scalar(e: &Expr) -> bool {
     matches!(e.value_type(), ValueType::Scalar | ValueType::String) && !reads_data(e)
 }
 

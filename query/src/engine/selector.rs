@@ -10,7 +10,7 @@ use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
 use super::types::StepSeries;
 use crate::error::QueryError;
 use crate::model::{SelectHints, Series};
-use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, METRIC_NAME};
+use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, Sample, METRIC_NAME};
 
 /// Compiles a selector's matchers (plus the metric name, which promql-parser keeps
 /// apart) into the `Queryable` contract's matcher sets, one per `or` alternative: the
@@ -131,35 +131,44 @@ impl Evaluator<'_> {
         ts_as_value: bool,
     ) -> Result<Vec<StepSeries>, QueryError> {
         let (offset, at, rmin, rmax) = self.window(vs);
-        let n = self.n_steps();
-        let lookback = self.ctx.lookback;
-        let series = self.select(vs, rmin - lookback + 1, rmax, 0)?;
+        let series = self.select(vs, rmin - self.ctx.lookback + 1, rmax, 0)?;
         let mut out = Vec::with_capacity(series.len());
         for s in series {
             self.ctx.check_interrupt()?;
-            let mut ss = StepSeries::new(s.labels, false);
-            let mut i = 0usize; // number of samples with t <= ref
-            for k in 0..n {
-                let t = self.ts(k);
-                let r = at.unwrap_or(t) - offset;
-                while i < s.samples.len() && s.samples[i].t <= r {
-                    i += 1;
-                }
-                if i == 0 {
-                    continue;
-                }
-                let smp = s.samples[i - 1];
-                if smp.t <= r - lookback || is_stale_nan(smp.v) {
-                    continue;
-                }
-                let v = if ts_as_value { smp.t as f64 / 1000.0 } else { smp.v };
-                ss.pts.push((t, v));
-            }
-            if !ss.pts.is_empty() {
-                out.push(ss);
-            }
+            out.extend(self.instant_points(s, offset, at, ts_as_value));
         }
         Ok(out)
+    }
+
+    /// One selected series as an instant vector's series on this grid (see
+    /// [`Evaluator::eval_vector_selector`]); `None` when no step sees a sample.
+    pub(crate) fn instant_points(
+        &self,
+        s: Series,
+        offset: i64,
+        at: Option<i64>,
+        ts_as_value: bool,
+    ) -> Option<StepSeries> {
+        let lookback = self.ctx.lookback;
+        let mut ss = StepSeries::new(s.labels, false);
+        let mut i = 0usize; // number of samples with t <= ref
+        for k in 0..self.n_steps() {
+            let t = self.ts(k);
+            let r = at.unwrap_or(t) - offset;
+            while i < s.samples.len() && s.samples[i].t <= r {
+                i += 1;
+            }
+            if i == 0 {
+                continue;
+            }
+            let smp = s.samples[i - 1];
+            if smp.t <= r - lookback || is_stale_nan(smp.v) {
+                continue;
+            }
+            let v = if ts_as_value { smp.t as f64 / 1000.0 } else { smp.v };
+            ss.pts.push((t, v));
+        }
+        (!ss.pts.is_empty()).then_some(ss)
     }
 
     /// A matrix selector's samples for every window the steps need, with staleness
@@ -169,15 +178,54 @@ impl Evaluator<'_> {
         let (offset, at, rmin, rmax) = self.window(vs);
         let range = dur_ms(&ms.range);
         let series = self.select(vs, rmin - range + 1, rmax, range)?;
-        let series = series
-            .into_iter()
-            .map(|s| RangeSeries {
-                labels: s.labels,
-                drop_name: false,
-                samples: s.samples.into_iter().filter(|p| !is_stale_nan(p.v)).collect(),
-            })
-            .filter(|s| !s.samples.is_empty())
-            .collect();
+        let series = series.into_iter().filter_map(range_series).collect();
         Ok(RangeArg { series, range, offset, at })
     }
+
+    /// Hands every series matching `vs` with samples in `[mint, maxt]` to `f`, one at a
+    /// time in label order, from the source's [`crate::Queryable::select_stream`]: the
+    /// series-at-a-time path (`engine/stream.rs`). A selector with `or` alternatives
+    /// reads them all first (their union is de-duplicated by labels). A source that
+    /// streams out of label order is an internal error: the order decides aggregation
+    /// groups' order and the order of float additions.
+    pub(crate) fn select_each(
+        &self,
+        vs: &VectorSelector,
+        mint: i64,
+        maxt: i64,
+        range: i64,
+        mut f: impl FnMut(Series) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
+        let sets = self.matchers_of(vs)?;
+        if sets.len() != 1 {
+            return self.select(vs, mint, maxt, range)?.into_iter().try_for_each(f);
+        }
+        self.ctx.check_interrupt_now()?;
+        let hints = self.hints(vs, mint, maxt, range);
+        let r = self.q.select_stream(&sets[0], &hints, &self.ctx.controls())?;
+        for w in r.warnings {
+            self.ctx.warn(w);
+        }
+        let mut last: Option<Labels> = None;
+        for s in r.data {
+            let s = s?;
+            if last.as_ref().is_some_and(|l| *l >= s.labels) {
+                return Err(QueryError::internal(format!(
+                    "the data source streamed series {} after {}, out of label order",
+                    s.labels,
+                    last.unwrap_or_default()
+                )));
+            }
+            last = Some(s.labels.clone());
+            f(s)?;
+        }
+        Ok(())
+    }
+}
+
+/// A selected series as a range argument's: staleness markers removed; `None` when
+/// nothing is left.
+pub(crate) fn range_series(s: Series) -> Option<RangeSeries> {
+    let samples: Vec<Sample> = s.samples.into_iter().filter(|p| !is_stale_nan(p.v)).collect();
+    (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, drop_name: false, samples })
 }

@@ -202,3 +202,95 @@ fn selects_carry_hints_and_source_warnings_reach_the_answer() {
     let h = q.hints.lock().expect("lock")[0].clone();
     assert_eq!((h.step, h.range, h.func), (0, 0, None), "an instant selector on its own");
 }
+
+/// `n` counters `x_total{i="0".."n"}`, one sample every 15 s for 15 minutes.
+fn counters(n: usize) -> MemStore {
+    let mut s = MemStore::new();
+    for i in 0..n {
+        let l = Labels::from_pairs([("__name__", "x_total".to_string()), ("i", i.to_string())]);
+        for k in 0..=60 {
+            s.add(l.clone(), k * 15_000, (k * (i as i64 + 1)) as f64);
+        }
+    }
+    s
+}
+
+/// Issue 10: a dashboard query over ten times the series holds no more samples at once
+/// when it streams (one series in flight plus the group's step states), where the
+/// materialising path holds every selected sample.
+#[test]
+fn a_streamed_aggregation_holds_as_much_over_ten_times_the_data() {
+    let ctl = QueryOptions::default();
+    let peak = |e: &Engine, q: &str, n: usize| {
+        let (_, stats) = e.range_query_stats(&counters(n), q, 300_000, 900_000, 60_000, &ctl).expect(q);
+        stats.peak_samples
+    };
+    let streaming = Engine::default();
+    let materialising = Engine::new(EngineOptions { streaming: false, ..Default::default() });
+    for q in ["sum(rate(x_total[5m]))", "max(abs(x_total) * 2)", "count(max_over_time(x_total[1m]) > 3)"] {
+        let (small, big) = (peak(&streaming, q, 10), peak(&streaming, q, 100));
+        assert_eq!(small, big, "{q}: streamed peak over 10 and 100 series");
+        // One series' samples, the group's 11 step states and a scalar operand's 11 points.
+        assert!(small <= 61 + 11 + 11, "{q}: held {small}");
+        let (small, big) = (peak(&materialising, q, 10), peak(&materialising, q, 100));
+        assert!(big >= 9 * small, "{q}: materialised peak over 10 and 100 series: {small} and {big}");
+    }
+    // Many groups hold one state per group and step, still not the samples.
+    let by = peak(&streaming, "sum by (i) (rate(x_total[5m]))", 100);
+    assert!(by <= 100 * 11 + 61, "held {by}");
+}
+
+#[test]
+fn the_sample_limit_error_says_it_counts_samples_held() {
+    let e = Engine::new(EngineOptions { max_samples: 500, ..Default::default() });
+    let ctl = QueryOptions::default();
+    // 100 series × 11 steps of states: more than 500 held at once.
+    let err = e
+        .range_query(&counters(100), "sum by (i) (rate(x_total[5m]))", 300_000, 900_000, 60_000, &ctl)
+        .expect_err("1,100 states");
+    assert_eq!(err.kind, ErrorKind::Execution);
+    assert!(
+        err.message.starts_with("query processing would load too many samples into memory in query execution"),
+        "Prometheus' prefix: {}",
+        err.message
+    );
+    assert!(err.message.contains("more than 500 samples held in memory at once"), "{}", err.message);
+    // The same data folded into one group fits: scanning 6,100 samples is not holding them.
+    e.range_query(&counters(100), "sum(rate(x_total[5m]))", 300_000, 900_000, 60_000, &ctl).expect("fits");
+}
+
+/// A source that streams its series in reverse label order.
+struct Backwards(MemStore);
+
+impl Queryable for Backwards {
+    fn select(
+        &self,
+        matchers: &[tessera_model::Matcher],
+        hints: &crate::model::SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<crate::model::SelectResult, QueryError> {
+        self.0.select(matchers, hints, ctl)
+    }
+    fn select_stream<'a>(
+        &'a self,
+        matchers: &[tessera_model::Matcher],
+        hints: &crate::model::SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<crate::model::ReadResult<crate::model::SeriesStream<'a>>, QueryError> {
+        let mut all = self.0.select(matchers, hints, ctl)?.data;
+        all.reverse();
+        Ok(crate::model::ReadResult::new(Box::new(all.into_iter().map(Ok))))
+    }
+}
+
+#[test]
+fn a_source_streaming_out_of_label_order_is_an_internal_error() {
+    let err = Engine::default()
+        .instant_query(&Backwards(counters(3)), "sum(x_total)", 600_000, &QueryOptions::default())
+        .expect_err("out of order");
+    assert_eq!(err.kind, ErrorKind::Internal);
+    assert!(err.message.contains("out of label order"), "{}", err.message);
+    // The materialising path sorts what `select` returns.
+    let e = Engine::new(EngineOptions { streaming: false, ..Default::default() });
+    e.instant_query(&Backwards(counters(3)), "sum(x_total)", 600_000, &QueryOptions::default()).expect("sorted");
+}

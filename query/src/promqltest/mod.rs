@@ -9,7 +9,9 @@ mod split;
 mod store;
 
 pub use run::{run_cli, run_file, run_files, run_script, run_script_on, Failure, FileSummary, Summary};
-pub use split::{compare_outputs, compare_split, SplitSummary, SPLIT_ABS_TOLERANCE, SPLIT_REL_TOLERANCE};
+pub use split::{
+    compare_outputs, compare_outputs_exact, compare_split, SplitSummary, SPLIT_ABS_TOLERANCE, SPLIT_REL_TOLERANCE,
+};
 pub use store::{eval_in_process, EvalAt, EvalQuery, MemStore, TestStore};
 
 /// The vendored upstream scripts (`testdata/upstream`) whose data a stored path can hold:

@@ -1,9 +1,11 @@
 //! The split-versus-unsplit check: a script's data loaded once into one store and once
 //! split over N shards (by [`crate::shard_of`]) behind a [`ShardedQueryable`], every eval
 //! run over both, and every difference between the two answers reported. The split run
-//! goes through the pushdown planner, fragments and merges; the unsplit one through the
-//! plain engine. Also the comparison a generated-query differential test uses
-//! ([`compare_outputs`]).
+//! goes through the pushdown planner, fragments and merges; the unsplit reference
+//! through the plain engine with every select materialised, and once more with the
+//! series-at-a-time path on, which must give the reference bit for bit. Also the
+//! comparisons a generated-query differential test uses ([`compare_outputs`],
+//! [`compare_outputs_exact`]).
 
 use super::parse::{parse_script, Cmd};
 use super::run::{load, Failure, FileSummary};
@@ -48,16 +50,22 @@ impl TestStore for SplitStore {
 }
 
 /// The outcome of [`compare_split`]: evals whose answers agreed (`passed`) and differed
-/// (`failures`), and how many shard fragments the split runs evaluated.
+/// (`failures`), how many shard fragments the split runs evaluated, and how many selects
+/// were streamed (the series-at-a-time path) unsplit and inside the shards' fragments.
 pub struct SplitSummary {
     pub file: FileSummary,
     pub fragments: u64,
+    pub streamed_unsplit: u64,
+    pub streamed_split: u64,
 }
 
-/// Runs every eval of `text` unsplit and split over `shards` shards (fragments evaluated
-/// `parallelism` at a time) and counts the evals whose answers differ as failures.
+/// Runs every eval of `text` unsplit with every select materialised (the reference),
+/// unsplit with streaming, and split over `shards` shards (fragments evaluated
+/// `parallelism` at a time), and counts the evals whose answers differ as failures:
+/// streaming must match the reference exactly, the split run as [`compare_outputs`] says.
 pub fn compare_split(name: &str, text: &str, shards: usize, parallelism: usize) -> SplitSummary {
     let engine = Engine::new(EngineOptions::default());
+    let reference = Engine::new(EngineOptions { streaming: false, ..EngineOptions::default() });
     let parts = (0..shards.max(1)).map(|_| MemStore::new()).collect();
     let mut store = SplitStore {
         whole: MemStore::new(),
@@ -73,13 +81,22 @@ pub fn compare_split(name: &str, text: &str, shards: usize, parallelism: usize) 
                     continue;
                 }
                 let opts = QueryOptions::default();
-                let run = |q: &dyn Queryable| match (e.instant, e.range) {
+                let run = |engine: &Engine, q: &dyn Queryable| match (e.instant, e.range) {
                     (Some(t), _) => Some(engine.instant_query(q, &e.query, t, &opts)),
                     (None, Some((s, en, st))) => Some(engine.range_query(q, &e.query, s, en, st, &opts)),
                     _ => None,
                 };
-                let (Some(want), Some(got)) = (run(&store.whole), run(&store.split)) else { continue };
-                match compare_outputs(&want, &got) {
+                let (Some(want), Some(streamed), Some(got)) =
+                    (run(&reference, &store.whole), run(&engine, &store.whole), run(&engine, &store.split))
+                else {
+                    continue;
+                };
+                let verdict = compare_outputs_exact(&want, &streamed)
+                    .map_err(|r| format!("streamed unsplit differs: {r}"))
+                    .and_then(|()| {
+                        compare_outputs(&want, &got).map_err(|r| format!("split over {shards} shards differs: {r}"))
+                    });
+                match verdict {
                     Ok(()) => fs.passed += 1,
                     Err(reason) => {
                         fs.failed += 1;
@@ -87,14 +104,19 @@ pub fn compare_split(name: &str, text: &str, shards: usize, parallelism: usize) 
                             file: name.to_string(),
                             line: e.line,
                             query: e.query.clone(),
-                            reason: format!("split over {shards} shards differs: {reason}"),
+                            reason,
                         });
                     }
                 }
             }
         }
     }
-    SplitSummary { file: fs, fragments: store.split.fragments_evaluated() }
+    SplitSummary {
+        file: fs,
+        fragments: store.split.fragments_evaluated(),
+        streamed_unsplit: store.whole.streamed_selects(),
+        streamed_split: store.split.shards().iter().map(MemStore::streamed_selects).sum(),
+    }
 }
 
 /// Whether two answers to one query agree: the same error (kind and message), or the
@@ -106,6 +128,24 @@ pub fn compare_outputs(
     want: &Result<QueryOutput, QueryError>,
     got: &Result<QueryOutput, QueryError>,
 ) -> Result<(), String> {
+    compare(want, got, false)
+}
+
+/// [`compare_outputs`] without tolerance: every value bit for bit (any NaN still equals
+/// any NaN but a stale marker), as two evaluations that add in the same order give.
+pub fn compare_outputs_exact(
+    want: &Result<QueryOutput, QueryError>,
+    got: &Result<QueryOutput, QueryError>,
+) -> Result<(), String> {
+    compare(want, got, true)
+}
+
+fn compare(
+    want: &Result<QueryOutput, QueryError>,
+    got: &Result<QueryOutput, QueryError>,
+    exact: bool,
+) -> Result<(), String> {
+    let close = |a: f64, b: f64| if exact { same(a, b) } else { close(a, b) };
     let (w, g) = match (want, got) {
         (Err(a), Err(b)) => {
             return if a.kind == b.kind && a.message == b.message {
@@ -170,6 +210,15 @@ fn same_set(what: &str, a: &[String], b: &[String]) -> Result<(), String> {
     } else {
         Err(format!("{what} {a:?} became {b:?}"))
     }
+}
+
+/// Bit-equal, except that any two NaNs but a stale marker are the same (the engine does
+/// not promise NaN payloads).
+fn same(a: f64, b: f64) -> bool {
+    if a.to_bits() == STALE_NAN_BITS || b.to_bits() == STALE_NAN_BITS {
+        return a.to_bits() == b.to_bits();
+    }
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
 }
 
 fn close(a: f64, b: f64) -> bool {

@@ -4,7 +4,9 @@ use std::collections::BTreeMap;
 
 use crate::engine::{Engine, QueryOptions};
 use crate::error::QueryError;
-use crate::model::{Queryable, SelectHints, SelectResult, Series};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::model::{Queryable, ReadResult, SelectHints, SelectResult, Series, SeriesStream};
 use crate::value::QueryOutput;
 use tessera_model::{Labels, Matcher, Sample};
 
@@ -69,6 +71,9 @@ impl TestStore for MemStore {
 #[derive(Default)]
 pub struct MemStore {
     series: BTreeMap<Labels, Vec<Sample>>,
+    /// Calls of `select_stream` (the engine's series-at-a-time path), for tests that
+    /// must show that path ran.
+    streamed: AtomicU64,
 }
 
 impl MemStore {
@@ -78,6 +83,11 @@ impl MemStore {
 
     pub fn clear(&mut self) {
         self.series.clear();
+    }
+
+    /// How many selects the engine made through [`Queryable::select_stream`].
+    pub fn streamed_selects(&self) -> u64 {
+        self.streamed.load(Ordering::Relaxed)
     }
 
     /// Adds one sample; a sample at an existing timestamp replaces it.
@@ -98,20 +108,31 @@ impl Queryable for MemStore {
         _ctl: &crate::QueryOptions,
     ) -> Result<SelectResult, QueryError> {
         let (mint, maxt) = (hints.start, hints.end);
-        let mut out = Vec::new();
-        'series: for (labels, samples) in &self.series {
-            for m in matchers {
-                // A missing label matches as the empty string.
-                if !m.matches(labels.get(m.name()).unwrap_or("")) {
-                    continue 'series;
-                }
-            }
-            let lo = samples.partition_point(|s| s.t < mint);
-            let hi = samples.partition_point(|s| s.t <= maxt);
-            if lo < hi {
-                out.push(Series { labels: labels.clone(), samples: samples[lo..hi].to_vec() });
-            }
-        }
-        Ok(SelectResult::new(out))
+        Ok(SelectResult::new(self.series.iter().filter_map(|(l, s)| matching(l, s, matchers, mint, maxt)).collect()))
     }
+
+    /// One series copied out at a time, as the local shards decode one at a time.
+    fn select_stream<'a>(
+        &'a self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        _ctl: &crate::QueryOptions,
+    ) -> Result<ReadResult<SeriesStream<'a>>, QueryError> {
+        self.streamed.fetch_add(1, Ordering::Relaxed);
+        let matchers = matchers.to_vec();
+        let (mint, maxt) = (hints.start, hints.end);
+        let stream = self.series.iter().filter_map(move |(l, s)| matching(l, s, &matchers, mint, maxt)).map(Ok);
+        Ok(ReadResult::new(Box::new(stream)))
+    }
+}
+
+/// The series as selected when it matches every matcher (a missing label matches as the
+/// empty string) and has samples in `[mint, maxt]`.
+fn matching(labels: &Labels, samples: &[Sample], matchers: &[Matcher], mint: i64, maxt: i64) -> Option<Series> {
+    if !matchers.iter().all(|m| m.matches(labels.get(m.name()).unwrap_or(""))) {
+        return None;
+    }
+    let lo = samples.partition_point(|s| s.t < mint);
+    let hi = samples.partition_point(|s| s.t <= maxt);
+    (lo < hi).then(|| Series { labels: labels.clone(), samples: samples[lo..hi].to_vec() })
 }

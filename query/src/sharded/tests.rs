@@ -95,3 +95,42 @@ fn a_fragment_naming_no_node_is_refused() {
     let err = split.eval_fragment(&Fragment { path: vec![], ..f }, 9, &QueryOptions::default());
     assert_eq!(err.expect_err("no such shard").kind, crate::ErrorKind::BadData);
 }
+
+/// A split source that records the sample budget of every fragment it evaluates.
+struct Budgets {
+    inner: ShardedQueryable<MemStore>,
+    seen: std::sync::Mutex<Vec<u64>>,
+}
+
+impl Queryable for Budgets {
+    fn select(&self, m: &[Matcher], h: &SelectHints, ctl: &QueryOptions) -> Result<SelectResult, QueryError> {
+        self.inner.select(m, h, ctl)
+    }
+    fn shard_evaluator(&self) -> Option<&dyn ShardEvaluator> {
+        Some(self)
+    }
+}
+
+impl ShardEvaluator for Budgets {
+    fn shard_count(&self) -> usize {
+        self.inner.shard_count()
+    }
+    fn eval_fragment(&self, f: &Fragment, shard: usize, ctl: &QueryOptions) -> Result<FragmentOutput, QueryError> {
+        self.seen.lock().expect("lock").push(f.max_samples);
+        self.inner.eval_fragment(f, shard, ctl)
+    }
+}
+
+/// The shards' outputs are held together at the querier, and a local source runs its
+/// fragments side by side: together they may hold no more than the query's limit.
+#[test]
+fn fragments_share_the_sample_limit_instead_of_each_getting_all_of_it() {
+    let (_, split) = fixture(3);
+    let src = Budgets { inner: split, seen: Default::default() };
+    let e = Engine::new(EngineOptions { max_samples: 9_000, ..Default::default() });
+    e.range_query(&src, "sum by (a) (rate(x_total[2m]))", 120_000, 800_000, 30_000, &QueryOptions::default())
+        .expect("query");
+    let seen = src.seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 3);
+    assert!(seen.iter().all(|&b| b == 3_000), "each shard gets a third: {seen:?}");
+}

@@ -101,8 +101,11 @@ pub struct QueryLimits {
     /// Evaluations running at once; more wait in a queue. Default 0, meaning twice the
     /// number of cores.
     pub max_concurrent: usize,
-    /// Samples one query may hold in memory, counted as Prometheus counts them (enforced by
-    /// the engine). Default 50,000,000 (Prometheus' `--query.max-samples`).
+    /// Samples one query may hold in memory at once (enforced by the engine): decoded
+    /// samples of the series being read, step points of intermediate results and
+    /// aggregation states, not samples scanned and dropped (a streamed `sum(rate(..))`
+    /// holds one series and its steps). Pushed-down fragments share it. Default
+    /// 50,000,000 (Prometheus' `--query.max-samples`); 0 is refused.
     pub max_samples: u64,
     /// Most steps per series of a range query, as Prometheus counts them:
     /// `(end - start) / step` may not exceed it. Default 11,000, Prometheus' fixed limit.

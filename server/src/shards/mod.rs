@@ -29,7 +29,7 @@ use std::time::Instant;
 
 use tessera_model::{Label, Labels, Matcher, Sample};
 use tessera_storage::{
-    Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats,
+    Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesChunks, SeriesCursor, SeriesSamples, Stats,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -352,6 +352,39 @@ impl Shards {
         Ok(out)
     }
 
+    /// [`Shards::select`] one series at a time, for PromQL's series-at-a-time path
+    /// (`tessera_query::Queryable::select_stream`). Each shard in scope resolves its
+    /// matching series and their labels now, one after the other under one read slot
+    /// each; the stream then reads the series in label order across those shards, each
+    /// series' chunks read and decoded only when the stream is asked for it, under a
+    /// read slot held for that one series. So the stream holds every matched series'
+    /// labels and one series' samples, never a slot between items, and a slow consumer
+    /// never keeps other reads waiting. Blocking; stops when `stop` fires.
+    pub fn select_stream(
+        &self,
+        only: Option<&[ShardId]>,
+        tenant: &str,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: Interrupt,
+    ) -> Result<SelectStream<'_>> {
+        let ms = tenant_matchers(tenant, matchers)?;
+        let ids: Vec<ShardId> = match only {
+            Some(ids) => ids.to_vec(),
+            None => self.engines.keys().copied().collect(),
+        };
+        let mut cursors = Vec::with_capacity(ids.len());
+        for id in ids {
+            let engine = self.engine(id)?;
+            let _slot = self.read_slots.acquire(&stop)?;
+            let mut cursor = engine.select_cursor(&ms, mint, maxt, &stop).map_err(|e| read_error(id, &e))?;
+            cursor.relabel(strip_tenant);
+            cursors.push((id, cursor));
+        }
+        Ok(SelectStream { shards: self, cursors, stop })
+    }
+
     /// Like [`Shards::select`], but each series' stored chunks as encoded (see
     /// `Engine::select_chunks_until`), for the cluster's Select: sorted by labels within
     /// each shard's part, tenant label stripped.
@@ -528,6 +561,47 @@ impl Shards {
             out.push(mine?);
             Ok(out)
         })
+    }
+}
+
+/// The series of [`Shards::select`], one at a time in label order (tenant label
+/// stripped), from [`Shards::select_stream`]. Series with no sample in the range are
+/// skipped. After an error the stream ends.
+pub struct SelectStream<'a> {
+    shards: &'a Shards,
+    cursors: Vec<(ShardId, SeriesCursor<'a>)>,
+    stop: Interrupt,
+}
+
+impl Iterator for SelectStream<'_> {
+    type Item = Result<SeriesSamples>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            // Every series lives in one shard, so the smallest next label set across the
+            // shards is the next series.
+            let (i, _) = self
+                .cursors
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, c))| c.peek().map(|l| (i, l)))
+                .min_by(|a, b| a.1.cmp(b.1))?;
+            let (id, cursor) = &mut self.cursors[i];
+            let stop = &self.stop;
+            let read = self
+                .shards
+                .read_slots
+                .acquire(stop)
+                .and_then(|_slot| cursor.read_next(stop).map_err(|e| read_error(*id, &e)));
+            match read {
+                Ok(Some(s)) if !s.samples.is_empty() => return Some(Ok(s)),
+                Ok(_) => {}
+                Err(e) => {
+                    self.cursors.clear();
+                    return Some(Err(e));
+                }
+            }
+        }
     }
 }
 

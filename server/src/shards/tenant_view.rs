@@ -7,7 +7,9 @@
 //! shards' blocking reads ([`Shards::select`] and the index reads): the shards' parts run
 //! in parallel (overlapping them is what makes a 16-shard select not 16 times slower
 //! than one), each holding one of the process's storage read slots, and stop at the
-//! request's deadline or cancel. No runtime is needed.
+//! request's deadline or cancel. No runtime is needed. `select_stream` (the engine's
+//! series-at-a-time path) is [`Shards::select_stream`]: the series are read and decoded
+//! one at a time, on the evaluating thread, as the engine asks for them.
 //!
 //! **Pushdown.** A view made with [`TenantView::with_pushdown`] is also the engine's
 //! [`ShardEvaluator`]: the planner's shard-local fragments (see `tessera_query`'s
@@ -24,7 +26,7 @@ use std::sync::Arc;
 use tessera_model::{Labels, Matcher};
 use tessera_query::{
     ErrorKind, Fragment, FragmentOutput, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult,
-    Series, ShardEvaluator,
+    Series, SeriesStream, ShardEvaluator,
 };
 use tessera_storage::Interrupt;
 
@@ -39,6 +41,8 @@ pub struct TenantView {
     only: Option<Arc<[ShardId]>>,
     /// Evaluate pushed-down fragments per shard (see the module doc).
     pushdown: Option<Arc<Pushdown>>,
+    /// Streamed selects through this view and its clones and fragment views.
+    streamed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// What a view needs to evaluate fragments: an engine (the text limits; everything else
@@ -54,7 +58,7 @@ pub struct Pushdown {
 
 impl TenantView {
     pub fn new(shards: Arc<Shards>, tenant: &str) -> Self {
-        TenantView { shards, tenant: tenant.to_owned(), only: None, pushdown: None }
+        TenantView { shards, tenant: tenant.to_owned(), only: None, pushdown: None, streamed: Default::default() }
     }
 
     /// This view, evaluating the planner's fragments with `engine` over `parallelism`
@@ -86,6 +90,11 @@ impl TenantView {
     /// Fragments this view (and its clones) evaluated per shard so far.
     pub fn fragments_evaluated(&self) -> u64 {
         self.pushdown.as_ref().map_or(0, |p| p.fragments.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Selects this view (and its clones and fragment views) streamed so far.
+    pub fn streamed_selects(&self) -> u64 {
+        self.streamed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn tenant(&self) -> &str {
@@ -123,6 +132,22 @@ impl Queryable for TenantView {
         // labels: the query order.
         let out = stored.into_iter().map(|s| Series { labels: s.labels, samples: s.samples }).collect();
         Ok(SelectResult::new(out))
+    }
+
+    fn select_stream<'a>(
+        &'a self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<SeriesStream<'a>>, QueryError> {
+        let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
+        let stream = self
+            .shards
+            .select_stream(self.only.as_deref(), &self.tenant, matchers, hints.start, hints.end, stop)
+            .map_err(query_error)?;
+        self.streamed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let series = stream.map(|r| r.map(|s| Series { labels: s.labels, samples: s.samples }).map_err(query_error));
+        Ok(ReadResult::new(Box::new(series)))
     }
 
     fn series(
@@ -190,6 +215,7 @@ impl ShardEvaluator for TenantView {
             tenant: self.tenant.clone(),
             only: Some(Arc::clone(group)),
             pushdown: None,
+            streamed: Arc::clone(&self.streamed),
         };
         p.fragments.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         p.engine.eval_fragment(&one, fragment, ctl)

@@ -341,3 +341,45 @@ async fn a_read_waits_for_a_read_slot_only_until_its_deadline() {
         1
     );
 }
+
+/// The streamed select gives what `select` gives, in the same order (the order after the
+/// tenant label is stripped, which differs from the stored order when a label sorts
+/// before `__tenant__`), holds no read slot between series, and stops when canceled.
+#[tokio::test]
+async fn a_streamed_select_reads_the_select_series_in_order_one_slot_at_a_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = open(dir.path(), 4);
+    let mut batch: Vec<PushSeries> = (0..30)
+        .map(|i| series("a", &[("__name__", "m"), ("gpu", &format!("{i:02}"))], &[(1000, i as f64), (2000, 1.0)]))
+        .collect();
+    // `__scheme__` sorts before `__tenant__`: stored, this series comes before the one
+    // without it; stripped, after it.
+    batch.push(series("a", &[("__name__", "m"), ("__scheme__", "x")], &[(1000, 7.0)]));
+    batch.push(series("a", &[("__name__", "m")], &[(1000, 8.0)]));
+    batch.push(series("a", &[("__name__", "m"), ("gpu", "old")], &[(10, 8.0)]));
+    shards.push("a", batch).await.expect("push");
+    shards.push("b", vec![series("b", &[("__name__", "m")], &[(1000, 9.0)])]).await.expect("push");
+    let want = shards.select(None, "a", &[name_eq("m")], 500, 2000, &Interrupt::none()).expect("select");
+    assert_eq!(want.len(), 32, "30 gpus, the two plain ones; not the old one or tenant b's");
+    let mut stream = shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Interrupt::none()).expect("stream");
+    let mut got = Vec::new();
+    for s in stream.by_ref() {
+        assert_eq!(shards.reads_in_flight(), 0, "no slot held between series");
+        got.push(s.expect("series"));
+    }
+    assert_eq!(got, want);
+    // A group of shards streams only its own series.
+    let ids: Vec<ShardId> = shards.ids().take(2).collect();
+    let part = shards.select_stream(Some(&ids), "a", &[name_eq("m")], 500, 2000, Interrupt::none()).expect("stream");
+    let part: Vec<_> = part.map(|s| s.expect("series")).collect();
+    assert!(!part.is_empty() && part.len() < want.len());
+    assert!(part.windows(2).all(|w| w[0].labels < w[1].labels));
+
+    let (stop, guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
+    let mut stream = shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, stop).expect("stream");
+    assert!(stream.next().expect("first").is_ok());
+    drop(guard);
+    let err = stream.next().expect("an error item").expect_err("canceled");
+    assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
+    assert!(stream.next().is_none(), "the stream ends after its error");
+}

@@ -14,6 +14,7 @@ pub fn engine_for(limits: &QueryLimits) -> Engine {
         // this a range Prometheus accepts would fail inside the engine.
         max_points_per_series: usize::try_from(limits.max_points_per_series).unwrap_or(usize::MAX).saturating_add(1),
         text: limits.text_limits(),
+        ..EngineOptions::default()
     })
 }
 

@@ -1,0 +1,381 @@
+//! Series-at-a-time evaluation: the shapes dashboards use read their selector as a
+//! stream ([`crate::Queryable::select_stream`]) and fold each series into the step
+//! results before the next one is read, so a query holds the series in flight and its
+//! results (groups × steps), not every sample it scans.
+//!
+//! A **chain** is a per-series expression over one selector: the selector itself, a
+//! range function (every one but `absent_over_time`) over a matrix selector, and over
+//! either any number of math and date functions (`abs`, `round(x, 5)`, `clamp*`,
+//! `hour(x)`), unary minus, and operators with a data-independent scalar (`x * 8`,
+//! `x > bool 1`). Each selected series becomes at most one output series with the same
+//! labels, so a chain can be evaluated one series at a time. What streams:
+//!
+//! - a chain on its own: its output series are collected (the raw samples are not);
+//! - `sum`, `count`, `group`, `min`, `max`, `avg`, `stddev`, `stdvar` (with `by` or
+//!   `without`) over a chain: each output series is folded into one accumulator per group
+//!   and step, then dropped; the steps finish with the materialising path's code;
+//! - the same aggregations as a shard's partial fragment (their states become the
+//!   fragment's partial groups), and a chain as a per-series fragment.
+//!
+//! The answers are the materialising path's, bit for bit: the source streams in label
+//! order (the order `select` results are sorted in), every per-series step is the same
+//! function, and each group's accumulator at each step receives the same values in the
+//! same order. Anything else (subqueries, `@` over many steps, vector ⊕ vector, other
+//! aggregations, `or` selectors read as a union) takes the materialising path. A source
+//! with pushdown streams inside the fragments its shards evaluate, not at the querier.
+
+use std::collections::HashMap;
+
+use promql_parser::parser::value::ValueType;
+use promql_parser::parser::{AggregateExpr, Expr, MatrixSelector, VectorSelector};
+
+use super::aggregate::{Acc, Grouping};
+use super::call::{range_fn_args, RangeFnPlan};
+use super::eval::{dur_ms, Evaluator};
+use super::pushdown::data_independent_scalar;
+use super::selector::range_series;
+use super::types::{StepSeries, Val};
+use crate::error::QueryError;
+use crate::fragment::GroupPartial;
+use crate::functions;
+use tessera_model::Labels;
+
+/// Aggregations whose state per group and step is one [`Acc`], folded series by series.
+const FOLDED: &[&str] = &["sum", "count", "group", "min", "max", "avg", "stddev", "stdvar"];
+
+/// Whether `e` is a chain (see the module doc). With `one_step` (an instant grid) a
+/// selector may carry `@`; on a longer grid an `@` makes its chain step invariant, which
+/// the materialising path evaluates once and repeats.
+fn is_chain(e: &Expr, one_step: bool) -> bool {
+    match e {
+        Expr::Paren(p) => is_chain(&p.expr, one_step),
+        Expr::VectorSelector(vs) => vs.at.is_none() || one_step,
+        Expr::Unary(u) => is_chain(&u.expr, one_step),
+        Expr::Call(c) => {
+            let name = c.func.name;
+            let args: Vec<&Expr> = c.args.args.iter().map(|a| a.as_ref()).collect();
+            if functions::range::is_range_fn(name) {
+                let (range_idx, scalar_idx) = range_fn_args(name);
+                name != "absent_over_time"
+                    && args.len() == scalar_idx.len() + 1
+                    && matches!(args.get(range_idx).map(|a| unwrap_parens(a)),
+                        Some(Expr::MatrixSelector(ms)) if ms.vs.at.is_none() || one_step)
+                    && args.iter().enumerate().all(|(i, a)| i == range_idx || data_independent_scalar(a))
+            } else {
+                functions::math::is_scalar_fn(name)
+                    && !args.is_empty()
+                    && is_chain(args[0], one_step)
+                    && args[1..].iter().all(|a| data_independent_scalar(a))
+            }
+        }
+        Expr::Binary(b) => match (b.lhs.value_type(), b.rhs.value_type()) {
+            (ValueType::Vector, ValueType::Scalar) => is_chain(&b.lhs, one_step) && data_independent_scalar(&b.rhs),
+            (ValueType::Scalar, ValueType::Vector) => data_independent_scalar(&b.lhs) && is_chain(&b.rhs, one_step),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+fn unwrap_parens(e: &Expr) -> &Expr {
+    match e {
+        Expr::Paren(p) => unwrap_parens(&p.expr),
+        other => other,
+    }
+}
+
+/// A chain ready to run: its selector (with the range function over it, if any) and
+/// the per-series steps above it, outermost first, their scalar arguments evaluated.
+struct Chain<'e> {
+    leaf: Leaf<'e>,
+    links: Vec<Link>,
+}
+
+enum Leaf<'e> {
+    Instant(&'e VectorSelector),
+    Range(&'e MatrixSelector, RangeFnPlan),
+}
+
+enum Link {
+    /// A math or date function with its scalar arguments' values per step.
+    Map {
+        name: &'static str,
+        sargs: Vec<Vec<f64>>,
+    },
+    Neg,
+    /// `series op s`, or `s op series` when `swap`.
+    Scalar {
+        op: String,
+        s: Vec<f64>,
+        swap: bool,
+        return_bool: bool,
+    },
+}
+
+/// Where a chain's output series go, one at a time.
+trait Sink {
+    /// Samples this sink holds now (for the sample limit).
+    fn held(&self) -> usize;
+    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries);
+}
+
+/// A chain's output series, kept.
+#[derive(Default)]
+struct Collect {
+    series: Vec<StepSeries>,
+    points: usize,
+}
+
+impl Sink for Collect {
+    fn held(&self) -> usize {
+        self.points
+    }
+    fn take(&mut self, _: &Evaluator<'_>, s: StepSeries) {
+        self.points += s.pts.len();
+        self.series.push(s);
+    }
+}
+
+/// An aggregation's accumulators: one per group and step (`accs[group * steps + step]`),
+/// groups numbered in order of their first input series, as the materialising path
+/// numbers them.
+struct Fold {
+    op: String,
+    grouping: Grouping,
+    steps: usize,
+    index: HashMap<Labels, usize>,
+    /// Per group: its labels and its first input series' labels.
+    groups: Vec<(Labels, Labels)>,
+    accs: Vec<Option<Acc>>,
+}
+
+impl Fold {
+    fn new(a: &AggregateExpr, steps: usize) -> Fold {
+        Fold {
+            op: a.op.to_string(),
+            grouping: Grouping::of(a),
+            steps,
+            index: HashMap::new(),
+            groups: Vec::new(),
+            accs: Vec::new(),
+        }
+    }
+}
+
+impl Sink for Fold {
+    fn held(&self) -> usize {
+        self.accs.len()
+    }
+    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) {
+        let key = self.grouping.labels(&s.labels);
+        let g = match self.index.get(&key) {
+            Some(&g) => g,
+            None => {
+                self.index.insert(key.clone(), self.groups.len());
+                self.groups.push((key, s.labels.clone()));
+                self.accs.resize(self.accs.len() + self.steps, None);
+                self.groups.len() - 1
+            }
+        };
+        let row = &mut self.accs[g * self.steps..(g + 1) * self.steps];
+        for &(t, v) in &s.pts {
+            let k = ev.step_of(t);
+            row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
+        }
+    }
+}
+
+impl Evaluator<'_> {
+    /// Whether this evaluation streams: the option is on and no node is pushed down (a
+    /// querier over shards streams inside the shards' fragments instead).
+    fn streams(&self) -> bool {
+        self.ctx.streaming && self.ctx.pushdown.is_empty()
+    }
+
+    /// The step index of grid timestamp `t`.
+    fn step_of(&self, t: i64) -> usize {
+        ((t - self.start) / self.step) as usize
+    }
+
+    /// Evaluates `e` series by series when it is a chain or a folded aggregation over
+    /// one; `None` when it is neither (the caller evaluates it materialised).
+    pub(crate) fn eval_streamed(&mut self, e: &Expr) -> Result<Option<Val>, QueryError> {
+        if !self.streams() {
+            return Ok(None);
+        }
+        let one_step = self.n_steps() == 1;
+        match e {
+            Expr::Aggregate(a) if self.folds(a) => {
+                let fold = self.fold(a)?;
+                Ok(Some(Val::Vector(self.finish_fold(fold)?)))
+            }
+            Expr::VectorSelector(_) | Expr::Call(_) | Expr::Unary(_) | Expr::Binary(_) if is_chain(e, one_step) => {
+                let chain = self.chain(e)?;
+                let mut out = Collect::default();
+                self.run_chain(&chain, &mut out)?;
+                Ok(Some(Val::Vector(out.series)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A shard's partial groups of a folded aggregation, streamed; `None` when `a` is
+    /// not one (the caller evaluates its input materialised).
+    pub(crate) fn partial_streamed(&mut self, a: &AggregateExpr) -> Result<Option<Vec<GroupPartial>>, QueryError> {
+        if !self.streams() || !self.folds(a) {
+            return Ok(None);
+        }
+        let fold = self.fold(a)?;
+        let n = fold.steps;
+        let mut accs = fold.accs;
+        let mut out = Vec::with_capacity(fold.groups.len());
+        for (g, (labels, first)) in fold.groups.into_iter().enumerate() {
+            let steps: Vec<_> =
+                (0..n).filter_map(|k| accs[g * n + k].take().map(|acc| acc.to_partial(self.ts(k)))).collect();
+            if !steps.is_empty() {
+                out.push(GroupPartial { labels, first, steps });
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn folds(&self, a: &AggregateExpr) -> bool {
+        a.param.is_none() && FOLDED.contains(&a.op.to_string().as_str()) && is_chain(&a.expr, self.n_steps() == 1)
+    }
+
+    /// Streams `a`'s input chain into one accumulator per group and step.
+    fn fold(&mut self, a: &AggregateExpr) -> Result<Fold, QueryError> {
+        let chain = self.chain(&a.expr)?;
+        let mut fold = Fold::new(a, self.n_steps());
+        self.run_chain(&chain, &mut fold)?;
+        Ok(fold)
+    }
+
+    /// Finishes every step of a fold with the materialising path's code (mix rule,
+    /// annotations, results), step by step as it does.
+    fn finish_fold(&self, fold: Fold) -> Result<Vec<StepSeries>, QueryError> {
+        let name_in_group = fold.grouping.name_in_group();
+        let mut out: Vec<StepSeries> = fold.groups.iter().map(|(l, _)| StepSeries::new(l.clone(), false)).collect();
+        let (n, ng) = (fold.steps, out.len());
+        let mut accs = fold.accs;
+        let mut column: Vec<Option<Acc>> = vec![None; ng];
+        for k in 0..n {
+            self.ctx.check_interrupt()?;
+            let mut any = false;
+            for (g, slot) in column.iter_mut().enumerate() {
+                *slot = accs[g * n + k].take();
+                any |= slot.is_some();
+            }
+            if any {
+                self.finish_step(&fold.op, self.ts(k), 0.0, name_in_group, &mut column, &mut out);
+            }
+        }
+        out.retain(|s| !s.pts.is_empty());
+        Ok(out)
+    }
+
+    /// Resolves chain `e` (checked with [`is_chain`]): evaluates the scalar arguments
+    /// of its nodes and finds its selector.
+    fn chain<'e>(&mut self, e: &'e Expr) -> Result<Chain<'e>, QueryError> {
+        let mut links = Vec::new();
+        let mut e = e;
+        loop {
+            match e {
+                Expr::Paren(p) => e = &p.expr,
+                Expr::VectorSelector(vs) => return Ok(Chain { leaf: Leaf::Instant(vs), links }),
+                Expr::Unary(u) => {
+                    links.push(Link::Neg);
+                    e = &u.expr;
+                }
+                Expr::Call(c) => {
+                    let name = c.func.name;
+                    let args: Vec<&'e Expr> = c.args.args.iter().map(|a| a.as_ref()).collect();
+                    if functions::range::is_range_fn(name) {
+                        let (plan, range_expr) = self.range_fn_plan(name, &args)?;
+                        let Expr::MatrixSelector(ms) = unwrap_parens(range_expr) else {
+                            return Err(QueryError::internal(format!("{name}() streamed without a matrix selector")));
+                        };
+                        return Ok(Chain { leaf: Leaf::Range(ms, plan), links });
+                    }
+                    let sargs = self.map_args(name, &args)?;
+                    links.push(Link::Map { name, sargs });
+                    e = args
+                        .first()
+                        .ok_or_else(|| QueryError::internal(format!("{name}() streamed without a vector")))?;
+                }
+                Expr::Binary(b) => {
+                    let op = b.op.to_string();
+                    let return_bool = b.modifier.as_ref().is_some_and(|m| m.return_bool);
+                    if b.lhs.value_type() == ValueType::Vector {
+                        let s = self.eval_scalar(&b.rhs)?;
+                        links.push(Link::Scalar { op, s, swap: false, return_bool });
+                        e = &b.lhs;
+                    } else {
+                        let s = self.eval_scalar(&b.lhs)?;
+                        links.push(Link::Scalar { op, s, swap: true, return_bool });
+                        e = &b.rhs;
+                    }
+                }
+                _ => return Err(QueryError::internal("a streamed expression is not a per-series chain")),
+            }
+        }
+    }
+
+    /// Reads the chain's selector as a stream and hands every non-empty output series to
+    /// `sink`. Held at once: what the query held before, what the sink holds, and the
+    /// series being read.
+    fn run_chain(&self, chain: &Chain<'_>, sink: &mut dyn Sink) -> Result<(), QueryError> {
+        let base = self.ctx.cur_samples();
+        match &chain.leaf {
+            Leaf::Instant(vs) => {
+                let (offset, at, rmin, rmax) = self.window(vs);
+                self.select_each(vs, rmin - self.ctx.lookback + 1, rmax, 0, |s| {
+                    self.ctx.check_interrupt()?;
+                    self.ctx.check_samples(base + sink.held() + s.samples.len())?;
+                    self.feed(&chain.links, self.instant_points(s, offset, at, false), sink)
+                })
+            }
+            Leaf::Range(ms, plan) => {
+                let (offset, at, rmin, rmax) = self.window(&ms.vs);
+                let range = dur_ms(&ms.range);
+                self.select_each(&ms.vs, rmin - range + 1, rmax, range, |s| {
+                    self.ctx.check_interrupt()?;
+                    self.ctx.check_samples(base + sink.held() + s.samples.len())?;
+                    match range_series(s) {
+                        Some(rs) => self.feed(&chain.links, self.apply_range_fn(plan, &rs, range, offset, at)?, sink),
+                        None => Ok(()),
+                    }
+                })
+            }
+        }
+    }
+
+    /// Applies the chain's steps above its selector to one series and hands what is
+    /// left to `sink`.
+    fn feed(&self, links: &[Link], s: Option<StepSeries>, sink: &mut dyn Sink) -> Result<(), QueryError> {
+        if let Some(s) = s {
+            if let Some(s) = self.apply_links(links, s)? {
+                sink.take(self, s);
+            }
+        }
+        Ok(())
+    }
+
+    /// The chain's steps above its selector, innermost first; `None` once a step leaves
+    /// the series without points (the materialising path drops it there).
+    fn apply_links(&self, links: &[Link], mut s: StepSeries) -> Result<Option<StepSeries>, QueryError> {
+        for link in links.iter().rev() {
+            match link {
+                Link::Neg => super::eval::negate(&mut s),
+                Link::Map { name, sargs } => self.map_series(&mut s, name, sargs)?,
+                Link::Scalar { op, s: sv, swap, return_bool } => {
+                    self.scalar_op_series(op, &mut s, sv, *swap, *return_bool)?
+                }
+            }
+            if s.pts.is_empty() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(s))
+    }
+}
