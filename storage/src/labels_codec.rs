@@ -10,13 +10,49 @@ use tessera_model::{Label, Labels};
 /// Canonical label-set encoding (the `series` CF value and the WAL series entry):
 /// `count uvarint, then (name_len uvarint, name, value_len uvarint, value)*`.
 pub fn encode_labels(labels: &[Label], out: &mut Vec<u8>) {
-    varint::put_uvarint(out, labels.len() as u64);
+    put_count(out, labels.len());
     for l in labels {
-        varint::put_uvarint(out, l.name.len() as u64);
-        out.extend_from_slice(l.name.as_bytes());
-        varint::put_uvarint(out, l.value.len() as u64);
-        out.extend_from_slice(l.value.as_bytes());
+        put_pair(out, l.name.as_bytes(), l.value.as_bytes());
     }
+}
+
+/// The label count that opens an encoding; follow it with `count` [`put_pair`]s in
+/// name order to build an encoding without owned labels.
+pub fn put_count(out: &mut Vec<u8>, count: usize) {
+    varint::put_uvarint(out, count as u64);
+}
+
+/// One label of an encoding (see [`put_count`]).
+pub fn put_pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    varint::put_uvarint(out, name.len() as u64);
+    out.extend_from_slice(name);
+    varint::put_uvarint(out, value.len() as u64);
+    out.extend_from_slice(value);
+}
+
+/// Checks that `b` is a canonical encoding `Engine::append` may store: it decodes
+/// without trailing bytes, every name and value is UTF-8, names are at most 65,535 bytes,
+/// sorted and unique. Walks the bytes once and allocates nothing. The error is a
+/// sentence naming the problem.
+pub fn check_canonical(b: &[u8]) -> std::result::Result<(), String> {
+    let mut c = Cursor::new(b, "labels");
+    let n = c.uvarint().map_err(|e| e.to_string())?;
+    let mut prev: Option<&str> = None;
+    for _ in 0..n {
+        let name = c.string().map_err(|e| e.to_string())?;
+        c.string().map_err(|e| e.to_string())?;
+        if name.len() > usize::from(u16::MAX) {
+            return Err(format!("label name of {} bytes exceeds 65535", name.len()));
+        }
+        if prev.is_some_and(|p| p >= name) {
+            return Err("label names must be sorted and unique".to_owned());
+        }
+        prev = Some(name);
+    }
+    if !c.is_empty() {
+        return Err("trailing bytes after the label set".to_owned());
+    }
+    Ok(())
 }
 
 pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {

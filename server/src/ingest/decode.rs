@@ -3,7 +3,7 @@
 //! Remote write 1.0 and 2.0 are decoded into the same [`Batch`], so everything after
 //! this file (limits, sharding, storage) is version-agnostic. Decoding is zero-copy up
 //! to validation: the body is one `Bytes`, prost slices label strings out of it, and
-//! the only copies made are the owned labels of series that passed validation.
+//! the only copy made of a valid series' labels is its one-allocation [`SeriesLabels`].
 //!
 //! Memory is bounded before it is allocated. [`wire_cost`] walks the protobuf wire
 //! format once and estimates what prost will allocate (a 2-byte empty series becomes a
@@ -26,7 +26,8 @@ use tessera_model::{canonical_float, Label, Sample, METRIC_NAME};
 use tessera_proto::{prometheus, v2};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::validate::{describe, validate_labels};
+use super::series_labels::SeriesLabels;
+use super::validate::{check_labels, describe};
 use crate::config::Limits;
 use crate::metadata::MetadataEntry;
 
@@ -119,8 +120,8 @@ pub fn decompress(body: &[u8], max: usize) -> Result<Bytes, DecodeError> {
 pub struct ValidSeries {
     /// Position of the series in the request.
     pub index: usize,
-    /// Sorted, owned labels without the tenant.
-    pub labels: Vec<Label>,
+    /// Sorted labels without the tenant, in one allocation.
+    pub labels: SeriesLabels,
     pub samples: Vec<Sample>,
 }
 
@@ -468,9 +469,10 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) 
         b.histograms_total += ts.histograms.len() as u64;
         b.exemplars_total += ts.exemplars.len() as u64;
         budget.charge(label_cost(pairs()) + series_cost(ts.samples.len()))?;
-        match validate_labels(pairs(), limits) {
+        match check_labels(pairs(), limits) {
             Err(reason) => b.problems.add(index, n, || describe(pairs()), || reason),
-            Ok(labels) => {
+            Ok(()) => {
+                let labels = SeriesLabels::from_sorted_pairs(pairs());
                 unsupported_parts(&mut b, index, || describe(pairs()), ts.histograms.len(), ts.exemplars.len());
                 if n > 0 {
                     let samples =
@@ -549,9 +551,10 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
         // Resolved labels are copies of shared symbols: this is where a small request
         // could turn into a large one, so the copy is charged before it is made.
         budget.charge(label_cost(pairs.iter().copied()) + series_cost(ts.samples.len()))?;
-        match validate_labels(pairs.iter().copied(), limits) {
+        match check_labels(pairs.iter().copied(), limits) {
             Err(reason) => b.problems.add(index, n, || describe(pairs.iter().copied()), || reason),
-            Ok(labels) => {
+            Ok(()) => {
+                let labels = SeriesLabels::from_sorted_pairs(pairs.iter().copied());
                 unsupported_parts(
                     &mut b,
                     index,
@@ -581,7 +584,7 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
 fn v2_metadata<'a>(
     b: &mut Batch,
     md: &v2::Metadata,
-    labels: &[Label],
+    labels: &SeriesLabels,
     sym: &impl Fn(u32) -> Option<&'a [u8]>,
     max_text: usize,
     budget: &mut Budget,
@@ -589,7 +592,7 @@ fn v2_metadata<'a>(
     if md.r#type == 0 && md.help_ref == 0 && md.unit_ref == 0 {
         return Ok(());
     }
-    let Some(name) = labels.iter().find(|l| l.name == METRIC_NAME) else { return Ok(()) };
+    let Some((_, name)) = labels.iter().find(|(n, _)| *n == METRIC_NAME.as_bytes()) else { return Ok(()) };
     let raw = |r: u32| sym(r).unwrap_or_default();
     let cut = |s: &[u8]| -> usize {
         if max_text == 0 {
@@ -602,17 +605,20 @@ fn v2_metadata<'a>(
     let (help, unit) = (raw(md.help_ref), raw(md.unit_ref));
     let (help, unit) = (&help[..cut(help)], &unit[..cut(unit)]);
     if let Some((last_name, last)) = b.metadata.last() {
-        if *last_name == name.value && last.kind == kind && last.help.as_bytes() == help && last.unit.as_bytes() == unit
+        if last_name.as_bytes() == name
+            && last.kind == kind
+            && last.help.as_bytes() == help
+            && last.unit.as_bytes() == unit
         {
             return Ok(());
         }
     }
-    budget.charge(size_of::<(String, MetadataEntry)>() + name.value.len() + help.len() + unit.len())?;
+    budget.charge(size_of::<(String, MetadataEntry)>() + name.len() + help.len() + unit.len())?;
     // Lossy conversion may cut a character in half at the limit; it becomes U+FFFD.
     let text = |s: &[u8]| String::from_utf8_lossy(s).into_owned();
     // 2.0's type enum is 1.0's shifted by the UNSPECIFIED=0 value, same order.
     let entry = MetadataEntry { kind, help: text(help), unit: text(unit) };
-    b.metadata.push((name.value.clone(), entry));
+    b.metadata.push((text(name), entry));
     Ok(())
 }
 
