@@ -79,7 +79,7 @@ fn walk_pairs<'a>(
 ) -> std::result::Result<bool, String> {
     let mut short = true;
     let mut pos = 0usize;
-    let mut next = |pos: &mut usize, short: &mut bool| -> std::result::Result<&'a [u8], String> {
+    let next = |pos: &mut usize, short: &mut bool| -> std::result::Result<&'a [u8], String> {
         let truncated = || "truncated label set".to_owned();
         let (len, used) = varint::read_uvarint(b.get(*pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
         *short &= used == 1;
