@@ -3,7 +3,7 @@
 # load: a fresh server on loopback with a throwaway data folder, `perf record` attached
 # to it for exactly the push, the same `tessera-bench backfill` flags as
 # benches/compare.sh's defaults. Writes perf.data, a folded self/children report and
-# the push summary to --out.
+# the push summary and the server's CPU seconds over the push to --out.
 #
 #   benches/profile-ingest.sh --out /tmp/prof             # release binaries of $CARGO_TARGET_DIR
 #   TESSERA_BIN=… BENCH_BIN=… benches/profile-ingest.sh --out /tmp/prof --span 6h
@@ -70,12 +70,17 @@ while kill -0 "$BENCH_PID" 2>/dev/null; do
     [ -n "$v" ] && [ "${v%%.*}" != 0 ] && break
     sleep 0.05
 done
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$SERVER_PID/stat"; }
+CPU0=$(cpu_s)
 perf record -F "$FREQ" -g --call-graph dwarf,16384 -p "$SERVER_PID" -o "$OUT/perf.data" 2> "$OUT/perf-record.log" &
 PERF_PID=$!
 wait "$BENCH_PID" || true
+CPU1=$(cpu_s)
 kill -INT "$PERF_PID"
 wait "$PERF_PID" || true
 cat "$OUT/push.txt"
+# Server CPU over the push (perf's own sampling overhead included).
+echo "server CPU during the push: $(awk -v a="$CPU0" -v b="$CPU1" 'BEGIN { printf "%.1f", b - a }') s" | tee "$OUT/cpu.txt"
 perf report -i "$OUT/perf.data" --no-children --sort symbol --stdio --percent-limit 0.5 -g none \
     > "$OUT/self.txt" 2>/dev/null
 perf report -i "$OUT/perf.data" --children --sort symbol --stdio --percent-limit 2 -g none \
