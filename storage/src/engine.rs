@@ -42,7 +42,9 @@ use crate::keys;
 use crate::labels_codec;
 use crate::persist::{self, Batch};
 use crate::read::{self, SeriesCursor};
-use crate::types::{AppendReport, DamagedFile, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats};
+use crate::types::{
+    AppendReport, DamagedFile, EncodedAppend, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats,
+};
 use crate::wal::{self, record, Damage, TornTail, Wal};
 use tessera_model::{Labels, Matcher, Sample};
 
@@ -311,13 +313,11 @@ impl Engine {
     /// stored and the sender should retry (retries are safe: identical samples are
     /// no-ops).
     pub fn append(&self, batch: &[SeriesAppend<'_>]) -> Result<AppendReport> {
-        self.wal.check_poisoned()?;
-        self.handle_background_failures();
         // Validate everything before touching the head, so a bad request changes nothing.
         // All label sets are encoded into one buffer: one allocation per batch instead of
         // one per series (the allocator was the top cost with many distinct series).
         let mut enc_buf: Vec<u8> = Vec::with_capacity(batch.len() * 160);
-        let mut encoded: Vec<(usize, usize, u64)> = Vec::with_capacity(batch.len());
+        let mut ends: Vec<usize> = Vec::with_capacity(batch.len());
         for s in batch {
             for l in s.labels {
                 if l.name.len() > usize::from(u16::MAX) {
@@ -327,10 +327,37 @@ impl Engine {
             if !labels_codec::is_sorted_unique(s.labels) {
                 return Err(Error::InvalidInput("label names must be sorted and unique".to_owned()));
             }
-            let start = enc_buf.len();
             labels_codec::encode_labels(s.labels, &mut enc_buf);
-            encoded.push((start, enc_buf.len(), labels_codec::labels_hash(&enc_buf[start..])));
+            ends.push(enc_buf.len());
         }
+        let mut start = 0;
+        let encoded: Vec<EncodedAppend<'_>> = batch
+            .iter()
+            .zip(ends)
+            .map(|(s, end)| {
+                let labels = &enc_buf[start..end];
+                start = end;
+                EncodedAppend { labels, samples: s.samples }
+            })
+            .collect();
+        self.append_checked(&encoded)
+    }
+
+    /// [`Engine::append`] of label sets already in the canonical encoding
+    /// ([`labels_codec`]); each is checked ([`labels_codec::check_canonical`]) before
+    /// anything changes, so a malformed one fails the batch with `InvalidInput`.
+    pub fn append_encoded(&self, batch: &[EncodedAppend<'_>]) -> Result<AppendReport> {
+        for s in batch {
+            labels_codec::check_canonical(s.labels).map_err(Error::InvalidInput)?;
+        }
+        self.append_checked(batch)
+    }
+
+    /// The append itself, of label sets known to be canonical.
+    fn append_checked(&self, batch: &[EncodedAppend<'_>]) -> Result<AppendReport> {
+        self.wal.check_poisoned()?;
+        self.handle_background_failures();
+        let encoded: Vec<u64> = batch.iter().map(|s| labels_codec::labels_hash(s.labels)).collect();
 
         let mut report = AppendReport::default();
         let mut head = self.head.lock();
@@ -344,8 +371,8 @@ impl Engine {
         // id replay never saw), so the engine is poisoned: it refuses writes, and a
         // restart replays a consistent WAL without this never-acknowledged batch.
         let applied = (|| -> Result<()> {
-            for (i, (s, (start, end, hash))) in batch.iter().zip(encoded).enumerate() {
-                let enc = &enc_buf[start..end];
+            for (i, (s, hash)) in batch.iter().zip(encoded).enumerate() {
+                let enc = s.labels;
                 let on_disk = match head.lookup(hash, enc) {
                     Some(id) => Ok(Some(id)),
                     None if head.series_on_disk_only => self.find_stored(hash, enc),

@@ -10,13 +10,97 @@ use tessera_model::{Label, Labels};
 /// Canonical label-set encoding (the `series` CF value and the WAL series entry):
 /// `count uvarint, then (name_len uvarint, name, value_len uvarint, value)*`.
 pub fn encode_labels(labels: &[Label], out: &mut Vec<u8>) {
-    varint::put_uvarint(out, labels.len() as u64);
+    put_count(out, labels.len());
     for l in labels {
-        varint::put_uvarint(out, l.name.len() as u64);
-        out.extend_from_slice(l.name.as_bytes());
-        varint::put_uvarint(out, l.value.len() as u64);
-        out.extend_from_slice(l.value.as_bytes());
+        put_pair(out, l.name.as_bytes(), l.value.as_bytes());
     }
+}
+
+/// The label count that opens an encoding; follow it with `count` [`put_pair`]s in
+/// name order to build an encoding without owned labels.
+pub fn put_count(out: &mut Vec<u8>, count: usize) {
+    varint::put_uvarint(out, count as u64);
+}
+
+/// One label of an encoding (see [`put_count`]).
+pub fn put_pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    varint::put_uvarint(out, name.len() as u64);
+    out.extend_from_slice(name);
+    varint::put_uvarint(out, value.len() as u64);
+    out.extend_from_slice(value);
+}
+
+/// Checks that `b` is a canonical encoding `Engine::append` may store: it decodes
+/// without trailing bytes, every name and value is UTF-8, names are at most 65,535 bytes,
+/// sorted and unique. Walks the bytes once and allocates nothing. The error is a
+/// sentence naming the problem.
+///
+/// UTF-8 is checked over the whole buffer in one call when every length fits in one
+/// varint byte (below 128, so every length byte is ASCII): ASCII bytes never sit inside
+/// a multi-byte character, so the buffer is valid UTF-8 exactly when each string is.
+/// Otherwise (a length byte of 0x80 or more could complete a character cut at a string's
+/// end) each string is checked on its own.
+pub fn check_canonical(b: &[u8]) -> std::result::Result<(), String> {
+    let mut prev: Option<&[u8]> = None;
+    let short_lengths = walk_pairs(b, |name, _| {
+        if name.len() > usize::from(u16::MAX) {
+            return Err(format!("label name of {} bytes exceeds 65535", name.len()));
+        }
+        // Byte order is code point order for UTF-8, the order of sorted label names.
+        if prev.is_some_and(|p| p >= name) {
+            return Err("label names must be sorted and unique".to_owned());
+        }
+        prev = Some(name);
+        Ok(())
+    })?;
+    let utf8 = |s: &[u8]| std::str::from_utf8(s).is_ok();
+    let valid = if short_lengths {
+        utf8(b)
+    } else {
+        let mut all = true;
+        walk_pairs(b, |n, v| {
+            all &= utf8(n) && utf8(v);
+            Ok(())
+        })?;
+        all
+    };
+    if !valid {
+        return Err("a label name or value is not UTF-8".to_owned());
+    }
+    Ok(())
+}
+
+/// Calls `each(name, value)` for the pairs of an encoding, checking its framing (no
+/// truncation, no trailing bytes). Returns whether every varint (count and lengths)
+/// took one byte.
+fn walk_pairs<'a>(
+    b: &'a [u8],
+    mut each: impl FnMut(&'a [u8], &'a [u8]) -> std::result::Result<(), String>,
+) -> std::result::Result<bool, String> {
+    let mut short = true;
+    let mut pos = 0usize;
+    let next = |pos: &mut usize, short: &mut bool| -> std::result::Result<&'a [u8], String> {
+        let truncated = || "truncated label set".to_owned();
+        let (len, used) = varint::read_uvarint(b.get(*pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
+        *short &= used == 1;
+        let start = *pos + used;
+        let end = usize::try_from(len).ok().and_then(|l| start.checked_add(l)).ok_or_else(truncated)?;
+        let s = b.get(start..end).ok_or_else(truncated)?;
+        *pos = end;
+        Ok(s)
+    };
+    let (n, used) = varint::read_uvarint(b).map_err(|e| e.to_string())?;
+    short &= used == 1;
+    pos += used;
+    for _ in 0..n {
+        let name = next(&mut pos, &mut short)?;
+        let value = next(&mut pos, &mut short)?;
+        each(name, value)?;
+    }
+    if pos != b.len() {
+        return Err("trailing bytes after the label set".to_owned());
+    }
+    Ok(short)
 }
 
 pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {

@@ -7,7 +7,9 @@
 //! as the reserved label `__tenant__`). Byte layouts are in `FORMAT.md`.
 //!
 //! - `Engine::open(dir, EngineConfig) -> Result<Engine>` replays the WAL.
-//! - `Engine::append(&self, &[SeriesAppend]) -> Result<AppendReport>`: returns only
+//! - `Engine::append(&self, &[SeriesAppend]) -> Result<AppendReport>` (or
+//!   `Engine::append_encoded` with label sets already in the canonical encoding of
+//!   [`labels_codec`], as the server's write path builds them): returns only
 //!   after the accepted samples are durable (WAL fsync per the configured policy).
 //!   Per-sample rejections (too old, duplicate) are reported in `AppendReport`, not as
 //!   `Err`; `Err` means the storage itself failed (the sender should retry).
@@ -36,7 +38,7 @@ mod head;
 mod index;
 mod interrupt;
 mod keys;
-mod labels_codec;
+pub mod labels_codec;
 mod persist;
 mod read;
 mod types;
@@ -49,7 +51,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
 pub use read::{ChunkSamples, SeriesCursor};
 pub use types::{
-    AppendReport, DamagedFile, FsyncStats, RawChunk, RejectReason, Rejection, SeriesAppend, SeriesChunks,
-    SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,
+    AppendReport, DamagedFile, EncodedAppend, FsyncStats, RawChunk, RejectReason, Rejection, SeriesAppend,
+    SeriesChunks, SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};

@@ -19,6 +19,16 @@ pub struct SeriesAppend<'a> {
     pub samples: &'a [Sample],
 }
 
+/// [`SeriesAppend`] with the label set already in the canonical encoding
+/// ([`crate::labels_codec::encode_labels`], or built with `put_count`/`put_pair`), so a
+/// writer that never held owned labels stores them without a copy per label.
+/// `Engine::append_encoded` checks every encoding ([`crate::labels_codec::check_canonical`]).
+#[derive(Clone, Copy, Debug)]
+pub struct EncodedAppend<'a> {
+    pub labels: &'a [u8],
+    pub samples: &'a [Sample],
+}
+
 /// What happened to one append batch. Rejections are per sample and never fail the batch.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AppendReport {

@@ -28,23 +28,43 @@ use tokio::sync::Semaphore;
 use crate::config::{Config, Limits};
 use crate::ingest::decode::{self, Batch, DecodeError, Version};
 use crate::ingest::limits::{ActiveSeries, RateLimiter};
+use crate::ingest::series_labels::SeriesLabels;
 use crate::ingest::window::{self, Window};
 use crate::metadata::MetadataStore;
 use crate::metrics::Metrics;
-use crate::shards::{series_hash, PushOutcome, PushSeries, ShardError, ShardErrorKind, Shards};
+use crate::shards::{series_hash_pairs, PushOutcome, PushSeries, ShardError, ShardErrorKind, Shards, WriteSeries};
 
 /// Where the distributor sends validated series: the local shards, or (in cluster
 /// mode) the ingesters that own them.
 pub trait ShardWriter: Send + Sync {
-    /// Writes `series` (each with its [`series_hash`]) for `tenant`; returns when every
+    /// Writes `series` (each with its [`series_hash`](crate::shards::series_hash)) for `tenant`; returns when every
     /// part is durable. Per-sample refusals are in the outcome; `Err` means a shard
     /// could not take its part.
     fn push<'a>(&'a self, tenant: &'a str, series: Vec<PushSeries>) -> BoxFuture<'a, Result<PushOutcome, ShardError>>;
+
+    /// [`ShardWriter::push`] of series with compact labels, which is what the
+    /// distributor sends. By default the labels are made owned and `push` is called;
+    /// the local shards store them without that copy.
+    fn push_compact<'a>(
+        &'a self,
+        tenant: &'a str,
+        series: Vec<WriteSeries>,
+    ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
+        self.push(tenant, series.into_iter().map(WriteSeries::into_push_series).collect())
+    }
 }
 
 impl ShardWriter for Shards {
     fn push<'a>(&'a self, tenant: &'a str, series: Vec<PushSeries>) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
         Box::pin(Shards::push(self, tenant, series))
+    }
+
+    fn push_compact<'a>(
+        &'a self,
+        tenant: &'a str,
+        series: Vec<WriteSeries>,
+    ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
+        Box::pin(Shards::push_compact(self, tenant, series))
     }
 }
 
@@ -196,7 +216,9 @@ impl Distributor {
             drop(body);
             let invalid = batch.problems.samples();
             let refused = window::filter(&mut batch, window);
-            let hashes: Vec<u64> = batch.series.iter().map(|s| series_hash(&t, &s.labels)).collect();
+            let mut scratch = Vec::new();
+            let hashes: Vec<u64> =
+                batch.series.iter().map(|s| series_hash_pairs(&t, s.labels.iter(), &mut scratch)).collect();
             metadata.record(&t, std::mem::take(&mut batch.metadata));
             Ok((batch, invalid, refused, hashes, budget.into_permit()))
         });
@@ -244,7 +266,7 @@ impl Distributor {
                 problems.add(
                     s.index,
                     n,
-                    || describe_labels(&s.labels),
+                    || describe_series(&s.labels),
                     || {
                         format!(
                             "tenant {tenant:?} already has the maximum of {} active series (limits.max_active_series_per_tenant); \
@@ -256,13 +278,13 @@ impl Distributor {
                 continue;
             }
             order.push(s.index);
-            push.push(PushSeries { labels: s.labels, samples: s.samples, hash });
+            push.push(WriteSeries { labels: s.labels, samples: s.samples, hash });
         }
 
         let mut written = WriteOutcome::default();
         if !push.is_empty() {
             let pushed: u64 = push.iter().map(|s| s.samples.len() as u64).sum();
-            let outcome = match writer.push(tenant, push).await {
+            let outcome = match writer.push_compact(tenant, push).await {
                 Ok(o) => o,
                 Err(e) => {
                     m.samples_rejected.inc_by(&["storage_error"], pushed);
@@ -320,6 +342,11 @@ impl Distributor {
 /// Prometheus' text form of a validated label set, for error messages.
 fn describe_labels(labels: &[Label]) -> String {
     crate::ingest::validate::describe(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())))
+}
+
+/// [`describe_labels`] of a compact label set.
+fn describe_series(labels: &SeriesLabels) -> String {
+    crate::ingest::validate::describe(labels.iter())
 }
 
 /// The server's clock in milliseconds since the Unix epoch.

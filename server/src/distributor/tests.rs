@@ -7,7 +7,7 @@ use tessera_proto::prometheus;
 use tessera_storage::RejectReason;
 
 use super::*;
-use crate::shards::FirstRejection;
+use crate::shards::{series_hash, FirstRejection};
 
 // The write pipeline over a scripted `ShardWriter`: what it sends, how it counts and
 // names refusals, and how shard failures become domain errors.

@@ -3,7 +3,7 @@
 //! Remote write 1.0 and 2.0 are decoded into the same [`Batch`], so everything after
 //! this file (limits, sharding, storage) is version-agnostic. Decoding is zero-copy up
 //! to validation: the body is one `Bytes`, prost slices label strings out of it, and
-//! the only copies made are the owned labels of series that passed validation.
+//! the only copy made of a valid series' labels is its one-allocation [`SeriesLabels`].
 //!
 //! Memory is bounded before it is allocated. [`wire_cost`] walks the protobuf wire
 //! format once and estimates what prost will allocate (a 2-byte empty series becomes a
@@ -26,7 +26,8 @@ use tessera_model::{canonical_float, Label, Sample, METRIC_NAME};
 use tessera_proto::{prometheus, v2};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::validate::{describe, validate_labels};
+use super::series_labels::SeriesLabels;
+use super::validate::{check_labels, describe};
 use crate::config::Limits;
 use crate::metadata::MetadataEntry;
 
@@ -119,8 +120,8 @@ pub fn decompress(body: &[u8], max: usize) -> Result<Bytes, DecodeError> {
 pub struct ValidSeries {
     /// Position of the series in the request.
     pub index: usize,
-    /// Sorted, owned labels without the tenant.
-    pub labels: Vec<Label>,
+    /// Sorted labels without the tenant, in one allocation.
+    pub labels: SeriesLabels,
     pub samples: Vec<Sample>,
 }
 
@@ -220,10 +221,7 @@ pub fn decode_within(
         |e: &dyn std::fmt::Display| DecodeError::Invalid(format!("body is not a valid {proto} protobuf message: {e}"));
     budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
     match version {
-        Version::V1 => {
-            let req = prometheus::WriteRequest::decode(raw).map_err(|e| not_protobuf(&e))?;
-            from_v1(req, limits, budget)
-        }
+        Version::V1 => from_v1(&raw, limits, budget),
         Version::V2 => {
             let req = v2::Request::decode(raw).map_err(|e| not_protobuf(&e))?;
             from_v2(req, limits, budget)
@@ -459,30 +457,96 @@ fn varint(buf: &mut &[u8]) -> Result<u64, String> {
     Err("varint longer than 10 bytes".into())
 }
 
-fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) -> Result<Batch, DecodeError> {
-    let mut b = Batch { series_total: req.timeseries.len(), ..Batch::default() };
-    for (index, ts) in req.timeseries.into_iter().enumerate() {
-        let pairs = || ts.labels.iter().map(|l| (&l.name[..], &l.value[..]));
-        let n = ts.samples.len() as u64;
-        b.samples_total += n;
-        b.histograms_total += ts.histograms.len() as u64;
-        b.exemplars_total += ts.exemplars.len() as u64;
-        budget.charge(label_cost(pairs()) + series_cost(ts.samples.len()))?;
-        match validate_labels(pairs(), limits) {
-            Err(reason) => b.problems.add(index, n, || describe(pairs()), || reason),
-            Ok(labels) => {
-                unsupported_parts(&mut b, index, || describe(pairs()), ts.histograms.len(), ts.exemplars.len());
-                if n > 0 {
-                    let samples =
-                        ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
-                    b.series.push(ValidSeries { index, labels, samples });
-                }
+/// One field of a protobuf message as read off the wire.
+#[derive(Debug, Clone, Copy)]
+enum Wire<'a> {
+    Varint(u64),
+    Fixed64(u64),
+    Fixed32,
+    Len(&'a [u8]),
+}
+
+/// Reads the next field of a message (`None` at its end). Groups (wire types 3 and 4,
+/// deprecated and unused by remote write) are refused, as [`wire_cost`] refuses them.
+fn next_field<'a>(buf: &mut &'a [u8]) -> Result<Option<(u32, Wire<'a>)>, String> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let key = varint(buf)?;
+    let field = u32::try_from(key >> 3).map_err(|_| format!("field number {} is out of range", key >> 3))?;
+    let value = match key & 7 {
+        0 => Wire::Varint(varint(buf)?),
+        1 => {
+            let (b, rest) = buf.split_first_chunk::<8>().ok_or("truncated 64-bit field")?;
+            *buf = rest;
+            Wire::Fixed64(u64::from_le_bytes(*b))
+        }
+        5 => {
+            *buf = buf.get(4..).ok_or("truncated 32-bit field")?;
+            Wire::Fixed32
+        }
+        2 => {
+            let len = usize::try_from(varint(buf)?).map_err(|_| "length out of range")?;
+            if len > buf.len() {
+                return Err(format!("field {field} claims {len} bytes, only {} remain", buf.len()));
             }
+            let (p, rest) = buf.split_at(len);
+            *buf = rest;
+            Wire::Len(p)
+        }
+        w => return Err(format!("unsupported wire type {w} of field {field}")),
+    };
+    Ok(Some((field, value)))
+}
+
+/// The error for a known field sent with another wire type (prost refuses it too).
+fn wrong_type(message: &str, field: u32, got: Wire<'_>) -> String {
+    format!("field {field} of {message} has the wrong wire type ({got:?})")
+}
+
+/// Reused buffers of [`from_v1`]: one series' label pairs and samples as read.
+#[derive(Default)]
+struct V1Scratch<'a> {
+    pairs: Vec<(&'a [u8], &'a [u8])>,
+    samples: Vec<Sample>,
+}
+
+/// Decodes a `prometheus.WriteRequest` straight off the wire: labels are slices of the
+/// body and every series is read into reused buffers, so the only allocations are what
+/// a valid series keeps (its [`SeriesLabels`] and samples) and metadata. prost's message
+/// tree (a `Vec` of labels, a `Vec` of samples and two reference-counted `Bytes` per label,
+/// per series) was the largest cost left in the write path (BENCHMARKS.md, "Write-path
+/// profile"). Fields are read as prost reads them: unknown ones skipped, the last
+/// occurrence of a scalar wins, a known field with the wrong wire type is an error.
+/// Exemplars and histograms are counted, not decoded (they are reported as not written).
+/// `wire_cost` has already walked the whole body, so its framing is known to be sound.
+fn from_v1(raw: &[u8], limits: &Limits, budget: &mut Budget) -> Result<Batch, DecodeError> {
+    let invalid = |e: String| {
+        DecodeError::Invalid(format!("body is not a valid {} protobuf message: {e}", tessera_proto::PROTO_V1))
+    };
+    let mut b = Batch::default();
+    let mut scratch = V1Scratch::default();
+    let mut metadata = Vec::new();
+    let mut rest = raw;
+    while let Some((field, value)) = next_field(&mut rest).map_err(invalid)? {
+        match (field, value) {
+            (1, Wire::Len(ts)) => {
+                let index = b.series_total;
+                b.series_total += 1;
+                v1_series(&mut b, &mut scratch, index, ts, limits, budget).map_err(|e| match e {
+                    SeriesError::Wire(e) => invalid(e),
+                    SeriesError::Budget(e) => e,
+                })?;
+            }
+            (3, Wire::Len(m)) => metadata.push(m),
+            (1 | 3, other) => return Err(invalid(wrong_type("WriteRequest", field, other))),
+            _ => {}
         }
     }
     if limits.max_metadata_per_tenant > 0 {
-        // The strings were already charged by `wire_cost` (prost copied them).
-        for m in req.metadata {
+        // The strings were already charged by `wire_cost` (they are copied here).
+        for m in metadata {
+            let m = prometheus::MetricMetadata::decode(m).map_err(|e| invalid(e.to_string()))?;
             let kind = v1_type_name(m.r#type);
             let cut = |mut s: String| {
                 s.truncate(crate::metadata::cut_len(&s, limits.max_metadata_text_bytes));
@@ -492,6 +556,79 @@ fn from_v1(req: prometheus::WriteRequest, limits: &Limits, budget: &mut Budget) 
         }
     }
     Ok(b)
+}
+
+/// Why one series of a 1.0 request stopped the request.
+enum SeriesError {
+    /// Malformed protobuf.
+    Wire(String),
+    /// Over the decoded-memory budget.
+    Budget(DecodeError),
+}
+
+/// Reads one `prometheus.TimeSeries` into `scratch`, validates its labels and keeps it
+/// in `b` if valid (see [`from_v1`]).
+fn v1_series<'a>(
+    b: &mut Batch,
+    scratch: &mut V1Scratch<'a>,
+    index: usize,
+    mut ts: &'a [u8],
+    limits: &Limits,
+    budget: &mut Budget,
+) -> Result<(), SeriesError> {
+    scratch.pairs.clear();
+    scratch.samples.clear();
+    let (mut exemplars, mut histograms) = (0usize, 0usize);
+    while let Some((field, value)) = next_field(&mut ts).map_err(SeriesError::Wire)? {
+        match (field, value) {
+            (1, Wire::Len(mut label)) => {
+                let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
+                while let Some((f, v)) = next_field(&mut label).map_err(SeriesError::Wire)? {
+                    match (f, v) {
+                        (1, Wire::Len(x)) => name = x,
+                        (2, Wire::Len(x)) => val = x,
+                        (1 | 2, other) => return Err(SeriesError::Wire(wrong_type("Label", f, other))),
+                        _ => {}
+                    }
+                }
+                scratch.pairs.push((name, val));
+            }
+            (2, Wire::Len(mut sample)) => {
+                let (mut v, mut t) = (0.0f64, 0i64);
+                while let Some((f, x)) = next_field(&mut sample).map_err(SeriesError::Wire)? {
+                    match (f, x) {
+                        (1, Wire::Fixed64(bits)) => v = f64::from_bits(bits),
+                        // int64 is sent as the two's complement in a 10-byte varint.
+                        (2, Wire::Varint(u)) => t = u as i64,
+                        (1 | 2, other) => return Err(SeriesError::Wire(wrong_type("Sample", f, other))),
+                        _ => {}
+                    }
+                }
+                scratch.samples.push(Sample { t, v: canonical_float(v) });
+            }
+            (3, Wire::Len(_)) => exemplars += 1,
+            (4, Wire::Len(_)) => histograms += 1,
+            (1..=4, other) => return Err(SeriesError::Wire(wrong_type("TimeSeries", field, other))),
+            _ => {}
+        }
+    }
+    let pairs = || scratch.pairs.iter().copied();
+    let n = scratch.samples.len() as u64;
+    b.samples_total += n;
+    b.histograms_total += histograms as u64;
+    b.exemplars_total += exemplars as u64;
+    budget.charge(label_cost(pairs()) + series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
+    match check_labels(pairs(), limits) {
+        Err(reason) => b.problems.add(index, n, || describe(pairs()), || reason),
+        Ok(()) => {
+            let labels = SeriesLabels::from_sorted_pairs(pairs());
+            unsupported_parts(b, index, || describe(pairs()), histograms, exemplars);
+            if n > 0 {
+                b.series.push(ValidSeries { index, labels, samples: scratch.samples.to_vec() });
+            }
+        }
+    }
+    Ok(())
 }
 
 fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Batch, DecodeError> {
@@ -549,9 +686,10 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
         // Resolved labels are copies of shared symbols: this is where a small request
         // could turn into a large one, so the copy is charged before it is made.
         budget.charge(label_cost(pairs.iter().copied()) + series_cost(ts.samples.len()))?;
-        match validate_labels(pairs.iter().copied(), limits) {
+        match check_labels(pairs.iter().copied(), limits) {
             Err(reason) => b.problems.add(index, n, || describe(pairs.iter().copied()), || reason),
-            Ok(labels) => {
+            Ok(()) => {
+                let labels = SeriesLabels::from_sorted_pairs(pairs.iter().copied());
                 unsupported_parts(
                     &mut b,
                     index,
@@ -581,7 +719,7 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
 fn v2_metadata<'a>(
     b: &mut Batch,
     md: &v2::Metadata,
-    labels: &[Label],
+    labels: &SeriesLabels,
     sym: &impl Fn(u32) -> Option<&'a [u8]>,
     max_text: usize,
     budget: &mut Budget,
@@ -589,7 +727,7 @@ fn v2_metadata<'a>(
     if md.r#type == 0 && md.help_ref == 0 && md.unit_ref == 0 {
         return Ok(());
     }
-    let Some(name) = labels.iter().find(|l| l.name == METRIC_NAME) else { return Ok(()) };
+    let Some((_, name)) = labels.iter().find(|(n, _)| *n == METRIC_NAME.as_bytes()) else { return Ok(()) };
     let raw = |r: u32| sym(r).unwrap_or_default();
     let cut = |s: &[u8]| -> usize {
         if max_text == 0 {
@@ -602,17 +740,20 @@ fn v2_metadata<'a>(
     let (help, unit) = (raw(md.help_ref), raw(md.unit_ref));
     let (help, unit) = (&help[..cut(help)], &unit[..cut(unit)]);
     if let Some((last_name, last)) = b.metadata.last() {
-        if *last_name == name.value && last.kind == kind && last.help.as_bytes() == help && last.unit.as_bytes() == unit
+        if last_name.as_bytes() == name
+            && last.kind == kind
+            && last.help.as_bytes() == help
+            && last.unit.as_bytes() == unit
         {
             return Ok(());
         }
     }
-    budget.charge(size_of::<(String, MetadataEntry)>() + name.value.len() + help.len() + unit.len())?;
+    budget.charge(size_of::<(String, MetadataEntry)>() + name.len() + help.len() + unit.len())?;
     // Lossy conversion may cut a character in half at the limit; it becomes U+FFFD.
     let text = |s: &[u8]| String::from_utf8_lossy(s).into_owned();
     // 2.0's type enum is 1.0's shifted by the UNSPECIFIED=0 value, same order.
     let entry = MetadataEntry { kind, help: text(help), unit: text(unit) };
-    b.metadata.push((name.value.clone(), entry));
+    b.metadata.push((text(name), entry));
     Ok(())
 }
 

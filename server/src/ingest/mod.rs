@@ -1,10 +1,11 @@
 //! The write path before storage: decoding remote-write bodies (`decode`), validating
-//! series (`validate`), the accepted time window of samples (`window`) and per-tenant
+//! series (`validate`) into compact label sets (`series_labels`), the accepted time window of samples (`window`) and per-tenant
 //! limits (`limits`). The `distributor` strings them together; sharding and durability
 //! are `shards`. Nothing here knows a protocol: refusals are domain errors
 //! (`decode::DecodeError`), mapped to HTTP in `crate::error`.
 
 pub mod decode;
 pub mod limits;
+pub mod series_labels;
 pub mod validate;
 pub mod window;

@@ -2,7 +2,8 @@
 //!
 //! Input labels arrive as raw byte slices of the request buffer (see `tessera-proto`:
 //! they are `Bytes`, not `String`), so this is also where UTF-8 is checked, once.
-//! On success the labels become owned `Label`s, sorted (they must arrive sorted) and
+//! On success the labels become owned `Label`s (`validate_labels`) or one compact
+//! `SeriesLabels` (`check_labels`, the remote-write path), sorted (they must arrive sorted) and
 //! without empty values (an empty value means "label absent" in Prometheus' model).
 //! Errors are sentences that say what is wrong, for the 400 body.
 
@@ -14,9 +15,22 @@ use crate::shards::TENANT_LABEL;
 /// Checks one series' labels (name/value byte pairs in wire order) against the
 /// limits. Returns the owned, sorted label set or a sentence naming the problem.
 pub fn validate_labels<'a>(
-    pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])> + Clone,
     limits: &Limits,
 ) -> Result<Vec<Label>, String> {
+    check_labels(pairs.clone(), limits)?;
+    // Checked above: UTF-8, so the lossy conversion never replaces anything.
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    Ok(pairs.filter(|(_, v)| !v.is_empty()).map(|(n, v)| Label { name: text(n), value: text(v) }).collect())
+}
+
+/// [`validate_labels`] without building anything: `Ok` when the pairs are a valid,
+/// sorted label set (the write path then builds its compact
+/// [`SeriesLabels`](super::series_labels::SeriesLabels) from them).
+pub fn check_labels<'a>(
+    pairs: impl ExactSizeIterator<Item = (&'a [u8], &'a [u8])>,
+    limits: &Limits,
+) -> Result<(), String> {
     if pairs.len() == 0 {
         return Err("series has no labels".into());
     }
@@ -27,7 +41,6 @@ pub fn validate_labels<'a>(
             limits.max_labels_per_series
         ));
     }
-    let mut out: Vec<Label> = Vec::with_capacity(pairs.len());
     // Sortedness and uniqueness are checked on raw bytes: UTF-8 byte order equals code
     // point order, which is the order the specs require, so no decoding is needed first.
     let mut prev: Option<&'a [u8]> = None;
@@ -74,16 +87,13 @@ pub fn validate_labels<'a>(
         } else if !valid_label_name(name, limits.name_validation) {
             return Err(format!("invalid label name {name:?}"));
         }
-        if value.is_empty() {
-            // Prometheus treats an empty value as the label being absent.
-            continue;
-        }
-        out.push(Label { name: name.to_owned(), value: value.to_owned() });
+        // An empty value is checked like any other; the builders leave the label out
+        // (Prometheus treats an empty value as the label being absent).
     }
     if !has_name {
         return Err("missing metric name (label \"__name__\")".into());
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Metric name rule: legacy `[a-zA-Z_:][a-zA-Z0-9_:]*`, or any non-empty UTF-8.

@@ -75,12 +75,7 @@ pub fn filter(batch: &mut Batch, w: Window) -> Refused {
         refused.too_new += new;
         emptied |= s.samples.is_empty();
         let labels = &s.labels;
-        batch.problems.add(
-            s.index,
-            old + new,
-            || describe(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes()))),
-            || reason(t, &w),
-        );
+        batch.problems.add(s.index, old + new, || describe(labels.iter()), || reason(t, &w));
     }
     if emptied {
         // A series all of whose samples were refused is not created either.

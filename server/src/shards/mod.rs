@@ -29,12 +29,14 @@ use std::time::Instant;
 
 use tessera_model::{Label, Labels, Matcher, Sample};
 use tessera_storage::{
-    Engine, EngineConfig, Interrupt, RejectReason, SeriesAppend, SeriesChunks, SeriesCursor, SeriesSamples, Stats,
+    EncodedAppend, Engine, EngineConfig, Interrupt, RejectReason, SeriesChunks, SeriesCursor, SeriesSamples, Stats,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::ingest::series_labels::SeriesLabels;
+
 pub use error::{classify, ShardError, ShardErrorKind};
-pub use hash::{series_hash, shard_of};
+pub use hash::{series_hash, series_hash_pairs, shard_of};
 use read_slots::ReadSlots;
 pub use tenant_view::TenantView;
 
@@ -74,6 +76,22 @@ pub struct PushSeries {
     pub labels: Vec<Label>,
     pub samples: Vec<Sample>,
     pub hash: u64,
+}
+
+/// [`PushSeries`] with its labels in the write path's compact form (see
+/// [`SeriesLabels`]): what the distributor hands to [`Shards::push_compact`].
+#[derive(Debug, Clone)]
+pub struct WriteSeries {
+    pub labels: SeriesLabels,
+    pub samples: Vec<Sample>,
+    pub hash: u64,
+}
+
+impl WriteSeries {
+    /// The series with owned labels, for writers that forward those.
+    pub fn into_push_series(self) -> PushSeries {
+        PushSeries { labels: self.labels.to_labels(), samples: self.samples, hash: self.hash }
+    }
 }
 
 /// What happened to a push, summed over shards.
@@ -261,6 +279,17 @@ impl Shards {
     /// an `Err` (the sender retries; re-sent samples are idempotent no-ops). A series
     /// whose shard is not served here fails the whole push before anything is written.
     pub async fn push(&self, tenant: &str, series: Vec<PushSeries>) -> Result<PushOutcome> {
+        let series = series
+            .into_iter()
+            .map(|s| WriteSeries { labels: SeriesLabels::from_labels(&s.labels), samples: s.samples, hash: s.hash })
+            .collect();
+        self.push_compact(tenant, series).await
+    }
+
+    /// [`Shards::push`] of series whose labels are already compact, as the distributor
+    /// decodes them: each shard's part builds its stored label encodings (tenant label
+    /// included) in one buffer on its storage thread, with no allocation per series.
+    pub async fn push_compact(&self, tenant: &str, series: Vec<WriteSeries>) -> Result<PushOutcome> {
         if self.total == 0 {
             return Err(ShardError::unavailable("no shards are configured"));
         }
@@ -272,29 +301,38 @@ impl Shards {
         for id in parts.keys() {
             self.engine(*id)?;
         }
-        // Storage wants the tenant label inside the sorted label set.
-        let stored: Arc<Vec<(Vec<Label>, Vec<Sample>)>> =
-            Arc::new(series.into_iter().map(|s| (with_tenant(tenant, s.labels), s.samples)).collect());
-        let mut tasks = Vec::new();
+        let total: u64 = series.iter().map(|s| s.samples.len() as u64).sum();
+        let series = Arc::new(series);
+        let tenant: Arc<str> = Arc::from(tenant);
+        let mut tasks = Vec::with_capacity(parts.len());
         for (shard, idx) in parts {
-            let stored = Arc::clone(&stored);
+            let series = Arc::clone(&series);
+            let tenant = Arc::clone(&tenant);
             tasks.push(async move {
-                let idx2 = idx.clone();
-                let (report, secs) = self
-                    .on_shard(shard, move |engine| {
-                        let batch: Vec<SeriesAppend<'_>> = idx2
-                            .iter()
-                            .map(|&i| SeriesAppend { labels: &stored[i].0, samples: &stored[i].1 })
-                            .collect();
-                        let start = std::time::Instant::now();
-                        let r = engine.append(&batch)?;
-                        Ok((r, start.elapsed().as_secs_f64()))
-                    })
-                    .await?;
-                Ok::<_, ShardError>((shard, idx, report, secs))
+                self.on_shard(shard, move |engine| {
+                    let mut buf = Vec::with_capacity(idx.iter().map(|&i| series[i].labels.heap_bytes() + 24).sum());
+                    let mut ends = Vec::with_capacity(idx.len());
+                    for &i in &idx {
+                        series[i].labels.encode_with_tenant(&tenant, &mut buf);
+                        ends.push(buf.len());
+                    }
+                    let mut start = 0;
+                    let batch: Vec<EncodedAppend<'_>> = idx
+                        .iter()
+                        .zip(ends)
+                        .map(|(&i, end)| {
+                            let labels = &buf[start..end];
+                            start = end;
+                            EncodedAppend { labels, samples: &series[i].samples }
+                        })
+                        .collect();
+                    let begin = Instant::now();
+                    let report = engine.append_encoded(&batch)?;
+                    Ok((shard, idx, report, begin.elapsed().as_secs_f64()))
+                })
+                .await
             });
         }
-        let total: u64 = stored.iter().map(|s| s.1.len() as u64).sum();
         let mut out = PushOutcome::default();
         let mut first_err = None;
         for r in futures::future::join_all(tasks).await {
@@ -308,10 +346,8 @@ impl Shards {
                     if let Some(rej) = report.first_rejection {
                         let orig = idx[rej.series_index];
                         if out.first_rejection.as_ref().is_none_or(|f| orig < f.index) {
-                            // Labels are cloned only for this one series, never on the
-                            // happy path.
-                            let mut labels = stored[orig].0.clone();
-                            labels.retain(|l| l.name != TENANT_LABEL);
+                            // Owned labels only for this one series, never on the happy path.
+                            let labels = series[orig].labels.to_labels();
                             out.first_rejection =
                                 Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
                         }
@@ -651,13 +687,6 @@ impl Drop for CancelOnDrop {
         // Harmless after the work finished: nobody reads the flag any more.
         self.0.store(true, Ordering::Relaxed);
     }
-}
-
-/// Inserts `__tenant__="<tenant>"` into a sorted label set at its sorted position.
-pub fn with_tenant(tenant: &str, mut labels: Vec<Label>) -> Vec<Label> {
-    let pos = labels.partition_point(|l| l.name.as_str() < TENANT_LABEL);
-    labels.insert(pos, Label { name: TENANT_LABEL.to_owned(), value: tenant.to_owned() });
-    labels
 }
 
 /// Removes the tenant label from a stored label set.

@@ -133,12 +133,26 @@ async fn tenant_view_serves_the_query_engine_from_a_blocking_thread() {
     assert_eq!(got[0].samples.len(), 2);
 }
 
-/// Storage requires sorted labels; uppercase names sort before `__name__`.
-#[test]
-fn tenant_label_is_inserted_at_its_sorted_position() {
-    let out = with_tenant("t", labels(&[("UUID", "x"), ("__name__", "m"), ("job", "j")]));
-    let names: Vec<&str> = out.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, vec!["UUID", "__name__", "__tenant__", "job"]);
+/// Storage requires sorted labels; uppercase names sort before `__name__` and the
+/// tenant label, lower-case ones after it.
+#[tokio::test]
+async fn tenant_label_is_stored_at_its_sorted_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = open(dir.path(), 2);
+    let pairs = [("UUID", "x"), ("__name__", "m"), ("job", "j")];
+    let out = shards.push("t", vec![series("t", &pairs, &[(10, 1.0)])]).await.expect("push");
+    assert_eq!(out.accepted, 1);
+    let view = shards.tenant_view("t");
+    let got = tokio::task::spawn_blocking(move || {
+        view.select(&[Matcher::equal("UUID", "x")], &tessera_query::SelectHints::range(0, 100), &Default::default())
+    })
+    .await
+    .expect("join")
+    .expect("select")
+    .data;
+    assert_eq!(got.len(), 1);
+    let names: Vec<&str> = got[0].labels.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, vec!["UUID", "__name__", "job"]);
 }
 
 /// An index call whose deadline passed (or whose request went away) stops in storage

@@ -24,3 +24,41 @@ fn a_stored_set_decodes_as_labels_only_when_sorted_and_unique() {
         assert!(matches!(decode_label_set(&b), Err(Error::Corrupt { .. })), "{bad:?}");
     }
 }
+
+#[test]
+fn only_canonical_encodings_pass_the_check() {
+    let mut good = Vec::new();
+    encode_labels(&[Label::new("__name__", "up"), Label::new("job", "ünï")], &mut good);
+    assert_eq!(check_canonical(&good), Ok(()));
+    let mut unsorted = Vec::new();
+    encode_labels(&[Label::new("job", "a"), Label::new("__name__", "up")], &mut unsorted);
+    let mut dup = Vec::new();
+    encode_labels(&[Label::new("job", "a"), Label::new("job", "b")], &mut dup);
+    let mut not_utf8 = Vec::new();
+    put_count(&mut not_utf8, 1);
+    put_pair(&mut not_utf8, b"job", b"\xff");
+    // A name ending in the first byte of "é" whose value's 2-byte length starts with the
+    // character's second byte: the whole buffer is valid UTF-8, the name is not.
+    let mut split_char = Vec::new();
+    put_count(&mut split_char, 1);
+    put_pair(&mut split_char, b"job\xc3", &[b'v'; 169]);
+    assert_eq!(split_char[6..8], [0xa9, 0x01], "the value length as laid out");
+    assert!(std::str::from_utf8(&split_char).is_ok());
+    let mut long_name = Vec::new();
+    put_count(&mut long_name, 1);
+    put_pair(&mut long_name, "n".repeat(65_536).as_bytes(), b"v");
+    let mut trailing = good.clone();
+    trailing.push(0);
+    for (bad, why) in [
+        (&unsorted, "sorted"),
+        (&dup, "sorted"),
+        (&not_utf8, "UTF-8"),
+        (&split_char, "UTF-8"),
+        (&long_name, "65535"),
+        (&trailing, "trailing"),
+        (&good[..good.len() - 1].to_vec(), "truncated"),
+    ] {
+        let err = check_canonical(bad).expect_err(why);
+        assert!(err.contains(why), "{err} should mention {why}");
+    }
+}

@@ -123,7 +123,7 @@ fn v2_symbols_are_resolved_and_bad_refs_reported() {
     };
     let b = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
     assert_eq!(b.series.len(), 1);
-    assert_eq!(b.series[0].labels[1].value, "0");
+    assert_eq!(b.series[0].labels.to_labels()[1].value, "0");
     assert_eq!(b.problems.series_count(), 1);
     let p = b.problems.first().expect("a problem");
     assert!(p.reason.contains("outside the symbols table"), "{}", p.reason);
@@ -314,8 +314,9 @@ mod never_panics {
             for v in [Version::V1, Version::V2] {
                 if let Ok(b) = decode(v, &snappy(&body), &Limits::default()) {
                     for s in &b.series {
-                        prop_assert!(s.labels.iter().any(|l| l.name == "__name__"));
-                        prop_assert!(s.labels.windows(2).all(|w| w[0].name < w[1].name));
+                        let labels = s.labels.to_labels();
+                        prop_assert!(labels.iter().any(|l| l.name == "__name__"));
+                        prop_assert!(labels.windows(2).all(|w| w[0].name < w[1].name));
                     }
                 }
             }
@@ -344,4 +345,118 @@ fn decoded_memory_takes_server_wide_in_flight_permits() {
     b.charge(2_000_000).expect("room again once the first request is done");
     drop(b);
     assert_eq!(sem.available_permits(), 3 * 1024);
+}
+
+/// What prost makes of a 1.0 body, validated the way the write path validates: the
+/// reference the wire-level decoder must agree with.
+fn v1_reference(body: &[u8]) -> Vec<(usize, Vec<Label>, Vec<(i64, u64)>)> {
+    let req = prometheus::WriteRequest::decode(body).expect("prost decodes it");
+    let mut out = Vec::new();
+    for (i, ts) in req.timeseries.iter().enumerate() {
+        let pairs = ts.labels.iter().map(|l| (&l.name[..], &l.value[..]));
+        if let Ok(labels) = crate::ingest::validate::validate_labels(pairs, &Limits::default()) {
+            if !ts.samples.is_empty() {
+                let samples = ts.samples.iter().map(|s| (s.timestamp, canonical_float(s.value).to_bits())).collect();
+                out.push((i, labels, samples));
+            }
+        }
+    }
+    out
+}
+
+fn v1_decoded(b: &Batch) -> Vec<(usize, Vec<Label>, Vec<(i64, u64)>)> {
+    b.series
+        .iter()
+        .map(|s| (s.index, s.labels.to_labels(), s.samples.iter().map(|x| (x.t, x.v.to_bits())).collect()))
+        .collect()
+}
+
+#[test]
+fn v1_unknown_fields_are_skipped_and_the_last_scalar_wins() {
+    let mut label = vec![0x0a, 0x08];
+    label.extend_from_slice(b"__name__");
+    label.extend_from_slice(&[0x12, 0x02, b'u', b'p']);
+    let mut sample = vec![0x09];
+    sample.extend_from_slice(&1.5f64.to_le_bytes());
+    sample.extend_from_slice(&[0x10, 0x05, 0x10, 0x07]); // timestamp 5, then 7
+    let mut ts = vec![0x0a, label.len() as u8];
+    ts.extend_from_slice(&label);
+    ts.extend_from_slice(&[0x12, sample.len() as u8]);
+    ts.extend_from_slice(&sample);
+    ts.extend_from_slice(&[0x78, 0x01]); // field 15, varint: unknown
+    let mut body = vec![0x0a, ts.len() as u8];
+    body.extend_from_slice(&ts);
+    body.extend_from_slice(&[0x22, 0x01, 0x00]); // field 4 of WriteRequest: unknown
+    let b = decode(Version::V1, &snappy(&body), &Limits::default()).expect("decodes");
+    assert_eq!(v1_decoded(&b), v1_reference(&body));
+    assert_eq!(b.series[0].samples, vec![Sample { t: 7, v: 1.5 }]);
+}
+
+#[test]
+fn v1_known_field_with_the_wrong_wire_type_is_400() {
+    // TimeSeries.labels (field 1) sent as a varint.
+    let body = [0x0a, 0x02, 0x08, 0x01];
+    assert!(prometheus::WriteRequest::decode(&body[..]).is_err(), "prost refuses it too");
+    let err = decode(Version::V1, &snappy(&body), &Limits::default()).expect_err("wrong wire type");
+    assert!(matches!(err, DecodeError::Invalid(_)) && err.to_string().contains("wire type"), "{err}");
+}
+
+mod v1_agrees_with_prost {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn label() -> impl Strategy<Value = (String, String)> {
+        (prop::sample::select(vec!["__name__", "a", "UUID", "job", "", "bad-name", "__tenant__"]), "[a-z0-9é]{0,4}")
+            .prop_map(|(n, v)| (n.to_owned(), v))
+    }
+
+    proptest! {
+        /// Random requests (valid and invalid label sets, negative and NaN samples,
+        /// exemplars, histograms, metadata) decode to the same series, samples and
+        /// counts as prost's decoding validated the same way.
+        #[test]
+        fn random_requests_decode_identically(
+            series in prop::collection::vec(
+                (
+                    prop::collection::vec(label(), 0..5),
+                    prop::collection::vec((any::<i64>(), any::<f64>()), 0..4),
+                    0..3usize,
+                    0..2usize,
+                ),
+                0..6,
+            ),
+            with_metadata in any::<bool>(),
+        ) {
+            let req = prometheus::WriteRequest {
+                timeseries: series
+                    .iter()
+                    .map(|(labels, samples, ex, hi)| prometheus::TimeSeries {
+                        labels: labels.iter().map(|(n, v)| prometheus::Label::new(n.clone(), v.clone())).collect(),
+                        samples: samples.iter().map(|&(t, v)| prometheus::Sample { value: v, timestamp: t }).collect(),
+                        exemplars: vec![prometheus::Exemplar::default(); *ex],
+                        histograms: vec![prometheus::Histogram::default(); *hi],
+                    })
+                    .collect(),
+                metadata: if with_metadata {
+                    vec![prometheus::MetricMetadata {
+                        r#type: 1,
+                        metric_family_name: "m".into(),
+                        help: "h".into(),
+                        unit: "u".into(),
+                    }]
+                } else {
+                    vec![]
+                },
+            };
+            let body = req.encode_to_vec();
+            let b = decode(Version::V1, &snappy(&body), &Limits::default()).expect("decodes");
+            prop_assert_eq!(v1_decoded(&b), v1_reference(&body));
+            prop_assert_eq!(b.series_total, req.timeseries.len());
+            prop_assert_eq!(b.samples_total, req.timeseries.iter().map(|t| t.samples.len() as u64).sum::<u64>());
+            prop_assert_eq!(b.exemplars_total, req.timeseries.iter().map(|t| t.exemplars.len() as u64).sum::<u64>());
+            prop_assert_eq!(b.histograms_total, req.timeseries.iter().map(|t| t.histograms.len() as u64).sum::<u64>());
+            prop_assert_eq!(b.metadata.len(), usize::from(with_metadata));
+        }
+    }
 }

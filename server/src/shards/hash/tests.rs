@@ -26,3 +26,14 @@ fn tenants_with_identical_series_hash_differently() {
     let labels = [l("__name__", "up")];
     assert_ne!(series_hash("team-a", &labels), series_hash("team-b", &labels));
 }
+
+#[test]
+fn hashing_pairs_in_one_call_gives_the_frozen_hash() {
+    let labels = [l("UUID", "GPU-1"), l("__name__", "up"), l("job", "node")];
+    let pairs = labels.iter().map(|x| (x.name.as_bytes(), x.value.as_bytes()));
+    let mut scratch = b"left over".to_vec();
+    assert_eq!(series_hash_pairs("anonymous", pairs, &mut scratch), series_hash("anonymous", &labels));
+    let up = [l("__name__", "up"), l("job", "node")];
+    let pairs = up.iter().map(|x| (x.name.as_bytes(), x.value.as_bytes()));
+    assert_eq!(series_hash_pairs("anonymous", pairs, &mut scratch), 0x7cfb_1973_3e25_03ff);
+}
