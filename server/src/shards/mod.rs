@@ -232,6 +232,14 @@ impl Shards {
         Arc::clone(&self.write_permits).acquire_owned().await.map_err(|_| ShardError::shutting_down())
     }
 
+    /// Takes every append permit, stalling appends until the returned permit drops (a
+    /// test's stand-in for a busy storage).
+    #[cfg(test)]
+    pub(crate) async fn stall_appends(&self) -> OwnedSemaphorePermit {
+        let n = u32::try_from(self.write_permits.available_permits()).unwrap_or(u32::MAX);
+        Arc::clone(&self.write_permits).acquire_many_owned(n).await.expect("the permits are never closed in tests")
+    }
+
     /// The engine of shard `id`, if this process serves it.
     fn engine(&self, id: ShardId) -> Result<&Arc<Engine>> {
         self.engines
@@ -261,6 +269,19 @@ impl Shards {
     /// an `Err` (the sender retries; re-sent samples are idempotent no-ops). A series
     /// whose shard is not served here fails the whole push before anything is written.
     pub async fn push(&self, tenant: &str, series: Vec<PushSeries>) -> Result<PushOutcome> {
+        self.push_before(tenant, series, None).await
+    }
+
+    /// [`Shards::push`] that starts no shard's append after `deadline`: a part still
+    /// waiting for a storage permit or a blocking thread then fails with
+    /// [`ShardErrorKind::Timeout`] and writes nothing. An append that has started runs
+    /// to completion (it is durable or fails as usual), however late.
+    pub async fn push_before(
+        &self,
+        tenant: &str,
+        series: Vec<PushSeries>,
+        deadline: Option<Instant>,
+    ) -> Result<PushOutcome> {
         if self.total == 0 {
             return Err(ShardError::unavailable("no shards are configured"));
         }
@@ -280,17 +301,33 @@ impl Shards {
             let stored = Arc::clone(&stored);
             tasks.push(async move {
                 let idx2 = idx.clone();
-                let (report, secs) = self
+                let queued = Instant::now();
+                let appended = self
                     .on_shard(shard, move |engine| {
+                        // The last moment before anything is written: a caller that has
+                        // given up gets nothing appended.
+                        if deadline.is_some_and(|d| Instant::now() >= d) {
+                            return Ok(None);
+                        }
                         let batch: Vec<SeriesAppend<'_>> = idx2
                             .iter()
                             .map(|&i| SeriesAppend { labels: &stored[i].0, samples: &stored[i].1 })
                             .collect();
                         let start = std::time::Instant::now();
                         let r = engine.append(&batch)?;
-                        Ok((r, start.elapsed().as_secs_f64()))
+                        Ok(Some((r, start.elapsed().as_secs_f64())))
                     })
                     .await?;
+                let Some((report, secs)) = appended else {
+                    return Err(ShardError::new(
+                        ShardErrorKind::Timeout,
+                        format!(
+                            "shard {shard}: the caller's deadline passed after {} ms waiting for a storage permit; \
+                             nothing of this part was written",
+                            queued.elapsed().as_millis()
+                        ),
+                    ));
+                };
                 Ok::<_, ShardError>((shard, idx, report, secs))
             });
         }
