@@ -20,7 +20,14 @@
 //! catching up after a restart refuses its part of a push (the other replicas take
 //! it), and a shard part that storage fails records a hole over its samples. `Repair`
 //! streams one shard's data (all tenants) to a replica that is catching up, reading it
-//! in time slices of [`REPAIR_SLICE_MS`] so memory stays bounded by one slice.
+//! in time slices of [`REPAIR_SLICE_MS`] so memory stays bounded by one slice, after
+//! the metric metadata of the shard's families.
+//!
+//! Pushes carry metric metadata for the shards they name (kept in the ingester's
+//! `MetadataStore`, answered by `Metadata`); `Cardinality` counts a tenant's series
+//! per label pair shard by shard. A push honours its `grpc-timeout`: past it on arrival,
+//! or while a part waits for storage, the part is refused unwritten
+//! (`DEADLINE_EXCEEDED`) and leaves a hole; an append that started runs to completion.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -40,7 +47,8 @@ use crate::http::query_api::CardinalityCounter;
 use crate::metadata::{MetadataEntry, MetadataStore};
 use crate::shards::{request_controls, PushSeries, ShardError, ShardErrorKind, ShardId, Shards, TENANT_LABEL};
 
-/// Longest a read may run when the caller sent no deadline.
+/// Longest a read may run, and a push may wait before its append starts, when the
+/// caller sent no deadline.
 pub const MAX_READ: Duration = Duration::from_secs(120);
 /// Target size of one streamed answer frame.
 pub const FRAME_BYTES: usize = 1 << 20;
