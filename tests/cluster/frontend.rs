@@ -1,7 +1,8 @@
 //! What a cluster front end serves from its ingesters beyond queries: `/api/v1/metadata`
 //! (Metadata RPC), `/api/v1/status/tsdb` and `timeSeriesCount` (Cardinality and Status
 //! RPCs), each equal to `tessera serve` fed the same data, also from a repaired replica
-//! alone; and `/api/v1/status/cluster` showing every ingester's holes and repair state.
+//! alone, with the pushes gzip-compressed; and `/api/v1/status/cluster` showing every
+//! ingester's holes and repair state.
 
 use std::time::{Duration, Instant};
 
@@ -81,7 +82,8 @@ fn time_series_count(p: &Proc) -> Value {
 #[test]
 fn metadata_and_tsdb_status_of_an_rf3_cluster_equal_the_single_nodes_also_from_a_repaired_replica_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = Cluster::start(dir.path(), 3, 3, 8, "push_timeout_ms = 1000\n");
+    // Pushes gzip-compressed: the ingesters take them like uncompressed ones.
+    let mut c = Cluster::start(dir.path(), 3, 3, 8, "push_timeout_ms = 1000\ngrpc_compression = \"gzip\"\n");
     let single = Server::start(&dir.path().join("single"));
     let t = now_ms() - 60_000;
     for req in data(t) {

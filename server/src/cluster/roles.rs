@@ -541,6 +541,8 @@ fn pb_server(
     max: usize,
 ) -> tessera_proto::ingester::ingester_server::IngesterServer<IngesterService> {
     tessera_proto::ingester::ingester_server::IngesterServer::new(svc)
+        // Whatever `[cluster] grpc_compression` says: front ends may compress pushes.
+        .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
         .max_decoding_message_size(max)
         .max_encoding_message_size(max)
 }

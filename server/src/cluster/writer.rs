@@ -6,6 +6,8 @@
 //! family's shard (`convert::metadata_shard`), acknowledged per shard like samples, so
 //! the ingesters answer `/api/v1/metadata` (`ClusterQueryable::metadata`).
 //!
+//! Pushes are gzip-compressed when `[cluster] grpc_compression = "gzip"`.
+//!
 //! One `Push` per ingester carries all of that ingester's shards; all pushes run in
 //! parallel, each bounded by `[cluster] push_timeout_ms`. The answer is given as soon
 //! as every shard has W acknowledgements, or once every push has finished or failed.
@@ -29,6 +31,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tessera_proto::ingester as pb;
 
+use super::config::GrpcCompression;
 use super::convert;
 use super::metrics::Shortfall;
 use super::peers::Peers;
@@ -92,6 +95,9 @@ impl ClusterWriter {
                 metadata: meta,
             };
             let mut client = peers.peers[p].client.clone();
+            if peers.config.grpc_compression == GrpcCompression::Gzip {
+                client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+            }
             let tx = tx.clone();
             let peers = Arc::clone(peers);
             // Spawned: runs to completion (or its timeout) even after the client has its
