@@ -23,6 +23,17 @@ pub const FAMILY_OVERHEAD_BYTES: usize = 96;
 /// Bytes charged per entry besides its help and unit text.
 pub const ENTRY_OVERHEAD_BYTES: usize = std::mem::size_of::<MetadataEntry>();
 
+/// The type names an entry can have (remote write's metric types as Prometheus' API
+/// names them).
+pub const KINDS: [&str; 8] =
+    ["counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset", "unknown"];
+
+/// The static type name equal to `name`, if it is one of [`KINDS`] (for entries that
+/// arrive over the cluster's internal API as strings).
+pub fn kind_named(name: &str) -> Option<&'static str> {
+    KINDS.iter().copied().find(|k| *k == name)
+}
+
 /// One metadata entry; `/api/v1/metadata` writes it as Prometheus' `{"type","help","unit"}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetadataEntry {
@@ -124,6 +135,38 @@ impl MetadataStore {
                 }
             }
         }
+    }
+
+    /// Records `families` of `tenant` (each family's entries newest first, as
+    /// [`MetadataStore::query`] answers them) so that each keeps that order: entries a
+    /// peer sent by repair, merged with what this store already has.
+    pub fn record_families(&self, tenant: &str, families: Vec<(String, Vec<MetadataEntry>)>) {
+        let entries = families
+            .into_iter()
+            .flat_map(|(metric, list)| list.into_iter().rev().map(move |e| (metric.clone(), e)))
+            .collect();
+        self.record(tenant, entries);
+    }
+
+    /// Every family of every tenant for which `keep(tenant, metric)` holds, entries
+    /// newest first: (tenant, families sorted by name).
+    pub fn export(&self, keep: impl Fn(&str, &str) -> bool) -> Vec<(String, Vec<(String, Vec<MetadataEntry>)>)> {
+        let tenants = self.tenants.read();
+        let mut out: Vec<(String, Vec<(String, Vec<MetadataEntry>)>)> = tenants
+            .iter()
+            .map(|(tenant, tm)| {
+                let families = tm
+                    .families
+                    .iter()
+                    .filter(|(metric, _)| keep(tenant, metric))
+                    .map(|(metric, list)| (metric.clone(), list.clone()))
+                    .collect::<Vec<_>>();
+                (tenant.clone(), families)
+            })
+            .filter(|(_, f)| !f.is_empty())
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Bytes charged to `tenant` (see [`MetadataStore`]).

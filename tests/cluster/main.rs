@@ -7,6 +7,7 @@
 #[path = "../e2e/harness.rs"]
 mod harness;
 
+mod frontend;
 mod proc;
 mod promqltest;
 mod repair;

@@ -73,6 +73,22 @@ pub struct ClusterConfig {
     /// 0 = never refuse writes (repair then only fills what the out-of-order window of
     /// `[storage]` still admits).
     pub repair_block_writes_ms: u64,
+    /// Compression of the pushes distributors and gateways send to the ingesters:
+    /// `"none"` or `"gzip"`. A push repeats every label string to each of the RF
+    /// replicas; gzip shrinks that on the wire at some CPU cost on both sides.
+    /// Ingesters accept both whatever they are configured with, so a rolling change is
+    /// safe. Other calls (reads, health checks, repair) are not compressed. Default
+    /// `"none"`.
+    pub grpc_compression: GrpcCompression,
+}
+
+/// `[cluster] grpc_compression`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum GrpcCompression {
+    #[default]
+    None,
+    Gzip,
 }
 
 impl Default for ClusterConfig {
@@ -92,6 +108,7 @@ impl Default for ClusterConfig {
             grpc_max_message_bytes: 64 << 20,
             health_check_interval_ms: 2000,
             repair_block_writes_ms: 60_000,
+            grpc_compression: GrpcCompression::None,
         }
     }
 }

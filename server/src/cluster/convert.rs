@@ -11,6 +11,7 @@ use tessera_storage::{ChunkSamples, RawChunk, RejectReason, SeriesSamples};
 use tonic::{Code, Status};
 
 use super::identity::Identity;
+use crate::metadata::MetadataEntry;
 use crate::shards::{FirstRejection, PushOutcome, PushSeries, ShardError, ShardErrorKind, ShardId, TENANT_LABEL};
 
 pub fn identity_to_pb(id: &Identity) -> pb::ClusterIdentity {
@@ -67,6 +68,39 @@ pub fn push_series_from_pb(tenant: &str, s: pb::Series) -> Result<(ShardId, Push
     let samples = s.timestamps.into_iter().zip(s.values).map(|(t, v)| Sample { t, v }).collect();
     let hash = crate::shards::series_hash(tenant, &labels);
     Ok((ShardId(s.shard), PushSeries { labels, samples, hash }))
+}
+
+/// The logical shard of `tenant`'s metric family `metric`, where its metadata lives:
+/// the shard of the series whose only label is `__name__ = metric`.
+pub fn metadata_shard(tenant: &str, metric: &str, total: u32) -> ShardId {
+    ShardId::of(crate::shards::series_hash(tenant, &[Label::new(tessera_model::METRIC_NAME, metric)]), total)
+}
+
+/// One metadata entry of family `metric` on the wire (`shard`: Push's routing; 0 elsewhere).
+pub fn metadata_to_pb(metric: &str, e: &MetadataEntry, shard: ShardId) -> pb::MetricMetadata {
+    pb::MetricMetadata {
+        metric: metric.to_owned(),
+        r#type: e.kind.to_owned(),
+        help: e.help.clone(),
+        unit: e.unit.clone(),
+        shard: shard.0,
+    }
+}
+
+/// A metadata entry from the wire: a family name and a known type are required.
+pub fn metadata_from_pb(m: pb::MetricMetadata) -> Result<(String, MetadataEntry), String> {
+    if m.metric.is_empty() {
+        return Err("metadata entry without a metric family name".into());
+    }
+    let kind = crate::metadata::kind_named(&m.r#type).ok_or_else(|| {
+        format!(
+            "metadata of {:?} has unknown type {:?} (expected one of {})",
+            m.metric,
+            m.r#type,
+            crate::metadata::KINDS.join(", ")
+        )
+    })?;
+    Ok((m.metric, MetadataEntry { kind, help: m.help, unit: m.unit }))
 }
 
 /// A series with decoded samples (Repair's frames).

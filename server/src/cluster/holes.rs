@@ -64,6 +64,13 @@ impl std::fmt::Display for Hole {
     }
 }
 
+/// The wall clock, ms since the Unix epoch (a hole of metadata only is "now").
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// A hole of one shard, as an answer reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardHole {
@@ -310,6 +317,11 @@ impl HoleBook {
         if let Some(st) = self.shards.lock().get_mut(&shard) {
             st.repaired_samples += n;
         }
+    }
+
+    /// Every shard's state now (for the `Status` RPC).
+    pub fn states(&self) -> BTreeMap<ShardId, ShardState> {
+        self.shards.lock().clone()
     }
 
     /// Shards that have holes.

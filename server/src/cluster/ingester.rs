@@ -20,7 +20,14 @@
 //! catching up after a restart refuses its part of a push (the other replicas take
 //! it), and a shard part that storage fails records a hole over its samples. `Repair`
 //! streams one shard's data (all tenants) to a replica that is catching up, reading it
-//! in time slices of [`REPAIR_SLICE_MS`] so memory stays bounded by one slice.
+//! in time slices of [`REPAIR_SLICE_MS`] so memory stays bounded by one slice, after
+//! the metric metadata of the shard's families.
+//!
+//! Pushes carry metric metadata for the shards they name (kept in the ingester's
+//! `MetadataStore`, answered by `Metadata`); `Cardinality` counts a tenant's series
+//! per label pair shard by shard. A push honours its `grpc-timeout`: past it on arrival,
+//! or while a part waits for storage, the part is refused unwritten
+//! (`DEADLINE_EXCEEDED`) and leaves a hole; an append that started runs to completion.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -36,9 +43,12 @@ use tonic::{Request, Response, Status};
 use super::convert;
 use super::holes::{self, Hole, HoleBook, ShardHole};
 use super::identity::Identity;
-use crate::shards::{request_controls, PushSeries, ShardError, ShardId, Shards, TENANT_LABEL};
+use crate::http::query_api::CardinalityCounter;
+use crate::metadata::{MetadataEntry, MetadataStore};
+use crate::shards::{request_controls, PushSeries, ShardError, ShardErrorKind, ShardId, Shards, TENANT_LABEL};
 
-/// Longest a read may run when the caller sent no deadline.
+/// Longest a read may run, and a push may wait before its append starts, when the
+/// caller sent no deadline.
 pub const MAX_READ: Duration = Duration::from_secs(120);
 /// Target size of one streamed answer frame.
 pub const FRAME_BYTES: usize = 1 << 20;
@@ -56,6 +66,8 @@ pub struct IngesterService {
     identity: Identity,
     shards: Arc<Shards>,
     holes: Arc<HoleBook>,
+    /// Metric metadata received with pushes (and by repair), per tenant.
+    metadata: Arc<MetadataStore>,
     /// Target size of one Select frame: [`FRAME_BYTES`], or half the message-size limit
     /// when that is smaller.
     frame_bytes: usize,
@@ -65,7 +77,20 @@ impl IngesterService {
     /// A service whose shards have no holes (see [`IngesterService::with_holes`]).
     pub fn new(id: String, identity: Identity, shards: Arc<Shards>) -> Self {
         let holes = Arc::new(HoleBook::none(shards.ids()));
-        IngesterService { id, identity, shards, holes, frame_bytes: FRAME_BYTES }
+        let l = crate::config::Limits::default();
+        let metadata = Arc::new(MetadataStore::new(
+            l.max_metadata_per_tenant,
+            l.max_metadata_bytes_per_tenant,
+            l.max_metadata_text_bytes,
+        ));
+        IngesterService { id, identity, shards, holes, metadata, frame_bytes: FRAME_BYTES }
+    }
+
+    /// Keeps metadata in `store` (the ingester's, with its `[limits]`, shared with its
+    /// repair task).
+    pub fn with_metadata(mut self, store: Arc<MetadataStore>) -> Self {
+        self.metadata = store;
+        self
     }
 
     /// Uses `holes` (the ingester's, shared with its repair task).
@@ -112,11 +137,116 @@ impl IngesterService {
         }
     }
 
+    /// `Ok` when `shard` is placed on this ingester.
+    fn owned(&self, shard: ShardId) -> Result<(), Status> {
+        if self.shards.ids().any(|id| id == shard) {
+            return Ok(());
+        }
+        Err(Status::failed_precondition(format!("shard {shard} is not placed on ingester {:?}", self.id)))
+    }
+
+    /// Writes each shard's part (in parallel, so one failing shard costs only its own
+    /// acknowledgement), records the holes of the parts that failed, and answers one
+    /// outcome per shard, plus whether every part failed because `deadline` passed
+    /// before its append started.
+    async fn push_parts(
+        &self,
+        tenant: String,
+        parts: BTreeMap<ShardId, Part>,
+        deadline: Instant,
+    ) -> (Vec<pb::ShardOutcome>, bool) {
+        let tenant = tenant.as_str();
+        let tasks = parts.into_iter().map(|(shard, part)| async move {
+            if self.holes.refuses_writes(shard) {
+                let e = ShardError::unavailable(format!(
+                    "shard {shard} on ingester {:?} is catching up on writes it missed (repair from its peers) and \
+                     takes no writes until it has",
+                    self.id
+                ));
+                return (convert::outcome_to_pb(shard, Err(e), &part.index), None, false);
+            }
+            let span = part.span();
+            let Part { series, index, metadata } = part;
+            let r = if series.is_empty() {
+                if Instant::now() >= deadline {
+                    Err(ShardError::new(ShardErrorKind::Timeout, "the push's deadline passed; metadata not recorded"))
+                } else {
+                    Ok(crate::shards::PushOutcome::default())
+                }
+            } else {
+                self.shards.push_before(tenant, series, Some(deadline)).await
+            };
+            if r.is_ok() {
+                self.metadata.record(tenant, metadata);
+            }
+            let late = r.as_ref().is_err_and(|e| e.kind == ShardErrorKind::Timeout);
+            // A part not stored is a hole here: the other replicas may have it.
+            let hole = r.is_err().then_some((shard, span));
+            (convert::outcome_to_pb(shard, r, &index), hole, late)
+        });
+        let results = futures::future::join_all(tasks).await;
+        let all_late = !results.is_empty() && results.iter().all(|(_, _, late)| *late);
+        let mut holes = Vec::new();
+        let mut shards = Vec::with_capacity(results.len());
+        for (outcome, hole, _) in results {
+            if let Some(h) = hole {
+                tracing::warn!(shard = h.0 .0, error = %outcome.error, "push failed on this shard: recorded a hole for repair");
+                holes.push(h);
+            }
+            shards.push(outcome);
+        }
+        if !holes.is_empty() {
+            self.record_holes(holes, "push part not stored").await;
+        }
+        (shards, all_late)
+    }
+
+    /// Adds `holes` to the book and saves it (off the runtime).
+    async fn record_holes(&self, holes: Vec<(ShardId, Hole)>, why: &str) {
+        for (shard, h) in holes {
+            tracing::warn!(shard = shard.0, from = h.from, to = h.to, why, "recorded a hole for repair");
+            self.holes.add(shard, h);
+        }
+        let (book, st) = (Arc::clone(&self.holes), Arc::clone(&self.shards));
+        let saved = tokio::task::spawn_blocking(move || book.save(&st)).await;
+        if let Ok(Err(e)) | Err(e) = saved.map_err(anyhow::Error::new) {
+            tracing::error!(error = %e, "cannot save the repair state file");
+        }
+    }
+
     fn tenant_ok(tenant: &str) -> Result<(), Status> {
         if tenant.is_empty() {
             return Err(Status::invalid_argument("request has no tenant"));
         }
         Ok(())
+    }
+}
+
+/// One shard's part of a push.
+#[derive(Default)]
+struct Part {
+    series: Vec<PushSeries>,
+    /// Index of each series in the request.
+    index: Vec<usize>,
+    metadata: Vec<(String, MetadataEntry)>,
+}
+
+impl Part {
+    /// The sample time the part covers (a hole if it is not stored); a part of metadata
+    /// only covers the current millisecond, so that it still leaves a hole (metadata
+    /// reads count any hole of the shard).
+    fn span(&self) -> Hole {
+        let mut times = self.series.iter().flat_map(|s| s.samples.iter().map(|p| p.t));
+        match times.next() {
+            Some(first) => {
+                let (from, to) = times.fold((first, first), |(lo, hi), t| (lo.min(t), hi.max(t)));
+                Hole { from, to }
+            }
+            None => {
+                let now = holes::now_ms();
+                Hole { from: now, to: now }
+            }
+        }
     }
 }
 
@@ -216,6 +346,27 @@ pub fn chunk_frames(series: Vec<SeriesChunks>, budget: usize) -> FrameStream<pb:
     Box::pin(futures::stream::iter(iter))
 }
 
+/// Shard `shard`'s counts as pieces of about `budget` bytes each (at least one piece,
+/// so a shard without series of the tenant still reports its zero).
+pub fn cardinality_pieces(shard: ShardId, counter: &CardinalityCounter, budget: usize) -> Vec<pb::ShardCardinality> {
+    let series = counter.series();
+    let piece = || pb::ShardCardinality { shard: shard.0, series, pairs: Vec::new() };
+    let mut out = vec![piece()];
+    let mut bytes = 0;
+    for (name, value, n) in counter.pairs() {
+        let size = name.len() + value.len() + 16;
+        if bytes + size > budget && out.last().is_some_and(|p| !p.pairs.is_empty()) {
+            out.push(piece());
+            bytes = 0;
+        }
+        bytes += size;
+        if let Some(p) = out.last_mut() {
+            p.pairs.push(pb::LabelPairCount { name: name.to_owned(), value: value.to_owned(), series: n });
+        }
+    }
+    out
+}
+
 /// Frames of about `budget` bytes, built lazily from `items`.
 fn frames<I, T, F>(items: Vec<I>, budget: usize, size: fn(&I) -> usize, wrap: F) -> FrameStream<T>
 where
@@ -239,11 +390,11 @@ where
 #[tonic::async_trait]
 impl pb::ingester_server::Ingester for IngesterService {
     async fn push(&self, request: Request<pb::PushRequest>) -> Result<Response<pb::PushResponse>, Status> {
+        let deadline = deadline_of(&request);
         let req = request.into_inner();
         self.check(req.cluster.as_ref())?;
         Self::tenant_ok(&req.tenant)?;
-        // Per shard: the series and their indexes in the request.
-        let mut parts: BTreeMap<ShardId, (Vec<PushSeries>, Vec<usize>)> = BTreeMap::new();
+        let mut parts: BTreeMap<ShardId, Part> = BTreeMap::new();
         for (i, s) in req.series.into_iter().enumerate() {
             let (shard, series) = convert::push_series_from_pb(&req.tenant, s)
                 .map_err(|e| Status::invalid_argument(format!("series {i}: {e}")))?;
@@ -253,58 +404,46 @@ impl pb::ingester_server::Ingester for IngesterService {
                     "series {i} was sent for shard {shard} but hashes to shard {actual}"
                 )));
             }
-            if !self.shards.ids().any(|id| id == shard) {
-                return Err(Status::failed_precondition(format!(
-                    "shard {shard} is not placed on ingester {:?}",
-                    self.id
+            self.owned(shard)?;
+            let part = parts.entry(shard).or_default();
+            part.series.push(series);
+            part.index.push(i);
+        }
+        for (i, m) in req.metadata.into_iter().enumerate() {
+            let sent = ShardId(m.shard);
+            let (metric, entry) =
+                convert::metadata_from_pb(m).map_err(|e| Status::invalid_argument(format!("metadata {i}: {e}")))?;
+            let actual = convert::metadata_shard(&req.tenant, &metric, self.identity.shards);
+            if actual != sent {
+                return Err(Status::invalid_argument(format!(
+                    "metadata {i} ({metric:?}) was sent for shard {sent} but belongs to shard {actual}"
                 )));
             }
-            let part = parts.entry(shard).or_default();
-            part.0.push(series);
-            part.1.push(i);
+            self.owned(actual)?;
+            parts.entry(actual).or_default().metadata.push((metric, entry));
         }
-        // Each shard separately (in parallel), so one failing shard costs only its own
-        // acknowledgement.
-        let tenant = req.tenant.as_str();
-        let tasks = parts.into_iter().map(|(shard, (series, idx))| async move {
-            if self.holes.refuses_writes(shard) {
-                let e = ShardError::unavailable(format!(
-                    "shard {shard} on ingester {:?} is catching up on writes it missed (repair from its peers) and \
-                     takes no writes until it has",
-                    self.id
-                ));
-                return (convert::outcome_to_pb(shard, Err(e), &idx), None);
-            }
-            let span = series.iter().flat_map(|s| s.samples.iter().map(|p| p.t)).fold(None, |acc, t| match acc {
-                None => Some((t, t)),
-                Some((lo, hi)) => Some((t.min(lo), t.max(hi))),
-            });
-            let r = self.shards.push(tenant, series).await;
-            // A part storage failed is a hole here: the other replicas may have it.
-            let hole = match (&r, span) {
-                (Err(_), Some((from, to))) => Some((shard, Hole { from, to })),
-                _ => None,
-            };
-            (convert::outcome_to_pb(shard, r, &idx), hole)
-        });
-        let results = futures::future::join_all(tasks).await;
-        let mut new_holes = false;
-        let mut shards = Vec::with_capacity(results.len());
-        for (outcome, hole) in results {
-            if let Some((shard, h)) = hole {
-                tracing::warn!(shard = shard.0, from = h.from, to = h.to, error = %outcome.error,
-                    "push failed on this shard: recorded a hole for repair");
-                self.holes.add(shard, h);
-                new_holes = true;
-            }
-            shards.push(outcome);
+        if Instant::now() >= deadline {
+            // The caller has given up: write nothing. The other replicas may have taken
+            // it, so this one may now miss it: a hole, which repair fills.
+            let holes: Vec<(ShardId, Hole)> = parts.iter().map(|(&shard, p)| (shard, p.span())).collect();
+            self.record_holes(holes, "the push arrived after its deadline").await;
+            return Err(Status::deadline_exceeded(
+                "the push's deadline (grpc-timeout) had passed when it arrived; nothing was written",
+            ));
         }
-        if new_holes {
-            let (book, st) = (Arc::clone(&self.holes), Arc::clone(&self.shards));
-            let saved = tokio::task::spawn_blocking(move || book.save(&st)).await;
-            if let Ok(Err(e)) | Err(e) = saved.map_err(anyhow::Error::new) {
-                tracing::error!(error = %e, "cannot save the repair state file");
-            }
+        // Run detached: tonic drops this handler when the caller's deadline passes, but
+        // an append that started must finish, and a part refused or failed must still
+        // leave its hole.
+        let svc = self.clone();
+        let tenant = req.tenant;
+        let (shards, all_late) = tokio::spawn(async move { svc.push_parts(tenant, parts, deadline).await })
+            .await
+            .map_err(|e| Status::internal(format!("push task failed: {e}")))?;
+        if all_late {
+            return Err(Status::deadline_exceeded(format!(
+                "the push's deadline (grpc-timeout) passed while it waited for storage; nothing was written ({})",
+                shards.iter().map(|o| o.error.as_str()).collect::<Vec<_>>().join("; ")
+            )));
         }
         Ok(Response::new(pb::PushResponse { shards }))
     }
@@ -386,15 +525,94 @@ impl pb::ingester_server::Ingester for IngesterService {
         self.check(req.cluster.as_ref())?;
         let shards = Arc::clone(&self.shards);
         // Engine stats read RocksDB properties: off the runtime.
-        let series = tokio::task::spawn_blocking(move || shards.stats().iter().map(|(_, s)| s.total_series).sum())
-            .await
-            .map_err(|e| Status::internal(format!("stats task failed: {e}")))?;
+        let stats: BTreeMap<ShardId, u64> = tokio::task::spawn_blocking(move || {
+            shards.stats().into_iter().map(|(id, s)| (id, s.total_series)).collect()
+        })
+        .await
+        .map_err(|e| Status::internal(format!("stats task failed: {e}")))?;
+        let states = self.holes.states();
+        let shard_status = stats
+            .iter()
+            .map(|(id, &series)| {
+                let st = states.get(id).cloned().unwrap_or_default();
+                pb::ShardStatus {
+                    shard: id.0,
+                    series,
+                    holes: st.holes.iter().map(|h| pb::HoleRange { from_ms: h.from, to_ms: h.to }).collect(),
+                    refusing_writes: st.refuse_writes,
+                    repaired_samples: st.repaired_samples,
+                    last_error: st.last_error.unwrap_or_default(),
+                }
+            })
+            .collect();
         Ok(Response::new(pb::StatusResponse {
             ingester_id: self.id.clone(),
             cluster: Some(convert::identity_to_pb(&self.identity)),
             shards: self.shards.ids().map(|s| s.0).collect(),
-            series,
+            series: stats.values().sum(),
+            shard_status,
         }))
+    }
+
+    async fn metadata(&self, request: Request<pb::MetadataRequest>) -> Result<Response<pb::MetadataResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        // Metadata has no time range: every hole of a shard may have cost it entries.
+        let holes = self.holes_header(i64::MIN, i64::MAX);
+        let store = Arc::clone(&self.metadata);
+        let limit = (req.limit > 0).then(|| usize::try_from(req.limit).unwrap_or(usize::MAX));
+        // Copying up to the tenant's byte bound of texts: off the runtime.
+        let families = tokio::task::spawn_blocking(move || {
+            let metric = (!req.metric.is_empty()).then_some(req.metric.as_str());
+            store
+                .query(&req.tenant, metric, limit, None)
+                .into_iter()
+                .map(|(metric, entries)| pb::MetricMetadataFamily {
+                    entries: entries.iter().map(|e| convert::metadata_to_pb(&metric, e, ShardId(0))).collect(),
+                    metric,
+                })
+                .collect()
+        })
+        .await
+        .map_err(|e| Status::internal(format!("metadata task failed: {e}")))?;
+        Ok(Self::naming_holes(Response::new(pb::MetadataResponse { families }), holes))
+    }
+
+    type CardinalityStream = FrameStream<pb::CardinalityResponse>;
+
+    async fn cardinality(
+        &self,
+        request: Request<pb::CardinalityRequest>,
+    ) -> Result<Response<Self::CardinalityStream>, Status> {
+        let deadline = deadline_of(&request);
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        // All time: every hole of a shard may have cost it series.
+        let holes = self.holes_header(i64::MIN, i64::MAX);
+        let (tenant, budget) = (req.tenant, self.frame_bytes);
+        let pieces = blocking_read(&self.shards, deadline, move |sh, stop| {
+            let ids: Vec<ShardId> = sh.ids().collect();
+            let mut pieces = Vec::new();
+            for id in ids {
+                // One shard at a time: memory holds one shard's label sets.
+                let series = sh.series(Some(&[id]), &tenant, &[], i64::MIN, i64::MAX, stop)?;
+                let mut counter = CardinalityCounter::default();
+                for (i, labels) in series.iter().enumerate() {
+                    if i % 4096 == 0 {
+                        stop.check("counting series per label pair").map_err(ShardError::from)?;
+                    }
+                    counter.add(labels);
+                }
+                pieces.extend(cardinality_pieces(id, &counter, budget));
+            }
+            Ok(pieces)
+        })
+        .await?;
+        let size: fn(&pb::ShardCardinality) -> usize = |p| prost::Message::encoded_len(p);
+        let resp = Response::new(frames(pieces, budget, size, |shards| pb::CardinalityResponse { shards }));
+        Ok(Self::naming_holes(resp, holes))
     }
 
     type RepairStream = FrameStream<pb::RepairResponse>;
@@ -422,6 +640,24 @@ impl pb::ingester_server::Ingester for IngesterService {
             .collect();
         // Bounded: the reader waits while two frames are unsent.
         let (tx, rx) = tokio::sync::mpsc::channel(2);
+        // First frame: the metadata of the shard's metric families (in memory, small:
+        // bounded by the tenants' metadata limits).
+        let total = self.identity.shards;
+        let metadata: Vec<pb::RepairMetadata> = self
+            .metadata
+            .export(|tenant, metric| convert::metadata_shard(tenant, metric, total) == shard)
+            .into_iter()
+            .map(|(tenant, families)| pb::RepairMetadata {
+                tenant,
+                entries: families
+                    .iter()
+                    .flat_map(|(metric, list)| list.iter().map(|e| convert::metadata_to_pb(metric, e, shard)))
+                    .collect(),
+            })
+            .collect();
+        if !metadata.is_empty() {
+            let _ = tx.send(Ok(pb::RepairResponse { series: Vec::new(), metadata })).await;
+        }
         let shards = Arc::clone(&self.shards);
         let (start, end) = (req.start_ms, req.end_ms);
         tokio::task::spawn_blocking(move || repair_slices(&shards, shard, start, end, &tx));
@@ -477,12 +713,15 @@ fn repair_slices(
             frame.push(pb::RepairSeries { tenant, series: Some(pb::Series { shard: shard.0, ..series }) });
             if bytes >= FRAME_BYTES {
                 bytes = 0;
-                if tx.blocking_send(Ok(pb::RepairResponse { series: std::mem::take(&mut frame) })).is_err() {
+                let series = std::mem::take(&mut frame);
+                if tx.blocking_send(Ok(pb::RepairResponse { series, metadata: Vec::new() })).is_err() {
                     return;
                 }
             }
         }
-        if !frame.is_empty() && tx.blocking_send(Ok(pb::RepairResponse { series: frame })).is_err() {
+        if !frame.is_empty()
+            && tx.blocking_send(Ok(pb::RepairResponse { series: frame, metadata: Vec::new() })).is_err()
+        {
             return;
         }
         if hi == i64::MAX {

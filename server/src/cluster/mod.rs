@@ -35,4 +35,4 @@ pub mod writer;
 
 pub use config::{ClusterConfig, IngesterEntry};
 pub use placement::{Member, Placement, PlacementError};
-pub use roles::{check_cluster_config, Frontend, FrontendRole};
+pub use roles::{check_cluster_config, Frontend, FrontendRole, MetadataQuery};

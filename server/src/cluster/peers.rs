@@ -4,8 +4,9 @@
 //! Health is runtime state only: a periodic `Status` call per ingester (every
 //! `[cluster] health_check_interval_ms`) records whether it answered and what it said.
 //! It never changes placement and never decides where a write goes; it feeds
-//! `/-/ready` and `/api/v1/status/cluster`. Writes and reads go to every replica
-//! regardless and count who answered.
+//! `/-/ready` and `/api/v1/status/cluster` (which shows each ingester's shards with
+//! their holes and repair state, as the `Status` answer carries them). Writes and
+//! reads go to every replica regardless and count who answered.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,6 +36,9 @@ pub struct Health {
     pub checked: Option<Instant>,
     /// Series it reported.
     pub series: u64,
+    /// Per shard: its series and repair state (holes), as it reported them; empty
+    /// when it did not answer the last check.
+    pub shards: Vec<pb::ShardStatus>,
 }
 
 /// One ingester.
@@ -108,6 +112,34 @@ impl Peers {
         short
     }
 
+    /// Per shard, the replicas up by the last health check whose shard reported no hole,
+    /// with the series each holds in it.
+    fn complete_by_health(&self) -> Vec<Vec<(usize, u64)>> {
+        let mut out = vec![Vec::new(); self.placement.replicas.len()];
+        for (i, p) in self.peers.iter().enumerate() {
+            let h = p.health.lock();
+            if !h.up {
+                continue;
+            }
+            for st in &h.shards {
+                if st.holes.is_empty() {
+                    if let Some(v) = out.get_mut(st.shard as usize) {
+                        v.push((i, st.series));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Series of the whole cluster (all tenants), as the last health checks saw them:
+    /// per shard the largest count among its replicas that were up and had no hole
+    /// (series of different shards are disjoint, so shards add up; replicas do not).
+    /// `None` while some shard has no such replica.
+    pub fn total_series(&self) -> Option<u64> {
+        self.complete_by_health().iter().map(|reps| reps.iter().map(|&(_, n)| n).max()).sum()
+    }
+
     /// One round of `Status` calls to every ingester, in parallel.
     pub async fn check_health(&self) {
         let timeout = Duration::from_millis(self.config.health_check_interval_ms)
@@ -128,6 +160,7 @@ impl Peers {
                 Ok(Ok(resp)) => {
                     let resp = resp.into_inner();
                     h.series = resp.series;
+                    h.shards = resp.shard_status;
                     if resp.ingester_id != p.id {
                         h.up = false;
                         h.error = Some(format!(
@@ -141,10 +174,12 @@ impl Peers {
                 }
                 Ok(Err(status)) => {
                     h.up = false;
+                    h.shards.clear();
                     h.error = Some(convert::status_text(&status));
                 }
                 Err(_) => {
                     h.up = false;
+                    h.shards.clear();
                     h.error = Some(format!("no answer to Status within {} ms", timeout.as_millis()));
                 }
             }
@@ -167,6 +202,7 @@ impl Peers {
     /// `/api/v1/status/cluster` data (JSON): identity, placement and each ingester's health.
     pub fn status_json(&self, role: &str) -> String {
         let up: Vec<bool> = self.peers.iter().map(|p| p.health.lock().up).collect();
+        let complete = self.complete_by_health();
         let mut out = String::new();
         let mut o = ObjectWriter::new(&mut out);
         o.str("role", role)
@@ -193,6 +229,7 @@ impl Peers {
                     };
                     e.int("series", h.series as i64);
                     e.raw("shards", |out| write_ints(out, self.placement.shards_of(i).iter().map(|&s| s as i64)));
+                    e.raw("repair", |out| repair_json(out, &h));
                     e.finish();
                 }
                 out.push(']');
@@ -207,7 +244,8 @@ impl Peers {
                     let mut e = ObjectWriter::new(out);
                     e.int("shard", s as i64)
                         .raw("replicas", |out| write_str_array(out, &ids))
-                        .int("replicas_up", r.iter().filter(|&&i| up[i]).count() as i64);
+                        .int("replicas_up", r.iter().filter(|&&i| up[i]).count() as i64)
+                        .int("replicas_complete", complete.get(s).map_or(0, Vec::len) as i64);
                     e.finish();
                 }
                 out.push(']');
@@ -215,6 +253,51 @@ impl Peers {
         o.finish();
         out
     }
+}
+
+/// An ingester's repair state as its last health check reported it, in the shape of
+/// the ingester's own `/api/v1/status/cluster` `repair` object (plus each shard's
+/// series); `null` when it did not answer that check.
+fn repair_json(out: &mut String, h: &Health) {
+    if !h.up {
+        out.push_str("null");
+        return;
+    }
+    let pending = h.shards.iter().filter(|s| !s.holes.is_empty()).count();
+    let mut o = ObjectWriter::new(out);
+    o.int("pending_shards", pending as i64).bool("repaired", pending == 0).raw("shards", |out| {
+        out.push('[');
+        for (i, st) in h.shards.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let mut e = ObjectWriter::new(out);
+            e.int("shard", i64::from(st.shard))
+                .str("state", if st.holes.is_empty() { "complete" } else { "repairing" })
+                .bool("refusing_writes", st.refusing_writes)
+                .raw("holes", |out| {
+                    out.push('[');
+                    for (j, hole) in st.holes.iter().enumerate() {
+                        if j > 0 {
+                            out.push(',');
+                        }
+                        let mut ho = ObjectWriter::new(out);
+                        ho.int("from_ms", hole.from_ms).int("to_ms", hole.to_ms);
+                        ho.finish();
+                    }
+                    out.push(']');
+                })
+                .int("repaired_samples", st.repaired_samples as i64)
+                .int("series", st.series as i64);
+            match st.last_error.as_str() {
+                "" => e.null("last_error"),
+                err => e.str("last_error", err),
+            };
+            e.finish();
+        }
+        out.push(']');
+    });
+    o.finish();
 }
 
 fn write_ints(out: &mut String, items: impl Iterator<Item = i64>) {

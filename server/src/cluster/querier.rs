@@ -58,6 +58,8 @@ use super::convert;
 use super::holes::{self, ShardHole};
 use super::metrics::Shortfall;
 use super::peers::Peers;
+use crate::http::query_api::CardinalityCounter;
+use crate::metadata::{MetadataEntry, MAX_ENTRIES_PER_METRIC};
 
 /// Longest a read waits when the request has no deadline.
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
@@ -303,6 +305,135 @@ impl ClusterQueryable {
             }
         }
         Ok(merged.into_iter().map(|(labels, parts)| Series { labels, samples: merge_samples(parts) }).collect())
+    }
+
+    /// The tenant's metric metadata from the ingesters (`/api/v1/metadata`): the read
+    /// rule above with an all-time range (metadata lives in memory, so any hole of a
+    /// shard may have cost a replica entries), families merged across replicas with
+    /// identical entries once, then Prometheus' `limit` (families, by name) and
+    /// `limit_per_metric` (entries) exactly as the single node applies them. Entries of
+    /// a family keep the order of the first replica (config order) that has each:
+    /// newest first when the replicas agree.
+    pub fn metadata(
+        &self,
+        metric: Option<&str>,
+        limit: Option<usize>,
+        limit_per_metric: Option<usize>,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<BTreeMap<String, Vec<MetadataEntry>>>, QueryError> {
+        if limit == Some(0) {
+            return Ok(ReadResult::new(BTreeMap::new()));
+        }
+        let cluster = self.peers.pb_identity();
+        let peers = Arc::clone(&self.peers);
+        // The first `limit` families of the union are among each replica's first `limit`.
+        let wire_limit = limit.map_or(0, |l| l as u64);
+        let (out, warnings) = self.fan_out(ctl, "Metadata", (i64::MIN, i64::MAX), |i, timeout| {
+            let mut client = self.peers.peers[i].client.clone();
+            let peers = Arc::clone(&peers);
+            let req = pb::MetadataRequest {
+                cluster: Some(cluster.clone()),
+                tenant: self.tenant.clone(),
+                metric: metric.unwrap_or_default().to_owned(),
+                limit: wire_limit,
+            };
+            async move {
+                let resp = client.metadata(with_timeout(req, timeout)).await?;
+                let holes = holes_of(&resp, i, &peers);
+                Ok((resp.into_inner().families, holes))
+            }
+        })?;
+        let mut merged: BTreeMap<String, Vec<MetadataEntry>> = BTreeMap::new();
+        for family in out.answers.into_iter().flatten().flatten() {
+            let list = merged.entry(family.metric).or_default();
+            for m in family.entries {
+                let (_, e) = convert::metadata_from_pb(m).map_err(|e| QueryError::new(ErrorKind::Internal, e))?;
+                if list.len() < MAX_ENTRIES_PER_METRIC && !list.contains(&e) {
+                    list.push(e);
+                }
+            }
+        }
+        let per = limit_per_metric.unwrap_or(usize::MAX);
+        let data = merged
+            .into_iter()
+            .filter(|(name, _)| metric.is_none_or(|m| m == name))
+            .take(limit.unwrap_or(usize::MAX))
+            .map(|(name, mut list)| {
+                list.truncate(per);
+                (name, list)
+            })
+            .collect();
+        Ok(ReadResult { data, warnings })
+    }
+
+    /// The tenant's cardinality (`/api/v1/status/tsdb`): every ingester counts, per
+    /// shard, the tenant's series and series per label pair; per shard the counts of
+    /// ONE replica are taken (series of a shard are on all of its replicas, so adding
+    /// replicas would count them RF times): the replica with the most series among
+    /// those that count towards the read quorum (answered, no hole of the shard at
+    /// all), or with `partial_response` and none such, among those that answered.
+    /// Shards are disjoint, so the chosen shards' counts add up exactly: series, series
+    /// per pair, and from the merged pairs every other figure (distinct values per
+    /// name, distinct pairs, bytes per name) as one node would count them.
+    pub fn cardinality(&self, ctl: &QueryOptions) -> Result<ReadResult<CardinalityCounter>, QueryError> {
+        let cluster = self.peers.pb_identity();
+        let peers = Arc::clone(&self.peers);
+        let all_time = (i64::MIN, i64::MAX);
+        let (out, warnings) = self.fan_out(ctl, "Cardinality", all_time, |i, timeout| {
+            let mut client = self.peers.peers[i].client.clone();
+            let peers = Arc::clone(&peers);
+            let req = pb::CardinalityRequest { cluster: Some(cluster.clone()), tenant: self.tenant.clone() };
+            async move {
+                let resp = client.cardinality(with_timeout(req, timeout)).await?;
+                let holes = holes_of(&resp, i, &peers);
+                let mut stream = resp.into_inner();
+                let mut pieces = Vec::new();
+                while let Some(frame) = stream.message().await? {
+                    let bytes = prost::Message::encoded_len(&frame) as u64;
+                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Cardinality"], bytes);
+                    pieces.extend(frame.shards);
+                }
+                Ok((pieces, holes))
+            }
+        })?;
+        let answered: Vec<bool> = out.answers.iter().map(Option::is_some).collect();
+        // Per ingester: shard → (series, its pieces' pairs).
+        let mut per_ingester: Vec<BTreeMap<u32, (u64, Vec<pb::LabelPairCount>)>> =
+            vec![BTreeMap::new(); out.answers.len()];
+        for (i, answer) in out.answers.into_iter().enumerate() {
+            for piece in answer.into_iter().flatten() {
+                let e = per_ingester[i].entry(piece.shard).or_insert((piece.series, Vec::new()));
+                e.1.extend(piece.pairs);
+            }
+        }
+        let mut counter = CardinalityCounter::default();
+        for (s, reps) in self.peers.placement.replicas.iter().enumerate() {
+            let shard = s as u32;
+            let series_of = |i: usize| per_ingester[i].get(&shard).map(|(n, _)| *n);
+            let best = |candidates: Vec<usize>| {
+                // Most series; ties to the first in config order.
+                candidates.into_iter().filter(|&i| series_of(i).is_some()).fold(None, |best: Option<usize>, i| {
+                    match best {
+                        Some(b) if series_of(b) >= series_of(i) => Some(b),
+                        _ => Some(i),
+                    }
+                })
+            };
+            let complete: Vec<usize> = reps
+                .iter()
+                .copied()
+                .filter(|&i| complete_replicas(&[i], &answered, &out.holes, shard, all_time) == 1)
+                .collect();
+            let chosen = best(complete).or_else(|| best(reps.clone()));
+            let Some(i) = chosen else { continue };
+            if let Some((n, pairs)) = per_ingester[i].remove(&shard) {
+                counter.add_series(n);
+                for p in pairs {
+                    counter.add_pair(&p.name, &p.value, p.series);
+                }
+            }
+        }
+        Ok(ReadResult { data: counter, warnings })
     }
 
     fn request_parts(&self, matchers: &[Matcher]) -> (pb::ClusterIdentity, Vec<pb::Matcher>) {

@@ -23,6 +23,11 @@
 //! since. Only then are the holes cleared. If catching up takes longer than
 //! `repair_block_writes_ms`, the shard accepts writes anyway and keeps its holes.
 //!
+//! **Metadata.** Every Repair answer starts with the source's metric metadata of the
+//! shard's families (in memory on every ingester, so a restarted one has none); it is
+//! recorded here before the samples, so a shard whose holes are cleared has the
+//! metadata of a complete source too.
+//!
 //! **Proof of storage.** A repaired sample storage refuses as too old is looked up
 //! locally; if it is not there it is counted in
 //! `tessera_cluster_repair_unrepairable_samples_total` and the hole stays (reported,
@@ -45,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::holes::{self, Hole, HoleBook};
 use super::peers::Peers;
+use crate::metadata::MetadataStore;
 use crate::shards::{request_controls, series_hash, PushSeries, ShardId, Shards};
 
 /// First retry delay after a failed round; doubles up to [`MAX_BACKOFF`].
@@ -62,6 +68,8 @@ pub struct Repairer {
     pub peers: Arc<Peers>,
     pub shards: Arc<Shards>,
     pub book: Arc<HoleBook>,
+    /// The ingester's metric metadata (repair copies the shard's families too).
+    pub metadata: Arc<MetadataStore>,
     /// `[storage] out_of_order_window_ms`.
     pub window_ms: i64,
     /// `[cluster] repair_block_writes_ms`.
@@ -287,6 +295,20 @@ impl Repairer {
     /// Appends one frame (per tenant) and accounts for refusals (see the module doc).
     async fn store(&self, shard: ShardId, frame: pb::RepairResponse) -> Result<RoundReport, String> {
         let total_shards = self.shards.total();
+        for rm in frame.metadata {
+            let mut families: Vec<(String, Vec<crate::metadata::MetadataEntry>)> = Vec::new();
+            for m in rm.entries {
+                let (metric, entry) = super::convert::metadata_from_pb(m)?;
+                if super::convert::metadata_shard(&rm.tenant, &metric, total_shards) != shard {
+                    return Err(format!("the source sent metadata of another shard than {shard}"));
+                }
+                match families.last_mut() {
+                    Some((last, list)) if *last == metric => list.push(entry),
+                    _ => families.push((metric, vec![entry])),
+                }
+            }
+            self.metadata.record_families(&rm.tenant, families);
+        }
         let mut by_tenant: BTreeMap<String, Vec<PushSeries>> = BTreeMap::new();
         for rs in frame.series {
             let Some(s) = rs.series else { continue };

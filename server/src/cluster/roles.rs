@@ -7,7 +7,9 @@
 //! serve` (the distributor's remote write, the querier's Prometheus API; the gateway
 //! both) with the reads and writes going to the ingesters ([`ClusterFrontend`]); it is
 //! ready once every shard has enough replicas up by the last health check (R for reads,
-//! W for writes). Every role serves `/api/v1/status/cluster`.
+//! W for writes). Every role serves `/api/v1/status/cluster`; a front end's shows each
+//! ingester's shards with their holes and repair state (from the health checks'
+//! `Status` answers).
 //!
 //! `partial_response`: the query API runs twice, over a strict and over a partial view
 //! of the cluster, and [`PartialSwitch`] sends each `/api/v1/query*` request to one of
@@ -16,6 +18,7 @@
 //! `/labels`, `/label/<name>/values`) and remote read read the same parameter
 //! themselves and ask [`Frontend::queryable`] for that view.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -29,8 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures::future::BoxFuture;
-use tessera_model::Labels;
-use tessera_query::{Queryable, SelectHints};
+use tessera_query::{QueryOptions, Queryable, ReadResult};
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -48,8 +50,9 @@ use crate::error::JsonError;
 use crate::http::body::{read_bounded, BodyLimit};
 use crate::http::json::{ApiSuccess, ObjectWriter};
 use crate::http::params::Params;
-use crate::http::query_api::{HeadSummary, QueryApi, TenantData};
+use crate::http::query_api::{Cardinality, HeadSummary, QueryApi, TenantData};
 use crate::http::{self, AppState, ServerState};
+use crate::metadata::MetadataEntry;
 use crate::shards::{ShardError, ShardId, Shards};
 
 /// A cluster front end's data plane, as the HTTP handlers use it
@@ -62,10 +65,29 @@ pub trait Frontend: Send + Sync {
     /// replicas of some shard answers with a warning instead of failing. An error when
     /// this role serves no reads.
     fn queryable(&self, tenant: &str, partial: Option<bool>) -> Result<Arc<dyn Queryable>, ShardError>;
+    /// A tenant's metric metadata, read from the ingesters and merged, with
+    /// `/api/v1/metadata`'s `metric`, `limit` and `limit_per_metric` (`partial` as for
+    /// [`Frontend::queryable`]). Blocking: call it on the blocking pool.
+    fn metadata(
+        &self,
+        tenant: &str,
+        partial: Option<bool>,
+        query: MetadataQuery<'_>,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<BTreeMap<String, Vec<MetadataEntry>>>, ApiError>;
     /// `Ok` when ready to serve; otherwise why not.
     fn ready(&self) -> Result<(), String>;
     /// Appends this front end's own metrics (`tessera_cluster_*`) to a `/metrics` page.
     fn render_metrics(&self, out: &mut String);
+}
+
+/// `/api/v1/metadata`'s parameters: one family or all, at most `limit` families (by
+/// name) and `limit_per_metric` entries each; `None` = no limit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MetadataQuery<'a> {
+    pub metric: Option<&'a str>,
+    pub limit: Option<usize>,
+    pub limit_per_metric: Option<usize>,
 }
 
 /// Which front end a process is.
@@ -114,13 +136,17 @@ impl ClusterFrontend {
         }
     }
 
-    fn view(&self, tenant: &str, partial: bool) -> Result<Arc<dyn Queryable>, ShardError> {
+    fn cluster_view(&self, tenant: &str, partial: bool) -> Result<Arc<ClusterQueryable>, ShardError> {
         if !self.role.reads() {
             return Err(ShardError::bad_data(
                 "this process is a distributor (tessera distributor) and serves no reads; query a querier or gateway",
             ));
         }
         Ok(Arc::new(ClusterQueryable::new(Arc::clone(&self.peers), tenant, partial, self.runtime.clone())))
+    }
+
+    fn view(&self, tenant: &str, partial: bool) -> Result<Arc<dyn Queryable>, ShardError> {
+        Ok(self.cluster_view(tenant, partial)? as Arc<dyn Queryable>)
     }
 }
 
@@ -137,6 +163,17 @@ impl Frontend for ClusterFrontend {
 
     fn queryable(&self, tenant: &str, partial: Option<bool>) -> Result<Arc<dyn Queryable>, ShardError> {
         self.view(tenant, partial.unwrap_or(self.peers.config.allow_partial_response))
+    }
+
+    fn metadata(
+        &self,
+        tenant: &str,
+        partial: Option<bool>,
+        query: MetadataQuery<'_>,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<BTreeMap<String, Vec<MetadataEntry>>>, ApiError> {
+        let view = self.cluster_view(tenant, partial.unwrap_or(self.peers.config.allow_partial_response))?;
+        Ok(view.metadata(query.metric, query.limit, query.limit_per_metric, ctl)?)
     }
 
     fn ready(&self) -> Result<(), String> {
@@ -176,28 +213,28 @@ impl TenantData for ClusterData {
         Ok(self.frontend.view(tenant, self.partial)?)
     }
 
-    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
-        let q = self.frontend.view(tenant, self.partial);
+    fn cardinality(&self, tenant: &str) -> BoxFuture<'static, Result<Cardinality, ApiError>> {
+        let q = self.frontend.cluster_view(tenant, self.partial);
         let deadline = std::time::Instant::now() + self.query_timeout;
         Box::pin(async move {
             let q = q?;
             let (ctl, _cancel_on_drop) = crate::shards::request_controls(deadline);
-            let hints = SelectHints { func: Some("series".into()), ..SelectHints::range(i64::MIN, i64::MAX) };
-            let r = tokio::task::spawn_blocking(move || q.series(&[], &hints, &ctl))
+            // The fan-out blocks on the runtime and the merge is CPU work: off the workers.
+            let r = tokio::task::spawn_blocking(move || q.cardinality(&ctl))
                 .await
-                .map_err(|e| ApiError::internal(format!("series listing task failed: {e}")))??;
-            Ok(r.data)
+                .map_err(|e| ApiError::internal(format!("cardinality task failed: {e}")))??;
+            Ok(Cardinality::Counted(r))
         })
     }
 
     fn head_summary(&self, _tenant: &str) -> HeadSummary {
+        // As `tessera serve`: storage keeps chunk counts and time ranges per shard, not
+        // per tenant.
         HeadSummary::default()
     }
 
     fn total_series(&self) -> Option<u64> {
-        // Each series is on RF ingesters; the health checks' counts summed and divided
-        // would only be an estimate, so say unknown.
-        None
+        self.frontend.peers.total_series()
     }
 }
 
@@ -446,6 +483,7 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     let service = pb_server(
         IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards))
             .with_holes(Arc::clone(&book))
+            .with_metadata(Arc::clone(&state.metadata))
             .with_max_message_bytes(max),
         max,
     );
@@ -466,6 +504,7 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
         peers: Arc::new(Peers::new(&cluster)?),
         shards: Arc::clone(&shards),
         book: Arc::clone(&book),
+        metadata: Arc::clone(&state.metadata),
         window_ms: window,
         block_writes: Duration::from_millis(cluster.repair_block_writes_ms),
         grace: Duration::from_millis(cluster.push_timeout_ms),
@@ -502,6 +541,8 @@ fn pb_server(
     max: usize,
 ) -> tessera_proto::ingester::ingester_server::IngesterServer<IngesterService> {
     tessera_proto::ingester::ingester_server::IngesterServer::new(svc)
+        // Whatever `[cluster] grpc_compression` says: front ends may compress pushes.
+        .accept_compressed(tonic::codec::CompressionEncoding::Gzip)
         .max_decoding_message_size(max)
         .max_encoding_message_size(max)
 }

@@ -2,6 +2,12 @@
 //! series to every replica of its logical shard and acknowledges only when every shard
 //! of the request is durable on at least W replicas.
 //!
+//! Metric metadata travels in the same pushes: each entry to the replicas of its
+//! family's shard (`convert::metadata_shard`), acknowledged per shard like samples, so
+//! the ingesters answer `/api/v1/metadata` (`ClusterQueryable::metadata`).
+//!
+//! Pushes are gzip-compressed when `[cluster] grpc_compression = "gzip"`.
+//!
 //! One `Push` per ingester carries all of that ingester's shards; all pushes run in
 //! parallel, each bounded by `[cluster] push_timeout_ms`. The answer is given as soon
 //! as every shard has W acknowledgements, or once every push has finished or failed.
@@ -25,10 +31,12 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tessera_proto::ingester as pb;
 
+use super::config::GrpcCompression;
 use super::convert;
 use super::metrics::Shortfall;
 use super::peers::Peers;
 use crate::distributor::ShardWriter;
+use crate::metadata::MetadataEntry;
 use crate::shards::{PushOutcome, PushSeries, ShardError, ShardId};
 
 /// Writes through the ingesters that hold each shard.
@@ -41,7 +49,12 @@ impl ClusterWriter {
         ClusterWriter { peers }
     }
 
-    async fn push_all(&self, tenant: &str, series: Vec<PushSeries>) -> Result<PushOutcome, ShardError> {
+    async fn push_all(
+        &self,
+        tenant: &str,
+        series: Vec<PushSeries>,
+        metadata: Vec<(String, MetadataEntry)>,
+    ) -> Result<PushOutcome, ShardError> {
         let peers = &self.peers;
         let s_total = peers.identity.shards;
         let series = Arc::new(series);
@@ -55,21 +68,36 @@ impl ClusterWriter {
                 per_peer[p].push(i);
             }
         }
+        // Metadata goes to the replicas of its family's shard, in request order.
+        let mut meta_per_peer: Vec<Vec<pb::MetricMetadata>> = vec![Vec::new(); peers.peers.len()];
+        for (metric, entry) in &metadata {
+            let shard = convert::metadata_shard(tenant, metric, s_total);
+            needed.entry(shard).or_insert(0);
+            let m = convert::metadata_to_pb(metric, entry, shard);
+            for &p in &peers.placement.replicas[shard.0 as usize] {
+                meta_per_peer[p].push(m.clone());
+            }
+        }
         let w = peers.write_quorum();
         let timeout = Duration::from_millis(peers.config.push_timeout_ms);
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let mut pending = 0;
-        for (p, idx) in per_peer.into_iter().enumerate() {
-            if idx.is_empty() {
+        for (p, (idx, meta)) in per_peer.into_iter().zip(meta_per_peer).enumerate() {
+            if idx.is_empty() && meta.is_empty() {
                 continue;
             }
             pending += 1;
+            let meta_shards: Vec<ShardId> = meta.iter().map(|m| ShardId(m.shard)).collect();
             let req = pb::PushRequest {
                 cluster: Some(peers.pb_identity()),
                 tenant: tenant.to_owned(),
                 series: idx.iter().map(|&i| convert::push_series_to_pb(&series[i], shard_of[i])).collect(),
+                metadata: meta,
             };
             let mut client = peers.peers[p].client.clone();
+            if peers.config.grpc_compression == GrpcCompression::Gzip {
+                client = client.send_compressed(tonic::codec::CompressionEncoding::Gzip);
+            }
             let tx = tx.clone();
             let peers = Arc::clone(peers);
             // Spawned: runs to completion (or its timeout) even after the client has its
@@ -91,7 +119,7 @@ impl ClusterWriter {
                     Ok(resp) => Ok(resp.into_inner()),
                     Err(status) => Err(convert::status_text(&status)),
                 };
-                let _ = tx.send((p, idx, r, start.elapsed().as_secs_f64()));
+                let _ = tx.send((p, idx, meta_shards, r, start.elapsed().as_secs_f64()));
             });
         }
         drop(tx);
@@ -102,7 +130,7 @@ impl ClusterWriter {
         // Per shard, why each replica did not acknowledge (for the 503).
         let mut failures: BTreeMap<ShardId, Vec<String>> = BTreeMap::new();
         while pending > 0 && acks.values().any(|&n| n < w) {
-            let Some((p, idx, r, secs)) = rx.recv().await else { break };
+            let Some((p, idx, meta_shards, r, secs)) = rx.recv().await else { break };
             pending -= 1;
             let peer = &peers.peers[p].id;
             match r {
@@ -122,7 +150,8 @@ impl ClusterWriter {
                     }
                 }
                 Err(e) => {
-                    let mut shards: Vec<ShardId> = idx.iter().map(|&i| shard_of[i]).collect();
+                    let mut shards: Vec<ShardId> = idx.iter().map(|&i| shard_of[i]).chain(meta_shards).collect();
+                    shards.sort();
                     shards.dedup();
                     for shard in shards {
                         failures.entry(shard).or_default().push(format!("{peer}: {e}"));
@@ -171,6 +200,19 @@ impl ClusterWriter {
 
 impl ShardWriter for ClusterWriter {
     fn push<'a>(&'a self, tenant: &'a str, series: Vec<PushSeries>) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
-        Box::pin(self.push_all(tenant, series))
+        Box::pin(self.push_all(tenant, series, Vec::new()))
+    }
+
+    fn forwards_metadata(&self) -> bool {
+        true
+    }
+
+    fn push_with_metadata<'a>(
+        &'a self,
+        tenant: &'a str,
+        series: Vec<PushSeries>,
+        metadata: Vec<(String, MetadataEntry)>,
+    ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
+        Box::pin(self.push_all(tenant, series, metadata))
     }
 }

@@ -4,8 +4,9 @@
 //! and runs the whole pipeline: admission under the in-flight memory bound → on one
 //! blocking thread, snappy-decompress, decode under the decoded-memory budget and
 //! validate each series (`ingest::decode`), refuse samples outside the time window
-//! (`ingest::window`), hash each series to its logical shard and record metadata → the
-//! tenant's rate limit (all or nothing) → the active-series cap (per series) → the
+//! (`ingest::window`), hash each series to its logical shard and record metadata (or
+//! hand it to a writer that forwards it to a cluster's ingesters) → the tenant's rate
+//! limit (all or nothing) → the active-series cap (per series) → the
 //! [`ShardWriter`], which appends every shard's part and returns when all are durable →
 //! the outcome, or an [`IngestError`] naming the first offending series in request
 //! order. Valid series of a request with invalid ones are still written, as both
@@ -30,7 +31,7 @@ use crate::ingest::decode::{self, Batch, DecodeError, Version};
 use crate::ingest::limits::{ActiveSeries, RateLimiter};
 use crate::ingest::series_labels::SeriesLabels;
 use crate::ingest::window::{self, Window};
-use crate::metadata::MetadataStore;
+use crate::metadata::{MetadataEntry, MetadataStore};
 use crate::metrics::Metrics;
 use crate::shards::{series_hash_pairs, PushOutcome, PushSeries, ShardError, ShardErrorKind, Shards, WriteSeries};
 
@@ -51,6 +52,25 @@ pub trait ShardWriter: Send + Sync {
         series: Vec<WriteSeries>,
     ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
         self.push(tenant, series.into_iter().map(WriteSeries::into_push_series).collect())
+    }
+
+    /// Whether metric metadata travels with the writes to where the series live (a
+    /// cluster's ingesters, which then answer `/api/v1/metadata`) instead of staying in
+    /// this process' [`MetadataStore`]. Default: it stays.
+    fn forwards_metadata(&self) -> bool {
+        false
+    }
+
+    /// [`ShardWriter::push`] plus the request's `metadata` (in request order), durable
+    /// under the same rule as the series. Called only when
+    /// [`ShardWriter::forwards_metadata`] says so; the default writes the series only.
+    fn push_with_metadata<'a>(
+        &'a self,
+        tenant: &'a str,
+        series: Vec<PushSeries>,
+        _metadata: Vec<(String, MetadataEntry)>,
+    ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
+        self.push(tenant, series)
     }
 }
 
@@ -209,6 +229,7 @@ impl Distributor {
         let lim = limits.clone();
         let window = Window::at(now_ms(), self.max_sample_age_ms, limits.max_future_secs);
         let metadata = Arc::clone(&self.metadata);
+        let forward_metadata = writer.forwards_metadata();
         let t = tenant.to_owned();
         let prepared = tokio::task::spawn_blocking(move || -> Result<_, IngestError> {
             let mut budget = decode::Budget::with_inflight(lim.max_decoded_bytes_per_request, sem, admitted);
@@ -219,10 +240,16 @@ impl Distributor {
             let mut scratch = Vec::new();
             let hashes: Vec<u64> =
                 batch.series.iter().map(|s| series_hash_pairs(&t, s.labels.iter(), &mut scratch)).collect();
-            metadata.record(&t, std::mem::take(&mut batch.metadata));
-            Ok((batch, invalid, refused, hashes, budget.into_permit()))
+            let entries = std::mem::take(&mut batch.metadata);
+            let forwarded = if forward_metadata {
+                entries
+            } else {
+                metadata.record(&t, entries);
+                Vec::new()
+            };
+            Ok((batch, invalid, refused, hashes, forwarded, budget.into_permit()))
         });
-        let (batch, invalid, refused, hashes, _inflight) =
+        let (batch, invalid, refused, hashes, forwarded, _inflight) =
             prepared.await.map_err(|e| IngestError::Internal(format!("decode task failed: {e}")))??;
 
         let m = &self.metrics;
@@ -282,9 +309,15 @@ impl Distributor {
         }
 
         let mut written = WriteOutcome::default();
-        if !push.is_empty() {
+        if !push.is_empty() || !forwarded.is_empty() {
             let pushed: u64 = push.iter().map(|s| s.samples.len() as u64).sum();
-            let outcome = match writer.push_compact(tenant, push).await {
+            let write = if forwarded.is_empty() {
+                writer.push_compact(tenant, push)
+            } else {
+                let owned = push.into_iter().map(WriteSeries::into_push_series).collect();
+                writer.push_with_metadata(tenant, owned, forwarded)
+            };
+            let outcome = match write.await {
                 Ok(o) => o,
                 Err(e) => {
                     m.samples_rejected.inc_by(&["storage_error"], pushed);

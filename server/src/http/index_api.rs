@@ -220,7 +220,9 @@ pub async fn label_values(
 
 /// `/api/v1/metadata?metric=&limit=&limit_per_metric=`, from the in-memory store, with
 /// Prometheus' rules: `limit` counts metric families (0 gives none), `limit_per_metric`
-/// entries per family (0 or negative: all), a negative `limit` none at all.
+/// entries per family (0 or negative: all), a negative `limit` none at all. A cluster
+/// front end reads the ingesters' stores instead (the metadata went there with the
+/// writes), under the query timeout and with `partial_response` as the index reads.
 pub async fn metadata(
     State(st): State<AppState>,
     headers: HeaderMap,
@@ -230,7 +232,23 @@ pub async fn metadata(
     let tenant = params::tenant(&headers)?;
     let limit = params::metadata_limit(&p, "limit")?;
     let per_metric = params::metadata_limit(&p, "limit_per_metric")?.filter(|&n| n > 0);
-    let families = st.metadata.query(&tenant, p.get("metric"), limit, per_metric);
+    let (families, warnings) = match st.remote() {
+        None => (st.metadata.query(&tenant, p.get("metric"), limit, per_metric), Vec::new()),
+        Some(remote) => {
+            let partial = params::partial_response(&p)?;
+            let remote = Arc::clone(remote);
+            let metric = p.get("metric").map(str::to_owned);
+            let (ctl, _cancel_on_drop) = request_controls(std::time::Instant::now() + st.config.query.timeout());
+            let r = tokio::task::spawn_blocking(move || {
+                let query =
+                    crate::cluster::MetadataQuery { metric: metric.as_deref(), limit, limit_per_metric: per_metric };
+                remote.metadata(&tenant, partial, query, &ctl)
+            })
+            .await
+            .map_err(|e| ApiError::internal(format!("metadata read task failed: {e}")))??;
+            (r.data, r.warnings)
+        }
+    };
     // A map in Go: keys sorted (the BTreeMap's order); each entry a struct in field order.
     let mut data = String::new();
     let mut o = ObjectWriter::new(&mut data);
@@ -249,5 +267,5 @@ pub async fn metadata(
         });
     }
     o.finish();
-    Ok(success(data, Vec::new(), false))
+    Ok(success(data, warnings, false))
 }

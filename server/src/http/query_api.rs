@@ -78,9 +78,10 @@ pub trait TenantData: Send + Sync + 'static {
     /// (typically `unavailable`) while storage is not ready.
     fn queryable(&self, tenant: &str) -> Result<Arc<dyn Queryable>, ApiError>;
 
-    /// The label sets of all the tenant's series, from the index (no samples). Async
-    /// because the index is read on the storage side's own bounded blocking pool.
-    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>>;
+    /// What `/api/v1/status/tsdb` counts for the tenant (all its series): their label
+    /// sets from the index (no samples), or counts already made where the series live.
+    /// Async because the index is read on the storage side's own bounded blocking pool.
+    fn cardinality(&self, tenant: &str) -> BoxFuture<'static, Result<Cardinality, ApiError>>;
 
     /// Chunk count and time range of the tenant's data for `headStats`, when storage
     /// keeps them per tenant. Must not do I/O.
@@ -88,6 +89,15 @@ pub trait TenantData: Send + Sync + 'static {
 
     /// Series held across all tenants (`timeSeriesCount` in runtimeinfo), if known.
     fn total_series(&self) -> Option<u64>;
+}
+
+/// The input of `/api/v1/status/tsdb` ([`TenantData::cardinality`]).
+pub enum Cardinality {
+    /// Every series' label set; the endpoint counts them on a query thread.
+    Series(Vec<Labels>),
+    /// Series per label pair counted by the shards and added up (a cluster's
+    /// ingesters), with the read's warnings (a partial answer names what is missing).
+    Counted(tessera_query::ReadResult<CardinalityCounter>),
 }
 
 /// Limits that protect the server from expensive queries. Also the `[query]` table of the

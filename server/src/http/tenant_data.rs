@@ -8,10 +8,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use tessera_model::Labels;
 use tessera_query::{Queryable, SelectHints};
 
-use super::query_api::{HeadSummary, TenantData};
+use super::query_api::{Cardinality, HeadSummary, TenantData};
 use super::AppState;
 use crate::error::ApiError;
 
@@ -31,7 +30,7 @@ impl TenantData for ShardsData {
         Ok(self.state.queryable(tenant)?)
     }
 
-    fn series_labels(&self, tenant: &str) -> BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
+    fn cardinality(&self, tenant: &str) -> BoxFuture<'static, Result<Cardinality, ApiError>> {
         let state = Arc::clone(&self.state);
         let tenant = tenant.to_owned();
         Box::pin(async move {
@@ -45,7 +44,7 @@ impl TenantData for ShardsData {
             let r = tokio::task::spawn_blocking(move || q.series(&[], &hints, &ctl))
                 .await
                 .map_err(|e| ApiError::internal(format!("series listing task failed: {e}")))??;
-            Ok(r.data)
+            Ok(Cardinality::Series(r.data))
         })
     }
 
@@ -89,7 +88,7 @@ mod tests {
                 .await
                 .expect("push");
         }
-        let series = data.series_labels("a").await.expect("series");
+        let Ok(Cardinality::Series(series)) = data.cardinality("a").await else { panic!("the label sets to count") };
         assert_eq!(series.len(), 1);
         assert_eq!(series[0].get("owner"), Some("a"));
         assert_eq!(series[0].get("__tenant__"), None);

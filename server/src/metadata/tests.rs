@@ -61,3 +61,29 @@ fn cut_len_respects_character_boundaries() {
     assert_eq!(cut_len("abc", 2), 2);
     assert_eq!(cut_len("aé", 2), 1, "é is two bytes and is not split");
 }
+
+#[test]
+fn families_exported_and_recorded_elsewhere_keep_their_newest_first_order() {
+    let s = MetadataStore::new(10, 0, 0);
+    s.record("t", vec![("x".into(), e("counter", "old")), ("x".into(), e("counter", "new"))]);
+    s.record("t", vec![("y".into(), e("gauge", "y"))]);
+    s.record("u", vec![("x".into(), e("gauge", "u's"))]);
+    let only_x = s.export(|_, metric| metric == "x");
+    assert_eq!(only_x.len(), 2, "both tenants have x");
+    assert_eq!(only_x[0].0, "t");
+    assert_eq!(only_x[0].1, vec![("x".to_string(), vec![e("counter", "new"), e("counter", "old")])]);
+
+    let copy = MetadataStore::new(10, 0, 0);
+    copy.record("t", vec![("x".into(), e("counter", "mine"))]);
+    for (tenant, families) in only_x {
+        copy.record_families(&tenant, families);
+    }
+    assert_eq!(
+        copy.query("t", Some("x"), None, None)["x"],
+        vec![e("counter", "new"), e("counter", "old"), e("counter", "mine")],
+        "the copied entries go first, newest first"
+    );
+    assert!(copy.query("t", Some("y"), None, None).is_empty(), "filtered out");
+    assert_eq!(kind_named("gaugehistogram"), Some("gaugehistogram"));
+    assert_eq!(kind_named("Counter"), None);
+}

@@ -250,6 +250,14 @@ impl Shards {
         Arc::clone(&self.write_permits).acquire_owned().await.map_err(|_| ShardError::shutting_down())
     }
 
+    /// Takes every append permit, stalling appends until the returned permit drops (a
+    /// test's stand-in for a busy storage).
+    #[cfg(test)]
+    pub(crate) async fn stall_appends(&self) -> OwnedSemaphorePermit {
+        let n = u32::try_from(self.write_permits.available_permits()).unwrap_or(u32::MAX);
+        Arc::clone(&self.write_permits).acquire_many_owned(n).await.expect("the permits are never closed in tests")
+    }
+
     /// The engine of shard `id`, if this process serves it.
     fn engine(&self, id: ShardId) -> Result<&Arc<Engine>> {
         self.engines
@@ -279,17 +287,40 @@ impl Shards {
     /// an `Err` (the sender retries; re-sent samples are idempotent no-ops). A series
     /// whose shard is not served here fails the whole push before anything is written.
     pub async fn push(&self, tenant: &str, series: Vec<PushSeries>) -> Result<PushOutcome> {
+        self.push_before(tenant, series, None).await
+    }
+
+    /// [`Shards::push`] that starts no shard's append after `deadline`: a part still
+    /// waiting for a storage permit or a blocking thread then fails with
+    /// [`ShardErrorKind::Timeout`] and writes nothing. An append that has started runs
+    /// to completion (it is durable or fails as usual), however late.
+    pub async fn push_before(
+        &self,
+        tenant: &str,
+        series: Vec<PushSeries>,
+        deadline: Option<Instant>,
+    ) -> Result<PushOutcome> {
         let series = series
             .into_iter()
             .map(|s| WriteSeries { labels: SeriesLabels::from_labels(&s.labels), samples: s.samples, hash: s.hash })
             .collect();
-        self.push_compact(tenant, series).await
+        self.push_compact_before(tenant, series, deadline).await
     }
 
     /// [`Shards::push`] of series whose labels are already compact, as the distributor
     /// decodes them: each shard's part builds its stored label encodings (tenant label
     /// included) in one buffer on its storage thread, with no allocation per series.
     pub async fn push_compact(&self, tenant: &str, series: Vec<WriteSeries>) -> Result<PushOutcome> {
+        self.push_compact_before(tenant, series, None).await
+    }
+
+    /// [`Shards::push_compact`] with the deadline rule of [`Shards::push_before`].
+    pub async fn push_compact_before(
+        &self,
+        tenant: &str,
+        series: Vec<WriteSeries>,
+        deadline: Option<Instant>,
+    ) -> Result<PushOutcome> {
         if self.total == 0 {
             return Err(ShardError::unavailable("no shards are configured"));
         }
@@ -309,28 +340,46 @@ impl Shards {
             let series = Arc::clone(&series);
             let tenant = Arc::clone(&tenant);
             tasks.push(async move {
-                self.on_shard(shard, move |engine| {
-                    let mut buf = Vec::with_capacity(idx.iter().map(|&i| series[i].labels.heap_bytes() + 24).sum());
-                    let mut ends = Vec::with_capacity(idx.len());
-                    for &i in &idx {
-                        series[i].labels.encode_with_tenant(&tenant, &mut buf);
-                        ends.push(buf.len());
-                    }
-                    let mut start = 0;
-                    let batch: Vec<EncodedAppend<'_>> = idx
-                        .iter()
-                        .zip(ends)
-                        .map(|(&i, end)| {
-                            let labels = &buf[start..end];
-                            start = end;
-                            EncodedAppend { labels, samples: &series[i].samples }
-                        })
-                        .collect();
-                    let begin = Instant::now();
-                    let report = engine.append_encoded(&batch)?;
-                    Ok((shard, idx, report, begin.elapsed().as_secs_f64()))
-                })
-                .await
+                let queued = Instant::now();
+                let appended = self
+                    .on_shard(shard, move |engine| {
+                        // The last moment before anything is written: a caller that has
+                        // given up gets nothing appended.
+                        if deadline.is_some_and(|d| Instant::now() >= d) {
+                            return Ok(None);
+                        }
+                        let mut buf = Vec::with_capacity(idx.iter().map(|&i| series[i].labels.heap_bytes() + 24).sum());
+                        let mut ends = Vec::with_capacity(idx.len());
+                        for &i in &idx {
+                            series[i].labels.encode_with_tenant(&tenant, &mut buf);
+                            ends.push(buf.len());
+                        }
+                        let mut start = 0;
+                        let batch: Vec<EncodedAppend<'_>> = idx
+                            .iter()
+                            .zip(ends)
+                            .map(|(&i, end)| {
+                                let labels = &buf[start..end];
+                                start = end;
+                                EncodedAppend { labels, samples: &series[i].samples }
+                            })
+                            .collect();
+                        let begin = Instant::now();
+                        let report = engine.append_encoded(&batch)?;
+                        Ok(Some((idx, report, begin.elapsed().as_secs_f64())))
+                    })
+                    .await?;
+                let Some((idx, report, secs)) = appended else {
+                    return Err(ShardError::new(
+                        ShardErrorKind::Timeout,
+                        format!(
+                            "shard {shard}: the caller's deadline passed after {} ms waiting for a storage permit; \
+                             nothing of this part was written",
+                            queued.elapsed().as_millis()
+                        ),
+                    ));
+                };
+                Ok::<_, ShardError>((shard, idx, report, secs))
             });
         }
         let mut out = PushOutcome::default();

@@ -49,7 +49,7 @@ async fn push_then_select_round_trips_and_misrouted_or_foreign_requests_are_refu
     let me = Some(convert::identity_to_pb(&id));
 
     let push = |cluster: Option<pb::ClusterIdentity>, series: Vec<pb::Series>| {
-        Request::new(pb::PushRequest { cluster, tenant: "t".into(), series })
+        Request::new(pb::PushRequest { cluster, tenant: "t".into(), series, metadata: vec![] })
     };
     let resp = svc.push(push(me.clone(), vec![series("a", 4), series("b", 4)])).await.expect("push").into_inner();
     let accepted: u64 = resp.shards.iter().map(|o| o.accepted).sum();
@@ -169,8 +169,9 @@ async fn a_restarted_ingester_refuses_writes_names_its_holes_and_streams_a_shard
     let all: Vec<ShardId> = (0..4).map(ShardId).collect();
     let open =
         || Arc::new(Shards::open_ids(dir.path(), 4, &all, &EngineConfig::default(), 2, &|_, _| {}).expect("open"));
-    let push =
-        |series: Vec<pb::Series>| Request::new(pb::PushRequest { cluster: me.clone(), tenant: "t".into(), series });
+    let push = |series: Vec<pb::Series>| {
+        Request::new(pb::PushRequest { cluster: me.clone(), tenant: "t".into(), series, metadata: vec![] })
+    };
 
     // First start: no holes; a write and a select answer without the header.
     let shards = open();
@@ -235,4 +236,198 @@ async fn a_restarted_ingester_refuses_writes_names_its_holes_and_streams_a_shard
     assert!(resp.shards.iter().all(|o| o.error.is_empty()), "{resp:?}");
     let answer = svc.select(Request::new(sel(0, 10_000))).await.expect("select");
     assert!(answer.metadata().get(holes::HOLES_HEADER).is_none());
+}
+
+fn open_all(dir: &std::path::Path) -> Arc<Shards> {
+    let all: Vec<ShardId> = (0..4).map(ShardId).collect();
+    Arc::new(Shards::open_ids(dir, 4, &all, &EngineConfig::default(), 2, &|_, _| {}).expect("open"))
+}
+
+async fn stored(svc: &IngesterService, me: &Option<pb::ClusterIdentity>) -> usize {
+    let sel =
+        pb::SelectRequest { cluster: me.clone(), tenant: "t".into(), matchers: vec![], start_ms: 0, end_ms: 10_000 };
+    let mut stream = svc.select(Request::new(sel)).await.expect("select").into_inner();
+    let mut n = 0;
+    while let Some(frame) = futures::StreamExt::next(&mut stream).await {
+        n += frame.expect("frame").series.len();
+    }
+    n
+}
+
+#[tokio::test]
+async fn a_push_past_its_deadline_on_arrival_or_while_queued_is_refused_unwritten_and_leaves_a_hole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = Identity::of(&cluster());
+    let me = Some(convert::identity_to_pb(&id));
+    let shards = open_all(dir.path());
+    let book = Arc::new(HoleBook::none(shards.ids()));
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::clone(&shards)).with_holes(Arc::clone(&book));
+    let push = |timeout: &str| {
+        let mut r = Request::new(pb::PushRequest {
+            cluster: me.clone(),
+            tenant: "t".into(),
+            series: vec![series("a", 4)],
+            metadata: vec![],
+        });
+        r.metadata_mut().insert("grpc-timeout", timeout.parse().expect("metadata value"));
+        r
+    };
+    let a_shard = ShardId(series("a", 4).shard);
+
+    // Arrived late: refused before anything is written; the shard now knows it may
+    // miss those samples (the other replicas may have taken them).
+    let late = push("1n");
+    std::thread::sleep(Duration::from_millis(2));
+    let err = svc.push(late).await.expect_err("deadline passed on arrival");
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    assert_eq!(stored(&svc, &me).await, 0, "nothing appended");
+    assert_eq!(book.holes(a_shard), vec![Hole { from: 1000, to: 2000 }]);
+    book.clear(a_shard, &book.holes(a_shard));
+
+    // Deadline passes while the push waits for a storage permit: refused the same way.
+    let stall = shards.stall_appends().await;
+    let svc2 = svc.clone();
+    let req = push("150m");
+    let queued = tokio::spawn(async move { svc2.push(req).await });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    drop(stall);
+    let err = queued.await.expect("task").expect_err("deadline passed while queued");
+    assert_eq!(err.code(), tonic::Code::DeadlineExceeded, "{err:?}");
+    assert!(err.message().contains("waiting for a storage permit"), "{}", err.message());
+    assert_eq!(stored(&svc, &me).await, 0, "nothing appended after the deadline");
+    assert_eq!(book.holes(a_shard), vec![Hole { from: 1000, to: 2000 }]);
+
+    // In time: written.
+    let resp = svc.push(push("5S")).await.expect("in time").into_inner();
+    assert!(resp.shards.iter().all(|o| o.error.is_empty() && o.accepted == 2), "{resp:?}");
+    assert_eq!(stored(&svc, &me).await, 1);
+}
+
+fn meta(tenant: &str, metric: &str, help: &str) -> pb::MetricMetadata {
+    pb::MetricMetadata {
+        metric: metric.into(),
+        r#type: "counter".into(),
+        help: help.into(),
+        unit: String::new(),
+        shard: convert::metadata_shard(tenant, metric, 4).0,
+    }
+}
+
+#[tokio::test]
+async fn metadata_pushed_to_its_shard_is_answered_misrouted_metadata_refused_and_repair_carries_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = Identity::of(&cluster());
+    let me = Some(convert::identity_to_pb(&id));
+    let shards = open_all(dir.path());
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::clone(&shards));
+    let push = |metadata: Vec<pb::MetricMetadata>| {
+        Request::new(pb::PushRequest { cluster: me.clone(), tenant: "t".into(), series: vec![], metadata })
+    };
+    let resp = svc
+        .push(push(vec![meta("t", "x_total", "old"), meta("t", "x_total", "new"), meta("t", "y_total", "y")]))
+        .await
+        .expect("metadata-only push")
+        .into_inner();
+    assert!(!resp.shards.is_empty() && resp.shards.iter().all(|o| o.error.is_empty()), "{resp:?}");
+
+    let mut wrong = meta("t", "x_total", "h");
+    wrong.shard = (wrong.shard + 1) % 4;
+    let err = svc.push(push(vec![wrong])).await.expect_err("misrouted");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("belongs to shard"), "{}", err.message());
+    let mut bad = meta("t", "x_total", "h");
+    bad.r#type = "bogus".into();
+    assert_eq!(svc.push(push(vec![bad])).await.err().map(|e| e.code()), Some(tonic::Code::InvalidArgument));
+
+    let ask = |metric: &str, limit: u64| {
+        Request::new(pb::MetadataRequest { cluster: me.clone(), tenant: "t".into(), metric: metric.into(), limit })
+    };
+    let all = svc.metadata(ask("", 0)).await.expect("metadata").into_inner().families;
+    let names: Vec<&str> = all.iter().map(|f| f.metric.as_str()).collect();
+    assert_eq!(names, vec!["x_total", "y_total"]);
+    let helps: Vec<&str> = all[0].entries.iter().map(|e| e.help.as_str()).collect();
+    assert_eq!(helps, vec!["new", "old"], "newest first");
+    assert_eq!(svc.metadata(ask("y_total", 0)).await.expect("one").into_inner().families.len(), 1);
+    assert_eq!(svc.metadata(ask("", 1)).await.expect("limit").into_inner().families.len(), 1);
+
+    // The Repair stream of x_total's shard starts with its metadata.
+    let x_shard = meta("t", "x_total", "").shard;
+    let req = pb::RepairRequest {
+        cluster: me.clone(),
+        shard: x_shard,
+        start_ms: 0,
+        end_ms: i64::MAX,
+        requester: "i1".into(),
+    };
+    let mut stream = svc.repair(Request::new(req)).await.expect("repair").into_inner();
+    let first = futures::StreamExt::next(&mut stream).await.expect("a frame").expect("ok");
+    assert_eq!(first.metadata.len(), 1);
+    assert_eq!(first.metadata[0].tenant, "t");
+    assert!(first.metadata[0].entries.iter().any(|e| e.metric == "x_total" && e.help == "new"));
+    assert!(first.metadata[0].entries.iter().all(|e| e.shard == x_shard));
+}
+
+#[tokio::test]
+async fn cardinality_counts_each_shard_of_the_tenant_apart_and_status_reports_holes_per_shard() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = Identity::of(&cluster());
+    let me = Some(convert::identity_to_pb(&id));
+    let shards = open_all(dir.path());
+    let book = Arc::new(HoleBook::none(shards.ids()));
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::clone(&shards)).with_holes(Arc::clone(&book));
+    let names = ["a", "b", "c", "d", "e", "f"];
+    let req = pb::PushRequest {
+        cluster: me.clone(),
+        tenant: "t".into(),
+        series: names.iter().map(|n| series(n, 4)).collect(),
+        metadata: vec![],
+    };
+    svc.push(Request::new(req)).await.expect("push");
+    let other = pb::PushRequest { cluster: me.clone(), tenant: "u".into(), series: vec![], metadata: vec![] };
+    svc.push(Request::new(other)).await.expect("empty push of another tenant");
+
+    let req = pb::CardinalityRequest { cluster: me.clone(), tenant: "t".into() };
+    let resp = svc.cardinality(Request::new(req)).await.expect("cardinality");
+    assert!(resp.metadata().get(holes::HOLES_HEADER).is_none());
+    let mut stream = resp.into_inner();
+    let mut per_shard: BTreeMap<u32, (u64, Vec<(String, String, u64)>)> = BTreeMap::new();
+    while let Some(frame) = futures::StreamExt::next(&mut stream).await {
+        for p in frame.expect("frame").shards {
+            let e = per_shard.entry(p.shard).or_insert((p.series, Vec::new()));
+            e.1.extend(p.pairs.into_iter().map(|c| (c.name, c.value, c.series)));
+        }
+    }
+    assert_eq!(per_shard.len(), 4, "every shard answers, empty ones with zero");
+    assert_eq!(per_shard.values().map(|(n, _)| n).sum::<u64>(), 6);
+    for name in names {
+        let shard = series(name, 4).shard;
+        let (_, pairs) = &per_shard[&shard];
+        assert!(pairs.contains(&("__name__".into(), name.into(), 1)), "{name} counted in its own shard {shard}");
+    }
+
+    book.add(ShardId(1), Hole { from: 5, to: i64::MAX });
+    let st = svc.status(Request::new(pb::StatusRequest { cluster: me.clone() })).await.expect("status").into_inner();
+    assert_eq!(st.shard_status.len(), 4);
+    assert_eq!(st.shard_status.iter().map(|s| s.series).sum::<u64>(), st.series);
+    assert_eq!(st.shard_status[1].holes, vec![pb::HoleRange { from_ms: 5, to_ms: i64::MAX }]);
+    assert!(st.shard_status.iter().filter(|s| s.shard != 1).all(|s| s.holes.is_empty()));
+    let req = pb::CardinalityRequest { cluster: me.clone(), tenant: "t".into() };
+    let resp = svc.cardinality(Request::new(req)).await.expect("cardinality");
+    assert_eq!(resp.metadata().get(holes::HOLES_HEADER).and_then(|v| v.to_str().ok()), Some("1:5:9223372036854775807"));
+}
+
+#[test]
+fn cardinality_pieces_split_a_shards_pairs_within_the_budget_and_keep_them_all() {
+    let mut counter = CardinalityCounter::default();
+    for i in 0..500 {
+        counter.add(&Labels::from_pairs([("__name__", "m"), ("instance", &format!("host-{i:04}"))]));
+    }
+    let pieces = cardinality_pieces(ShardId(3), &counter, 1_000);
+    assert!(pieces.len() > 5, "{} pieces", pieces.len());
+    assert!(pieces.iter().all(|p| p.shard == 3 && p.series == 500));
+    assert!(pieces.iter().all(|p| prost::Message::encoded_len(p) < 1_300));
+    let pairs: usize = pieces.iter().map(|p| p.pairs.len()).sum();
+    assert_eq!(pairs, 501);
+    let empty = cardinality_pieces(ShardId(0), &CardinalityCounter::default(), 1_000);
+    assert_eq!(empty.len(), 1, "an empty shard still reports its zero");
 }

@@ -10,7 +10,7 @@ use chrono::SecondsFormat;
 use super::handlers::ApiRequest;
 use super::response::{error_response, ApiError, ErrorKind};
 use super::tsdb_stats::{self, CardinalityCounter};
-use super::QueryApi;
+use super::{Cardinality, QueryApi};
 use crate::http::json::{write_str, ApiSuccess, ObjectWriter};
 use crate::http::params;
 
@@ -85,8 +85,8 @@ pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response
         Err(e) => return error_response(e),
     };
     let deadline = Instant::now() + api.limits.timeout();
-    let labels = match tokio::time::timeout_at(deadline.into(), api.data.series_labels(&req.tenant)).await {
-        Ok(Ok(l)) => l,
+    let source = match tokio::time::timeout_at(deadline.into(), api.data.cardinality(&req.tenant)).await {
+        Ok(Ok(c)) => c,
         Ok(Err(e)) => return error_response(e),
         Err(_) => return error_response(ApiError::new(ErrorKind::Timeout, "query timed out in series listing")),
     };
@@ -94,21 +94,29 @@ pub async fn tsdb(State(api): State<Arc<QueryApi>>, req: ApiRequest) -> Response
     let result = api
         .executor
         .run(deadline, move |ctl| {
-            let mut counter = CardinalityCounter::default();
-            for (i, l) in labels.iter().enumerate() {
-                // Check the deadline and cancel flag now and then, not per series.
-                if i % 4096 == 0 {
-                    if let Some(e) = ctl.stop_reason() {
-                        return Err(e);
+            let (counter, warnings) = match source {
+                Cardinality::Series(labels) => {
+                    let mut counter = CardinalityCounter::default();
+                    for (i, l) in labels.iter().enumerate() {
+                        // Check the deadline and cancel flag now and then, not per series.
+                        if i % 4096 == 0 {
+                            if let Some(e) = ctl.stop_reason() {
+                                return Err(e);
+                            }
+                        }
+                        counter.add(l);
                     }
+                    (counter, Vec::new())
                 }
-                counter.add(l);
-            }
-            Ok(counter.finish(head, limit))
+                Cardinality::Counted(r) => (r.data, r.warnings),
+            };
+            Ok((counter.finish(head, limit), warnings))
         })
         .await;
     match result {
-        Ok(status) => ApiSuccess::data(status.to_json()).into_response(),
+        Ok((status, warnings)) => {
+            ApiSuccess { data_json: status.to_json(), warnings, infos: Vec::new() }.into_response()
+        }
         Err(e) => error_response(e),
     }
 }

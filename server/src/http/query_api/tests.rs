@@ -54,9 +54,9 @@ impl TenantData for MemTenants {
         Ok(Arc::new(MemQueryable(self.tenants.get(tenant).cloned().unwrap_or_default())))
     }
 
-    fn series_labels(&self, tenant: &str) -> futures::future::BoxFuture<'static, Result<Vec<Labels>, ApiError>> {
+    fn cardinality(&self, tenant: &str) -> futures::future::BoxFuture<'static, Result<Cardinality, ApiError>> {
         let labels: Vec<Labels> = self.tenants.get(tenant).into_iter().flatten().map(|s| s.labels.clone()).collect();
-        Box::pin(async move { Ok(labels) })
+        Box::pin(async move { Ok(Cardinality::Series(labels)) })
     }
 
     fn head_summary(&self, tenant: &str) -> HeadSummary {

@@ -4,7 +4,10 @@
 //! label name, how many distinct values it has; for every `name=value` pair, how many series
 //! carry it; for `__name__`, series per metric; and per label name the bytes its values take
 //! (value length × series, as 3.x counts it). We compute the same numbers from the series of
-//! one tenant, fed one label set at a time by whoever owns the index.
+//! one tenant, fed one label set at a time by whoever owns the index, or (a cluster) from
+//! series counts per label pair made on each shard and added up: the per-pair counts are
+//! exact sums over disjoint shards, and every list is derived from the merged pairs, so
+//! distinct values per name and distinct pairs are exact too.
 
 use std::collections::HashMap;
 
@@ -71,6 +74,37 @@ impl CardinalityCounter {
                 }
             }
         }
+    }
+
+    /// Adds `series` series counted elsewhere (another shard's; series of different
+    /// shards are disjoint, so the counts add up).
+    pub fn add_series(&mut self, series: u64) {
+        self.series += series;
+    }
+
+    /// Adds `series` series carrying `name=value`, counted elsewhere (see
+    /// [`CardinalityCounter::add_series`]).
+    pub fn add_pair(&mut self, name: &str, value: &str, series: u64) {
+        let values = match self.pairs.get_mut(name) {
+            Some(v) => v,
+            None => self.pairs.entry(name.to_owned()).or_default(),
+        };
+        match values.get_mut(value) {
+            Some(n) => *n += series,
+            None => {
+                values.insert(value.to_owned(), series);
+            }
+        }
+    }
+
+    /// Series counted.
+    pub fn series(&self) -> u64 {
+        self.series
+    }
+
+    /// Every `(name, value, series)` counted, in no particular order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str, u64)> {
+        self.pairs.iter().flat_map(|(n, vs)| vs.iter().map(move |(v, c)| (n.as_str(), v.as_str(), *c)))
     }
 
     /// The top `limit` entries of each list, largest first (ties by name, so the answer is
