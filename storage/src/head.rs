@@ -22,6 +22,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use rustc_hash::FxHashMap;
+
 use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
 use crate::error::Result;
@@ -294,8 +296,10 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
 /// The series of the shard that are in memory (see the module doc for which ones).
 #[derive(Default)]
 pub struct Head {
-    /// Series id → series, for the series in the head only.
-    pub series: HashMap<u32, Box<MemSeries>>,
+    /// Series id → series, for the series in the head only. Ids are ours, never chosen
+    /// by a sender, so a fast unkeyed hasher is safe here; the maps keyed by label-set
+    /// hashes (which a sender can steer) keep std's keyed SipHash.
+    pub series: FxHashMap<u32, Box<MemSeries>>,
     /// Label-set hash → series id (the first one with this hash), for head series only.
     pub by_hash: HashMap<u64, u32>,
     /// Further ids whose label sets share a hash (rare; xxh3-64 collisions).
