@@ -84,7 +84,7 @@ impl ShardWriter for Shards {
         tenant: &'a str,
         series: Vec<WriteSeries>,
     ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
-        Box::pin(Shards::push_compact(self, tenant, series))
+        Box::pin(Shards::push_compact_before(self, tenant, series, None))
     }
 }
 

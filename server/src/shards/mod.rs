@@ -79,7 +79,7 @@ pub struct PushSeries {
 }
 
 /// [`PushSeries`] with its labels in the write path's compact form (see
-/// [`SeriesLabels`]): what the distributor hands to [`Shards::push_compact`].
+/// [`SeriesLabels`]): what the distributor hands to [`Shards::push_compact_before`].
 #[derive(Debug, Clone)]
 pub struct WriteSeries {
     pub labels: SeriesLabels,
@@ -307,14 +307,10 @@ impl Shards {
         self.push_compact_before(tenant, series, deadline).await
     }
 
-    /// [`Shards::push`] of series whose labels are already compact, as the distributor
-    /// decodes them: each shard's part builds its stored label encodings (tenant label
-    /// included) in one buffer on its storage thread, with no allocation per series.
-    pub async fn push_compact(&self, tenant: &str, series: Vec<WriteSeries>) -> Result<PushOutcome> {
-        self.push_compact_before(tenant, series, None).await
-    }
-
-    /// [`Shards::push_compact`] with the deadline rule of [`Shards::push_before`].
+    /// [`Shards::push_before`] of series whose labels are already compact, as the
+    /// distributor decodes them (it passes no deadline): each shard's part builds its
+    /// stored label encodings (tenant label included) in one buffer on its storage
+    /// thread, with no allocation per series.
     pub async fn push_compact_before(
         &self,
         tenant: &str,
