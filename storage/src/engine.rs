@@ -365,6 +365,7 @@ impl Engine {
         let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
         let mut accepted: Vec<record::SampleEntry> = Vec::with_capacity(batch.iter().map(|s| s.samples.len()).sum());
         let mut sorted: Vec<Sample> = Vec::new();
+        let mut days: Vec<i32> = Vec::new();
         // From here on the head changes before the WAL record is written. If anything
         // fails before that record is written, the head holds series and samples the WAL
         // does not (visible yet not durable, and a later record could refer to a series
@@ -373,7 +374,8 @@ impl Engine {
         let applied = (|| -> Result<()> {
             for (i, (s, hash)) in batch.iter().zip(encoded).enumerate() {
                 let enc = s.labels;
-                let on_disk = match head.lookup(hash, enc) {
+                let in_head = head.lookup(hash, enc);
+                let on_disk = match in_head {
                     Some(id) => Ok(Some(id)),
                     None if head.series_on_disk_only => self.find_stored(hash, enc),
                     None => Ok(None),
@@ -393,7 +395,7 @@ impl Engine {
                 };
                 let id = match on_disk {
                     Some(id) => {
-                        if head.get(id).is_none() {
+                        if in_head.is_none() {
                             // Evicted earlier or stored before this restart: back, cold.
                             head.insert(id, hash, MemSeries::new(enc.into(), false));
                         }
@@ -436,12 +438,28 @@ impl Engine {
                     sorted.sort_by_key(|x| x.t);
                     &sorted[..]
                 };
+                // The series stays borrowed for all its samples (one head lookup per
+                // series, not per sample); the head-wide newest time and days follow.
+                let mut newest = i64::MIN;
+                let mut last_day = None;
                 for x in samples {
-                    match apply_warm(&mut head, &mut ctx, id, x.t, x.v)? {
-                        Outcome::Appended => accepted.push(record::SampleEntry { id, t: x.t, v: x.v }),
+                    match apply_to(&mut ctx, id, series, x.t, x.v)? {
+                        Outcome::Appended => {
+                            accepted.push(record::SampleEntry { id, t: x.t, v: x.v });
+                            newest = newest.max(x.t);
+                            let day = keys::day_of(x.t);
+                            if last_day != Some(day) {
+                                last_day = Some(day);
+                                days.push(day);
+                            }
+                        }
                         Outcome::Unchanged => {}
                         Outcome::Rejected(reason) => report.reject(i, x.t, reason),
                     }
+                }
+                head.max_t = head.max_t.max(newest);
+                for day in days.drain(..) {
+                    head.note_day(day);
                 }
             }
             Ok(())
@@ -484,7 +502,7 @@ impl Engine {
         if self.wal.wants_rotation() {
             self.rotate_wal(&mut head)?;
         }
-        self.counters.head_series.store(head.series.len() as u64, Ordering::Relaxed);
+        self.counters.head_series.store(head.len() as u64, Ordering::Relaxed);
         drop(head);
 
         if let Some(pos) = pos {
@@ -507,7 +525,7 @@ impl Engine {
             let cut_below = oldest + (new_seg - oldest).div_ceil(2).max(1);
             let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, new_seg);
             let mut forced = 0u64;
-            for (&id, s) in head.series.iter_mut() {
+            for (id, s) in head.iter_mut() {
                 if s.open_len() > 0 && s.open_seg < cut_below {
                     ctx.cut(id, s)?;
                     forced += 1;
@@ -768,7 +786,7 @@ impl Engine {
         self.handle_background_failures();
         let mut head = self.head.lock();
         let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
-        for (&id, s) in head.series.iter_mut() {
+        for (id, s) in head.iter_mut() {
             ctx.cut(id, s)?;
         }
         finish_ctx(&mut head, ctx, &self.counters)?;
@@ -931,12 +949,12 @@ impl Engine {
         self.wal.check_poisoned()?;
         let mut head = self.head.lock();
         let n = self.sweep_if_due(&mut head, self.wal.current_segment(), true)?;
-        self.counters.head_series.store(head.series.len() as u64, Ordering::Relaxed);
+        self.counters.head_series.store(head.len() as u64, Ordering::Relaxed);
         Ok(n)
     }
 
     fn note_head_size(&self, head: &Head) {
-        self.counters.head_series.store(head.series.len() as u64, Ordering::Relaxed);
+        self.counters.head_series.store(head.len() as u64, Ordering::Relaxed);
         self.counters.head_bytes.store(head.heap_bytes() as u64, Ordering::Relaxed);
     }
 
@@ -960,10 +978,9 @@ impl Engine {
         let idle_before = now.saturating_sub(idle);
         let stale_before = now.saturating_sub(self.cfg.out_of_order_window_ms.min(idle));
         let victims: Vec<u32> = head
-            .series
             .iter()
             .filter(|(_, s)| !s.has_max || s.max_t < idle_before || (s.stale && s.max_t < stale_before))
-            .map(|(&id, _)| id)
+            .map(|(id, _)| id)
             .collect();
         if !victims.is_empty() {
             let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, seg);
@@ -977,11 +994,7 @@ impl Engine {
                 head.remove(id);
             }
             head.shrink();
-            tracing::debug!(
-                evicted = victims.len(),
-                remaining = head.series.len(),
-                "storage: idle series left the head"
-            );
+            tracing::debug!(evicted = victims.len(), remaining = head.len(), "storage: idle series left the head");
         }
         self.note_head_size(head);
         Ok(victims.len())
@@ -1084,7 +1097,7 @@ fn chunk_lookback(cfg: &EngineConfig) -> i64 {
 
 /// Oldest WAL segment still holding a sample that is only in an open chunk.
 fn pinned_segment(head: &Head) -> Option<u64> {
-    head.series.values().filter(|s| s.open_len() > 0).map(|s| s.open_seg).min()
+    head.iter().map(|(_, s)| s).filter(|s| s.open_len() > 0).map(|s| s.open_seg).min()
 }
 
 /// How often, in shard time, the idle sweep runs.
@@ -1114,12 +1127,20 @@ fn warm(db: &DB, cfg: &EngineConfig, id: u32, s: &mut MemSeries) -> Result<()> {
 fn apply_warm(head: &mut Head, ctx: &mut Ctx<'_, Batch<'_>>, id: u32, t: i64, v: f64) -> Result<Outcome> {
     let s =
         head.get_mut(id).ok_or_else(|| Error::corrupt("wal record", format!("sample for unknown series id {id}")))?;
+    let out = apply_to(ctx, id, s, t, v)?;
+    if out == Outcome::Appended {
+        head.note_day(keys::day_of(t));
+        head.max_t = head.max_t.max(t);
+    }
+    Ok(out)
+}
+
+/// One sample into a warm series, its day's postings marked if it is stored; the
+/// caller updates the head's newest time and days ([`apply_warm`] does both).
+fn apply_to(ctx: &mut Ctx<'_, Batch<'_>>, id: u32, s: &mut MemSeries, t: i64, v: f64) -> Result<Outcome> {
     let out = ctx.apply(id, s, t, v)?;
     if out == Outcome::Appended {
-        let day = keys::day_of(t);
-        ctx.mark_day(id, s, day)?;
-        head.note_day(day);
-        head.max_t = head.max_t.max(t);
+        ctx.mark_day(id, s, keys::day_of(t))?;
     }
     Ok(out)
 }

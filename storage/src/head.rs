@@ -24,6 +24,11 @@ use std::collections::{BTreeSet, HashMap};
 
 use rustc_hash::FxHashMap;
 
+/// The hasher of the maps keyed by label-set hashes: foldhash, seeded at random per
+/// process (the key is an xxh3 a sender can compute, so an unseeded hasher would let it
+/// pick buckets); several times cheaper than std's SipHash on a `u64` key.
+pub type SeededState = foldhash::fast::RandomState;
+
 use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
 use crate::error::Result;
@@ -294,16 +299,23 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
 }
 
 /// The series of the shard that are in memory (see the module doc for which ones).
+///
+/// Series live in [`Slots`] (pages of slots, reused after eviction) rather than one
+/// allocation each: the hot path (an append finding its series by label hash) then
+/// reads the hash map's bucket, the slot, and the labels, one memory access fewer than
+/// a map of boxed series, which measured 1.2x slower with 100,000 series.
 #[derive(Default)]
 pub struct Head {
-    /// Series id → series, for the series in the head only. Ids are ours, never chosen
-    /// by a sender, so a fast unkeyed hasher is safe here; the maps keyed by label-set
-    /// hashes (which a sender can steer) keep std's keyed SipHash.
-    pub series: FxHashMap<u32, Box<MemSeries>>,
-    /// Label-set hash → series id (the first one with this hash), for head series only.
-    pub by_hash: HashMap<u64, u32>,
-    /// Further ids whose label sets share a hash (rare; xxh3-64 collisions).
-    pub collisions: HashMap<u64, Vec<u32>>,
+    slots: Slots,
+    /// Series id → slot. Ids are ours, never chosen by a sender, so a fast unkeyed
+    /// hasher is safe here; the maps keyed by label-set hashes (which a sender can
+    /// steer) use a hasher seeded at random per process ([`SeededState`]), so a sender
+    /// cannot aim many label sets at one bucket.
+    index: FxHashMap<u32, u32>,
+    /// Label-set hash → slot of the first head series with this hash.
+    by_hash: HashMap<u64, u32, SeededState>,
+    /// Slots of further series whose label sets share a hash (rare; xxh3-64 collisions).
+    collisions: HashMap<u64, Vec<u32>, SeededState>,
     /// The next id to assign: ids are never reused, also not after retention deleted
     /// the series (persisted in `meta` as `next_series_id`).
     pub next_id: u32,
@@ -325,58 +337,130 @@ pub struct Head {
     pub next_sweep_t: i64,
 }
 
+/// Slots per page of [`Slots`].
+const PAGE: usize = 256;
+
+/// The head's series storage: fixed-size pages of slots, so growing never copies or
+/// doubles what is there, and a slot freed by eviction is reused by the next series.
+#[derive(Default)]
+struct Slots {
+    pages: Vec<Box<[Option<(u32, MemSeries)>]>>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl Slots {
+    fn get(&self, slot: u32) -> Option<&(u32, MemSeries)> {
+        let slot = slot as usize;
+        self.pages.get(slot / PAGE)?[slot % PAGE].as_ref()
+    }
+
+    fn get_mut(&mut self, slot: u32) -> Option<&mut (u32, MemSeries)> {
+        let slot = slot as usize;
+        self.pages.get_mut(slot / PAGE)?[slot % PAGE].as_mut()
+    }
+
+    fn put(&mut self, id: u32, s: MemSeries) -> u32 {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                let slot = (self.pages.len() * PAGE) as u32;
+                self.pages.push((0..PAGE).map(|_| None).collect());
+                self.free.extend((slot + 1..slot + PAGE as u32).rev());
+                slot
+            }
+        };
+        self.pages[slot as usize / PAGE][slot as usize % PAGE] = Some((id, s));
+        self.len += 1;
+        slot
+    }
+
+    fn take(&mut self, slot: u32) -> Option<(u32, MemSeries)> {
+        let taken = self.pages.get_mut(slot as usize / PAGE)?[slot as usize % PAGE].take()?;
+        self.free.push(slot);
+        self.len -= 1;
+        Some(taken)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &(u32, MemSeries)> {
+        self.pages.iter().flat_map(|p| p.iter().flatten())
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut (u32, MemSeries)> {
+        self.pages.iter_mut().flat_map(|p| p.iter_mut().flatten())
+    }
+}
+
 impl Head {
     pub fn new() -> Head {
         Head { max_t: i64::MIN, next_sweep_t: i64::MIN, ..Head::default() }
     }
 
+    /// Series in the head.
+    pub fn len(&self) -> usize {
+        self.slots.len
+    }
+
+    /// Every head series with its id, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, &MemSeries)> {
+        self.slots.iter().map(|(id, s)| (*id, s))
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut MemSeries)> {
+        self.slots.iter_mut().map(|(id, s)| (*id, s))
+    }
+
     /// Finds the id of a head series by its canonical label encoding.
     pub fn lookup(&self, hash: u64, encoded: &[u8]) -> Option<u32> {
         let first = *self.by_hash.get(&hash)?;
-        let same = |id: u32| self.get(id).is_some_and(|s| *s.labels == *encoded);
-        if same(first) {
-            return Some(first);
-        }
-        self.collisions.get(&hash)?.iter().copied().find(|&id| same(id))
+        let same = |slot: u32| self.slots.get(slot).filter(|(_, s)| *s.labels == *encoded).map(|(id, _)| *id);
+        same(first).or_else(|| self.collisions.get(&hash)?.iter().find_map(|&slot| same(slot)))
     }
 
-    /// Registers a series under an id (new, loaded back from RocksDB, or replayed).
+    /// Registers a series under an id (new, loaded back from RocksDB, or replayed),
+    /// replacing the series of that id if the head has one.
     pub fn insert(&mut self, id: u32, hash: u64, s: MemSeries) {
-        self.series.insert(id, Box::new(s));
-        match self.by_hash.get(&hash) {
-            Some(&existing) if existing != id => {
-                let ids = self.collisions.entry(hash).or_default();
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
-            Some(_) => {}
-            None => {
-                self.by_hash.insert(hash, id);
+        if let Some(&slot) = self.index.get(&id) {
+            if let Some(entry) = self.slots.get_mut(slot) {
+                entry.1 = s;
+                return;
             }
         }
+        let slot = self.slots.put(id, s);
+        self.index.insert(id, slot);
+        self.file_hash(hash, slot);
         self.next_id = self.next_id.max(id.saturating_add(1));
+    }
+
+    fn file_hash(&mut self, hash: u64, slot: u32) {
+        match self.by_hash.get(&hash) {
+            Some(_) => self.collisions.entry(hash).or_default().push(slot),
+            None => {
+                self.by_hash.insert(hash, slot);
+            }
+        }
     }
 
     /// Takes a series out of the head (its open chunk must already be cut, or its data
     /// be past retention) and forgets its hash entry.
-    pub fn remove(&mut self, id: u32) -> Option<Box<MemSeries>> {
-        let s = self.series.remove(&id)?;
+    pub fn remove(&mut self, id: u32) -> Option<MemSeries> {
+        let slot = self.index.remove(&id)?;
+        let (_, s) = self.slots.take(slot)?;
         let hash = labels_codec::labels_hash(&s.labels);
-        if self.by_hash.get(&hash) == Some(&id) {
+        if self.by_hash.get(&hash) == Some(&slot) {
             self.by_hash.remove(&hash);
             // Promote a colliding series, if any, to the primary slot.
-            if let Some(ids) = self.collisions.get_mut(&hash) {
-                if let Some(next) = ids.pop() {
+            if let Some(slots) = self.collisions.get_mut(&hash) {
+                if let Some(next) = slots.pop() {
                     self.by_hash.insert(hash, next);
                 }
-                if ids.is_empty() {
+                if slots.is_empty() {
                     self.collisions.remove(&hash);
                 }
             }
-        } else if let Some(ids) = self.collisions.get_mut(&hash) {
-            ids.retain(|&x| x != id);
-            if ids.is_empty() {
+        } else if let Some(slots) = self.collisions.get_mut(&hash) {
+            slots.retain(|&x| x != slot);
+            if slots.is_empty() {
                 self.collisions.remove(&hash);
             }
         }
@@ -385,10 +469,25 @@ impl Head {
     }
 
     /// Gives memory back to the allocator after many evictions (hash maps never shrink
-    /// by themselves, so without this the head would keep its peak size).
+    /// by themselves, and freed slots are only reused, so without this the head would
+    /// keep its peak size): when under a quarter of the slots are in use, the series
+    /// move into as few pages as they need.
     pub fn shrink(&mut self) {
-        if self.series.capacity() > 64 && self.series.len() < self.series.capacity() / 4 {
-            self.series.shrink_to_fit();
+        let capacity = self.slots.pages.len() * PAGE;
+        if capacity > PAGE && self.slots.len < capacity / 4 {
+            let old = std::mem::take(&mut self.slots);
+            self.index = FxHashMap::default();
+            self.by_hash = HashMap::default();
+            self.collisions = HashMap::default();
+            for (id, s) in old.pages.into_iter().flat_map(|p| p.into_vec().into_iter().flatten()) {
+                let hash = labels_codec::labels_hash(&s.labels);
+                let slot = self.slots.put(id, s);
+                self.index.insert(id, slot);
+                self.file_hash(hash, slot);
+            }
+        }
+        if self.index.capacity() > 64 && self.index.len() < self.index.capacity() / 4 {
+            self.index.shrink_to_fit();
         }
         if self.by_hash.capacity() > 64 && self.by_hash.len() < self.by_hash.capacity() / 4 {
             self.by_hash.shrink_to_fit();
@@ -396,11 +495,11 @@ impl Head {
     }
 
     pub fn get(&self, id: u32) -> Option<&MemSeries> {
-        self.series.get(&id).map(|b| &**b)
+        self.slots.get(*self.index.get(&id)?).map(|(_, s)| s)
     }
 
     pub fn get_mut(&mut self, id: u32) -> Option<&mut MemSeries> {
-        self.series.get_mut(&id).map(|b| &mut **b)
+        self.slots.get_mut(*self.index.get(&id)?).map(|(_, s)| s)
     }
 
     /// Records that `day` has postings (called per appended sample: nearly always the
@@ -412,12 +511,14 @@ impl Head {
     }
 
     /// Approximate heap bytes of the head: the maps (at their capacity, with hashbrown's
-    /// one control byte per slot), each series' struct, labels and chunks.
+    /// one control byte per slot), the slot pages, and each series' labels and chunks.
     pub fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         let map = |cap: usize, entry: usize| cap * (entry + 1);
-        map(self.series.capacity(), size_of::<(u32, Box<MemSeries>)>())
-            + self.series.values().map(|s| size_of::<MemSeries>() + s.heap_bytes()).sum::<usize>()
+        map(self.index.capacity(), size_of::<(u32, u32)>())
+            + self.slots.pages.len() * PAGE * size_of::<Option<(u32, MemSeries)>>()
+            + self.slots.free.capacity() * size_of::<u32>()
+            + self.slots.iter().map(|(_, s)| s.heap_bytes()).sum::<usize>()
             + map(self.by_hash.capacity(), size_of::<(u64, u32)>())
             + map(self.collisions.capacity(), size_of::<(u64, Vec<u32>)>())
             + self.collisions.values().map(|v| v.capacity() * 4).sum::<usize>()

@@ -21,7 +21,7 @@ fn removing_a_series_forgets_its_hash_and_keeps_the_next_id() {
     assert_eq!(h.lookup(hb, &b), Some(1));
     assert_eq!(h.next_id, 2);
     assert!(h.series_on_disk_only, "a removed series now lives only on disk");
-    assert!(!h.by_hash.contains_key(&ha));
+    assert!(h.by_hash.len() == 1 && h.index.len() == 1);
 }
 
 #[test]
@@ -53,4 +53,37 @@ fn heap_estimate_shrinks_after_mass_eviction() {
     }
     h.shrink();
     assert!(h.heap_bytes() * 20 < full, "{} vs {full}", h.heap_bytes());
+}
+
+#[test]
+fn evicted_slots_are_reused_and_compaction_keeps_every_lookup_right() {
+    let mut h = Head::new();
+    let all: Vec<(u64, Box<[u8]>)> = (0..5_000).map(|i| series(&format!("s{i}"))).collect();
+    for (i, (hash, enc)) in all.iter().enumerate() {
+        h.insert(i as u32, *hash, MemSeries::new(enc.clone(), true));
+    }
+    let pages = h.slots.pages.len();
+    // Churn: a series leaves, a new one comes; the head does not grow.
+    for i in 0..1_000u32 {
+        h.remove(i);
+        let (hash, enc) = series(&format!("new{i}"));
+        h.insert(10_000 + i, hash, MemSeries::new(enc, true));
+    }
+    assert_eq!((h.len(), h.slots.pages.len()), (5_000, pages));
+    // Mass eviction, then compaction into fewer pages.
+    for i in 1_000..4_900u32 {
+        h.remove(i);
+    }
+    h.shrink();
+    assert!(h.slots.pages.len() < pages, "{} pages, had {pages}", h.slots.pages.len());
+    for (i, (hash, enc)) in all.iter().enumerate() {
+        let want = (i >= 4_900).then_some(i as u32);
+        assert_eq!(h.lookup(*hash, enc), want, "series s{i}");
+        assert_eq!(h.get(i as u32).is_some(), i >= 4_900);
+    }
+    for i in 0..1_000u32 {
+        let (hash, enc) = series(&format!("new{i}"));
+        assert_eq!(h.lookup(hash, &enc), Some(10_000 + i));
+    }
+    assert_eq!(h.iter().count(), 1_100);
 }
