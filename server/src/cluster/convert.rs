@@ -400,31 +400,47 @@ fn step_to_pb(s: &StepPartial) -> pb::StepPartial {
     use pb::step_partial::State;
     let state = match s.state {
         PartialState::Empty => State::Empty(pb::NoState {}),
-        PartialState::Sum { sum, c } => State::Sum(pb::SumState { sum, c }),
+        PartialState::Sum { sum, c } => State::Sum(pb::SumState { sum: Some(sum), c: Some(c) }),
         PartialState::Avg { sum, c, mean, count, incremental } => {
-            State::Avg(pb::AvgState { sum, c, mean, count, incremental })
+            State::Avg(pb::AvgState { sum: Some(sum), c: Some(c), mean: Some(mean), count: Some(count), incremental })
         }
         PartialState::Min(v) => State::Min(v),
         PartialState::Max(v) => State::Max(v),
         PartialState::Counted => State::Counted(pb::NoState {}),
     };
-    pb::StepPartial { t_ms: s.t, count: s.count, histograms: s.histograms, drop_name: s.drop_name, state: Some(state) }
+    pb::StepPartial {
+        t_ms: s.t,
+        count: Some(s.count),
+        histograms: s.histograms,
+        drop_name: s.drop_name,
+        state: Some(state),
+    }
 }
 
 fn step_from_pb(s: pb::StepPartial) -> Result<StepPartial, String> {
     use pb::step_partial::State;
     let state = match s.state {
         Some(State::Empty(_)) => PartialState::Empty,
-        Some(State::Sum(x)) => PartialState::Sum { sum: x.sum, c: x.c },
-        Some(State::Avg(x)) => {
-            PartialState::Avg { sum: x.sum, c: x.c, mean: x.mean, count: x.count, incremental: x.incremental }
-        }
+        Some(State::Sum(x)) => PartialState::Sum { sum: x.sum.unwrap_or(0.0), c: x.c.unwrap_or(0.0) },
+        Some(State::Avg(x)) => PartialState::Avg {
+            sum: x.sum.unwrap_or(0.0),
+            c: x.c.unwrap_or(0.0),
+            mean: x.mean.unwrap_or(0.0),
+            count: x.count.unwrap_or(0.0),
+            incremental: x.incremental,
+        },
         Some(State::Min(v)) => PartialState::Min(v),
         Some(State::Max(v)) => PartialState::Max(v),
         Some(State::Counted(_)) => PartialState::Counted,
         None => return Err(format!("partial state at {} ms has no state", s.t_ms)),
     };
-    Ok(StepPartial { t: s.t_ms, count: s.count, histograms: s.histograms, drop_name: s.drop_name, state })
+    Ok(StepPartial {
+        t: s.t_ms,
+        count: s.count.unwrap_or(0.0),
+        histograms: s.histograms,
+        drop_name: s.drop_name,
+        state,
+    })
 }
 
 fn group_to_pb(g: GroupPartial) -> pb::GroupPartial {
