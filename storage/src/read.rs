@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use rocksdb::{DBRawIterator, DB};
 use tessera_model::Labels;
 
-use crate::chunk::{Encoding, XorIter};
+use crate::chunk::{self, Encoding};
 use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
 use crate::head::{Head, MemSeries};
@@ -334,14 +334,23 @@ impl ChunkSamples {
     /// Decodes the next chunk's samples within the range.
     pub fn add(&mut self, enc: Encoding, chunk: &[u8]) -> Result<()> {
         let before = self.samples.len();
-        for s in XorIter::new(chunk, enc) {
-            let s = s?;
-            if s.t > self.maxt {
-                break;
+        // Decode the whole chunk straight into the series' buffer, then keep what is in
+        // range: samples up to the first one after `maxt`, minus those before `mint`.
+        chunk::decode_into(chunk, enc, &mut self.samples)?;
+        let new = &self.samples[before..];
+        let end = before + new.iter().position(|s| s.t > self.maxt).unwrap_or(new.len());
+        self.samples.truncate(end);
+        let first_in = before + self.samples[before..].iter().position(|s| s.t >= self.mint).unwrap_or(end - before);
+        if first_in > before {
+            let mut keep = before;
+            for i in first_in..end {
+                let s = self.samples[i];
+                if s.t >= self.mint {
+                    self.samples[keep] = s;
+                    keep += 1;
+                }
             }
-            if s.t >= self.mint {
-                self.samples.push(s);
-            }
+            self.samples.truncate(keep);
         }
         if before > 0 && self.samples.len() > before && self.samples[before].t <= self.samples[before - 1].t {
             self.in_order = false;
