@@ -130,6 +130,9 @@ pub struct SeriesCursor<'a> {
     mint: i64,
     maxt: i64,
     lookback: i64,
+    /// Samples of the series read last: the next one's buffer starts that big (series
+    /// of one select tend to be alike), instead of growing by doubling chunk by chunk.
+    last_len: usize,
 }
 
 impl<'a> SeriesCursor<'a> {
@@ -164,7 +167,18 @@ impl<'a> SeriesCursor<'a> {
             series.push((labels_codec::decode_label_set(&bytes)?, id));
         }
         series.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Ok(SeriesCursor { db, head, series, next: 0, snaps: VecDeque::new(), it: None, mint, maxt, lookback })
+        Ok(SeriesCursor {
+            db,
+            head,
+            series,
+            next: 0,
+            snaps: VecDeque::new(),
+            it: None,
+            mint,
+            maxt,
+            lookback,
+            last_len: 0,
+        })
     }
 
     /// Series not read yet.
@@ -220,10 +234,12 @@ impl<'a> SeriesCursor<'a> {
         };
         let labels = std::mem::take(&mut self.series[self.next].0);
         self.next += 1;
-        let mut samples = ChunkSamples::new(self.mint, self.maxt);
+        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, self.last_len);
         for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, bytes| samples.add(enc, bytes))
             .map_err(|e| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain())))?;
-        Ok(Some(SeriesSamples { labels, samples: samples.finish() }))
+        let samples = samples.finish();
+        self.last_len = samples.len();
+        Ok(Some(SeriesSamples { labels, samples }))
     }
 }
 
@@ -328,7 +344,12 @@ pub struct ChunkSamples {
 
 impl ChunkSamples {
     pub fn new(mint: i64, maxt: i64) -> ChunkSamples {
-        ChunkSamples { mint, maxt, samples: Vec::new(), in_order: true }
+        Self::with_capacity(mint, maxt, 0)
+    }
+
+    /// [`ChunkSamples::new`] with room for `samples` samples before the buffer grows.
+    pub fn with_capacity(mint: i64, maxt: i64, samples: usize) -> ChunkSamples {
+        ChunkSamples { mint, maxt, samples: Vec::with_capacity(samples), in_order: true }
     }
 
     /// Decodes the next chunk's samples within the range.
