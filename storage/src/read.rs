@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use rocksdb::{DBRawIterator, DB};
 use tessera_model::Labels;
 
-use crate::chunk::{Encoding, XorIter};
+use crate::chunk::{Encoding, SampleIter};
 use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
 use crate::head::{Head, MemSeries};
@@ -334,7 +334,7 @@ impl ChunkSamples {
     /// Decodes the next chunk's samples within the range.
     pub fn add(&mut self, enc: Encoding, chunk: &[u8]) -> Result<()> {
         let before = self.samples.len();
-        for s in XorIter::new(chunk, enc) {
+        for s in SampleIter::new(chunk, enc) {
             let s = s?;
             if s.t > self.maxt {
                 break;
