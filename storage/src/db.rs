@@ -3,6 +3,7 @@
 //! that sees failed background work (`background.rs`).
 
 mod background;
+mod usage;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::keys;
 
 pub use background::{Background, CompactionFailure};
+pub use usage::{shard_usage, CfUsage, FileUsage, ShardUsage};
 
 pub const CF_SERIES: &str = "series";
 pub const CF_SERIES_BY_HASH: &str = "series_by_hash";

@@ -140,3 +140,6 @@ pub fn load_recent(db: &DB, id: u32, window: i64) -> Result<Recent> {
     };
     Ok(Recent { chunks, newest, ended_stale })
 }
+
+#[cfg(test)]
+mod tests;
