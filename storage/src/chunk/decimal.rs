@@ -8,10 +8,12 @@
 //! bits that were encoded; the encoder checks every sample and refuses the chunk
 //! otherwise, e.g. for NaN, ±Inf, `-0.0` or values beyond 2^53 · 10^-k). The integers go
 //! as deltas (gauges) or deltas of deltas (counters), whichever is smaller; timestamps go
-//! as their deltas minus the chunk's median delta. Both residual streams are zig-zagged
-//! and written with one bit width per stream chosen to minimise the chunk, wider
-//! residuals as exceptions. The engine writes this kind when it is smaller than the XOR
-//! chunk of the same samples (`persist.rs`). Layout in `storage/FORMAT.md`.
+//! as their deltas minus the chunk's median delta, or as offsets from a regular grid,
+//! whichever is smaller ("interval + exceptions"). Each residual stream is zig-zagged
+//! and bit-packed at one width chosen to minimise it, the high bits of the residuals that
+//! do not fit listed as exceptions (patched frame of reference). The engine stores this
+//! kind when it is smaller than the XOR chunk of the same samples (`chunk::compact_form`).
+//! Layout in `storage/FORMAT.md`.
 
 use super::bits::{BitReader, BitWriter};
 use super::MAX_SAMPLES;
@@ -29,11 +31,13 @@ const POW10: [f64; MAX_SCALE as usize + 1] =
 /// Integers whose magnitude is at most this are exact in an f64.
 const MAX_EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
 
-/// Width byte meaning "every residual of this stream is zero; no bits are stored".
+/// Width byte meaning "every residual of this stream is zero; nothing else is stored".
 const ALL_ZERO: u8 = 0xff;
 
-/// Flag in the scale byte: the value residuals are deltas of deltas (else deltas).
-const ORDER2: u8 = 0x80;
+/// Bit of the modes byte: the value residuals are deltas of deltas (else deltas).
+const VALUE_ORDER2: u8 = 0x01;
+/// Bit of the modes byte: timestamps are offsets from a grid (else deltas minus the interval).
+const TS_GRID: u8 = 0x02;
 
 /// The integer `m` with `m / 10^k == v` bit for bit, if there is one within 2^53.
 #[inline]
@@ -66,18 +70,39 @@ pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
     for s in samples {
         ints.push(scaled(s.v, k)?);
     }
+    let t0 = samples[0].t;
 
-    // Timestamps: deltas minus the median delta.
+    // Timestamps, two ways; the smaller is kept.
+    // (a) deltas minus the median delta (a missed scrape costs one exception);
     let mut deltas: Vec<u64> = samples.windows(2).map(|w| (w[1].t as u64).wrapping_sub(w[0].t as u64)).collect();
-    let interval = {
+    let median = {
         let mut sorted = deltas.clone();
         sorted.sort_unstable_by_key(|&d| d as i64);
         sorted.get(sorted.len() / 2).copied().unwrap_or(0)
     };
     for d in &mut deltas {
-        *d = varint::zigzag(d.wrapping_sub(interval) as i64);
+        *d = varint::zigzag(d.wrapping_sub(median) as i64);
     }
-    let ts_res = deltas;
+    let by_delta = Plan::new(deltas);
+    // (b) offsets from the grid `t0 + offset + i · interval`, the interval being the mean
+    // delta and the offset the median offset (independent jitter costs half as much).
+    let span = i128::from(samples[n - 1].t) - i128::from(t0);
+    let mean = if n > 1 { (span + (n as i128 - 1) / 2).div_euclid(n as i128 - 1) as i64 as u64 } else { 0 };
+    let raw: Vec<u64> = samples
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, s)| (s.t as u64).wrapping_sub(t0 as u64).wrapping_sub(mean.wrapping_mul(i as u64)))
+        .collect();
+    let offset = {
+        let mut sorted = raw.clone();
+        sorted.sort_unstable_by_key(|&d| d as i64);
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+    };
+    let mut by_grid = Plan::new(raw.into_iter().map(|r| varint::zigzag(r.wrapping_sub(offset) as i64)).collect());
+    by_grid.bits += 8 * uvarint_len(varint::zigzag(offset as i64));
+    let (ts, interval, grid) =
+        if by_grid.bits < by_delta.bits { (by_grid, mean, true) } else { (by_delta, median, false) };
 
     // Values: deltas, or deltas of deltas (the first one against a delta of 0).
     let mut order1 = Vec::with_capacity(n - 1);
@@ -89,23 +114,21 @@ pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
         order2.push(varint::zigzag(d.wrapping_sub(prev_d)));
         prev_d = d;
     }
-    let (w1, c1) = best_width(&order1);
-    let (w2, c2) = best_width(&order2);
-    let (v_res, v_width, v_bits, order) = if c2 < c1 { (order2, w2, c2, ORDER2) } else { (order1, w1, c1, 0) };
-    let (ts_width, ts_bits) = best_width(&ts_res);
+    let (o1, o2) = (Plan::new(order1), Plan::new(order2));
+    let (vals, order2) = if o2.bits < o1.bits { (o2, true) } else { (o1, false) };
 
-    let mut out = Vec::with_capacity(24 + (ts_bits + v_bits).div_ceil(8) as usize);
+    let mut out = Vec::with_capacity(32 + (ts.bits + vals.bits).div_ceil(8) as usize);
     out.extend_from_slice(&(n as u16).to_be_bytes());
-    varint::put_varint(&mut out, samples[0].t);
+    varint::put_varint(&mut out, t0);
     varint::put_uvarint(&mut out, interval);
-    out.push(k | order);
+    out.push(if order2 { VALUE_ORDER2 } else { 0 } | if grid { TS_GRID } else { 0 });
+    if grid {
+        varint::put_varint(&mut out, offset as i64);
+    }
+    out.push(k);
     varint::put_varint(&mut out, ints[0]);
-    out.push(ts_width);
-    out.push(v_width);
-    let ts_stream = write_stream(&ts_res, ts_width);
-    varint::put_uvarint(&mut out, ts_stream.len() as u64);
-    out.extend_from_slice(&ts_stream);
-    out.extend_from_slice(&write_stream(&v_res, v_width));
+    ts.write(&mut out);
+    vals.write(&mut out);
     Some(out)
 }
 
@@ -115,82 +138,143 @@ fn bit_len(x: u64) -> u32 {
     64 - x.leading_zeros()
 }
 
-/// The width minimising the stream's size, and that size in bits. Each residual costs
-/// `1 + w` bits when it fits in `w` bits, else `1 + 6 + its length` (an exception).
-fn best_width(res: &[u64]) -> (u8, u64) {
-    if res.iter().all(|&r| r == 0) {
-        return (ALL_ZERO, 0);
-    }
-    let mut hist = [0u64; 65];
-    for &r in res {
-        hist[bit_len(r) as usize] += 1;
-    }
-    let n = res.len() as u64;
-    let mut best = (0u8, u64::MAX);
-    for w in 0..=64u32 {
-        let exceptions: u64 = (w as usize + 1..=64).map(|l| hist[l] * (7 + l as u64)).sum();
-        let fitting: u64 = (0..=w as usize).map(|l| hist[l]).sum();
-        let cost = fitting * (1 + u64::from(w)) + exceptions;
-        debug_assert!(fitting <= n);
-        if cost < best.1 {
-            best = (w as u8, cost);
-        }
-    }
-    best
+/// Bytes of `x` as a uvarint.
+#[inline]
+fn uvarint_len(x: u64) -> u64 {
+    u64::from(bit_len(x).max(1).div_ceil(7))
 }
 
-fn write_stream(res: &[u64], width: u8) -> Vec<u8> {
-    if width == ALL_ZERO {
-        return Vec::new();
-    }
-    let w = u32::from(width);
-    let mut bw = BitWriter::with_capacity(res.len() * (w as usize + 1) / 8 + 8);
-    for &r in res {
-        let len = bit_len(r);
-        if len <= w {
-            bw.write_bit(false);
-            if w > 0 {
-                bw.write_bits(r, w);
+/// How one residual stream is written: every residual in `width` bits ("frame of
+/// reference"), the high bits of the few that do not fit listed as exceptions.
+struct Plan {
+    res: Vec<u64>,
+    width: u8,
+    /// Estimated size in bits (exception positions counted as one byte each).
+    bits: u64,
+}
+
+impl Plan {
+    /// Picks the width that minimises the stream.
+    fn new(res: Vec<u64>) -> Plan {
+        if res.iter().all(|&r| r == 0) {
+            return Plan { res, width: ALL_ZERO, bits: 8 };
+        }
+        let mut hist = [0u64; 65];
+        for &r in &res {
+            hist[bit_len(r) as usize] += 1;
+        }
+        let n = res.len() as u64;
+        let mut best = (0u8, u64::MAX);
+        for w in 0..=64u32 {
+            // An exception: a 1-byte position gap (usually) and its high bits as a uvarint.
+            let exceptions: u64 =
+                (w as usize + 1..=64).map(|l| hist[l] * 8 * (1 + u64::from((l as u32 - w).div_ceil(7)))).sum();
+            let cost = 16 + n * u64::from(w) + exceptions;
+            if cost < best.1 {
+                best = (w as u8, cost);
             }
-        } else {
-            bw.write_bit(true);
-            // len is 1..=64; 64 is stored as 0.
-            bw.write_bits(u64::from(len) & 0x3f, 6);
-            bw.write_bits(r, len);
+        }
+        Plan { res, width: best.0, bits: best.1 }
+    }
+
+    /// `width u8 | exceptions' byte length uvarint | (gap uvarint, high uvarint)… |
+    /// n × width bits, padded to a byte`.
+    fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.width);
+        if self.width == ALL_ZERO {
+            return;
+        }
+        let w = u32::from(self.width);
+        let mut exc = Vec::new();
+        let mut next_pos = 0u64;
+        for (i, &r) in self.res.iter().enumerate() {
+            if bit_len(r) > w {
+                varint::put_uvarint(&mut exc, i as u64 - next_pos);
+                varint::put_uvarint(&mut exc, r >> w);
+                next_pos = i as u64 + 1;
+            }
+        }
+        varint::put_uvarint(out, exc.len() as u64);
+        out.extend_from_slice(&exc);
+        if w > 0 {
+            let mut bw = BitWriter::with_capacity((self.res.len() * w as usize).div_ceil(8));
+            let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+            for &r in &self.res {
+                bw.write_bits(r & mask, w);
+            }
+            out.extend_from_slice(&bw.buf);
         }
     }
-    bw.buf
 }
 
 /// One residual stream being read.
 struct Stream<'a> {
-    r: BitReader<'a>,
-    /// Bit width of ordinary residuals, or `ALL_ZERO`.
+    bits: BitReader<'a>,
     width: u8,
+    /// Exceptions not yet applied: `(gap uvarint, high uvarint)` pairs.
+    exc: varint::Cursor<'a>,
+    /// Index of the next residual and of the next exception (`u64::MAX`: none left).
+    pos: u64,
+    next_exc: u64,
+    next_high: u64,
 }
 
-impl Stream<'_> {
+impl<'a> Stream<'a> {
+    fn zero() -> Stream<'a> {
+        Stream {
+            bits: BitReader::new(&[]),
+            width: ALL_ZERO,
+            exc: varint::Cursor::new(&[], "decimal chunk"),
+            pos: 0,
+            next_exc: u64::MAX,
+            next_high: 0,
+        }
+    }
+
+    /// Parses a stream of `count` residuals at the cursor and moves past it.
+    fn parse(c: &mut varint::Cursor<'a>, count: usize) -> Result<Stream<'a>> {
+        let width = c.bytes(1)?[0];
+        if width == ALL_ZERO {
+            return Ok(Stream::zero());
+        }
+        if width > 64 {
+            return Err(Error::corrupt("decimal chunk", format!("bit width {width}")));
+        }
+        let exc_len = usize::try_from(c.uvarint()?).map_err(|_| Error::corrupt("decimal chunk", "length"))?;
+        let exc = varint::Cursor::new(c.bytes(exc_len)?, "decimal chunk");
+        let packed = c.bytes((count * width as usize).div_ceil(8))?;
+        let mut s = Stream { bits: BitReader::new(packed), width, exc, pos: 0, next_exc: u64::MAX, next_high: 0 };
+        s.load_exception(0)?;
+        Ok(s)
+    }
+
+    /// Reads the next exception, positioned `from` + its gap.
+    fn load_exception(&mut self, from: u64) -> Result<()> {
+        if self.exc.is_empty() {
+            self.next_exc = u64::MAX;
+            return Ok(());
+        }
+        let gap = self.exc.uvarint()?;
+        self.next_exc = from.checked_add(gap).ok_or_else(|| Error::corrupt("decimal chunk", "exception position"))?;
+        self.next_high = self.exc.uvarint()?;
+        if self.next_high == 0 || u32::from(self.width) + bit_len(self.next_high) > 64 {
+            return Err(Error::corrupt("decimal chunk", "exception out of range"));
+        }
+        Ok(())
+    }
+
     #[inline]
     fn next(&mut self) -> Result<u64> {
         if self.width == ALL_ZERO {
             return Ok(0);
         }
-        if !self.r.read_bit()? {
-            return if self.width == 0 { Ok(0) } else { self.r.read_bits(u32::from(self.width)) };
+        let mut r = if self.width == 0 { 0 } else { self.bits.read_bits(u32::from(self.width))? };
+        if self.pos == self.next_exc {
+            r |= self.next_high << self.width;
+            self.load_exception(self.pos + 1)?;
         }
-        let len = match self.r.read_bits(6)? {
-            0 => 64,
-            l => l as u32,
-        };
-        self.r.read_bits(len)
-    }
-}
-
-fn check_width(w: u8) -> Result<u8> {
-    if w <= 64 || w == ALL_ZERO {
-        Ok(w)
-    } else {
-        Err(Error::corrupt("decimal chunk", format!("bit width {w}")))
+        self.pos += 1;
+        Ok(r)
     }
 }
 
@@ -203,8 +287,11 @@ pub struct DecimalIter<'a> {
 struct Decoder<'a> {
     remaining: u16,
     read: u16,
+    t0: i64,
     t: i64,
     interval: u64,
+    /// Grid mode: the grid's offset from `t0` (else unused).
+    grid: Option<u64>,
     m: i64,
     d: i64,
     order2: bool,
@@ -221,56 +308,60 @@ impl<'a> DecimalIter<'a> {
 
 impl<'a> Decoder<'a> {
     fn new(chunk: &'a [u8]) -> Result<Decoder<'a>> {
-        let short = || Error::corrupt("decimal chunk", "header truncated");
-        let (head, rest) = chunk.split_first_chunk::<2>().ok_or_else(short)?;
-        let n = u16::from_be_bytes(*head);
+        let mut c = varint::Cursor::new(chunk, "decimal chunk");
+        let head = c.bytes(2)?;
+        let n = u16::from_be_bytes([head[0], head[1]]);
+        let mut d = Decoder {
+            remaining: n,
+            read: 0,
+            t0: 0,
+            t: 0,
+            interval: 0,
+            grid: None,
+            m: 0,
+            d: 0,
+            order2: false,
+            p: 1.0,
+            ts: Stream::zero(),
+            vs: Stream::zero(),
+        };
         if n == 0 {
-            return Ok(Decoder {
-                remaining: 0,
-                read: 0,
-                t: 0,
-                interval: 0,
-                m: 0,
-                d: 0,
-                order2: false,
-                p: 1.0,
-                ts: Stream { r: BitReader::new(&[]), width: ALL_ZERO },
-                vs: Stream { r: BitReader::new(&[]), width: ALL_ZERO },
-            });
+            return Ok(d);
         }
-        let mut c = varint::Cursor::new(rest, "decimal chunk");
-        let t0 = c.varint()?;
-        let interval = c.uvarint()?;
-        let scale = *c.bytes(1)?.first().ok_or_else(short)?;
-        let k = scale & !ORDER2;
+        d.t0 = c.varint()?;
+        d.t = d.t0;
+        d.interval = c.uvarint()?;
+        let modes = c.bytes(1)?[0];
+        if modes & !(VALUE_ORDER2 | TS_GRID) != 0 {
+            return Err(Error::corrupt("decimal chunk", format!("unknown modes {modes:#04x}")));
+        }
+        d.order2 = modes & VALUE_ORDER2 != 0;
+        if modes & TS_GRID != 0 {
+            d.grid = Some(c.varint()? as u64);
+        }
+        let k = c.bytes(1)?[0];
         if k > MAX_SCALE {
             return Err(Error::corrupt("decimal chunk", format!("scale {k} above {MAX_SCALE}")));
         }
-        let m0 = c.varint()?;
-        let widths = c.bytes(2)?;
-        let (ts_width, v_width) = (check_width(widths[0])?, check_width(widths[1])?);
-        let ts_len = usize::try_from(c.uvarint()?).map_err(|_| short())?;
-        let ts_bytes = c.bytes(ts_len)?;
-        let v_bytes = c.buf.get(c.pos..).unwrap_or_default();
-        Ok(Decoder {
-            remaining: n,
-            read: 0,
-            t: t0,
-            interval,
-            m: m0,
-            d: 0,
-            order2: scale & ORDER2 != 0,
-            p: POW10[k as usize],
-            ts: Stream { r: BitReader::new(ts_bytes), width: ts_width },
-            vs: Stream { r: BitReader::new(v_bytes), width: v_width },
-        })
+        d.p = POW10[k as usize];
+        d.m = c.varint()?;
+        let count = n as usize - 1;
+        d.ts = Stream::parse(&mut c, count)?;
+        d.vs = Stream::parse(&mut c, count)?;
+        Ok(d)
     }
 
     #[inline]
     fn next_sample(&mut self) -> Result<Sample> {
         if self.read > 0 {
-            let dt = self.interval.wrapping_add(varint::unzigzag(self.ts.next()?) as u64);
-            self.t = (self.t as u64).wrapping_add(dt) as i64;
+            let r = varint::unzigzag(self.ts.next()?) as u64;
+            self.t = match self.grid {
+                Some(off) => (self.t0 as u64)
+                    .wrapping_add(off)
+                    .wrapping_add(self.interval.wrapping_mul(u64::from(self.read)))
+                    .wrapping_add(r) as i64,
+                None => (self.t as u64).wrapping_add(self.interval).wrapping_add(r) as i64,
+            };
             let r = varint::unzigzag(self.vs.next()?);
             if self.order2 {
                 self.d = self.d.wrapping_add(r);

@@ -17,23 +17,46 @@ fn assert_bit_exact(a: &[Sample], b: &[Sample]) {
     }
 }
 
+/// `(modes, scale, offset of the scale byte)` from a chunk's header.
+fn header(bytes: &[u8]) -> (u8, u8, usize) {
+    let mut c = varint::Cursor::new(bytes, "test");
+    c.bytes(2).expect("count");
+    c.varint().expect("t0");
+    c.uvarint().expect("interval");
+    let modes = c.bytes(1).expect("modes")[0];
+    if modes & TS_GRID != 0 {
+        c.varint().expect("grid offset");
+    }
+    let at = c.pos;
+    (modes, c.bytes(1).expect("scale")[0], at)
+}
+
 fn xor_len(samples: &[Sample]) -> usize {
     XorAppender::encode(Encoding::XorJitter, samples).expect("xor").len()
 }
 
-/// 15 s scrapes with ±5 ms of jitter, like the benchmark's generator.
+/// 15 s scrapes with uniform, independent ±5 ms of jitter, like the benchmark's generator.
 fn jittered(n: usize, f: impl Fn(usize) -> f64) -> Vec<Sample> {
-    (0..n).map(|i| Sample::new(1_700_000_000_000 + i as i64 * 15_000 + (i as i64 * 7919 % 11) - 5, f(i))).collect()
+    (0..n)
+        .map(|i| {
+            // splitmix64's finaliser as a hash of i.
+            let mut h = (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            h ^= h >> 31;
+            Sample::new(1_700_000_000_000 + i as i64 * 15_000 + (h % 11) as i64 - 5, f(i))
+        })
+        .collect()
 }
 
 #[test]
 fn worked_example_is_frozen() {
     // count 3 | t0 1000 (zig-zag varint d0 0f) | interval = median delta 15003 (9b 75) |
-    // scale 0, delta order (00) | m0 1 (zig-zag 02) | ts width 3 | value width ff (every
-    // value residual is 0) | ts stream 1 byte | residuals -3 (zig-zag 5) and 0:
-    // `0 101`, `0 000` = 0x50 | no value bits.
+    // modes 00 (timestamp deltas, value deltas) | scale 0 | m0 1 (zig-zag 02) |
+    // timestamp stream: width 3, no exceptions (00), residuals -3 (zig-zag 5) and 0 as
+    // `101 000` = a0 | value stream: ff (every residual 0).
     let samples = [Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31003, 1.0)];
-    let frozen: &[u8] = &[0x00, 0x03, 0xd0, 0x0f, 0x9b, 0x75, 0x00, 0x02, 0x03, 0xff, 0x01, 0x50];
+    let frozen: &[u8] = &[0x00, 0x03, 0xd0, 0x0f, 0x9b, 0x75, 0x00, 0x00, 0x02, 0x03, 0x00, 0xa0, 0xff];
     assert_eq!(roundtrip(&samples), frozen);
     assert!(frozen.len() < xor_len(&samples));
 }
@@ -54,11 +77,7 @@ fn integer_gauges_are_much_smaller_than_xor() {
 fn fixed_decimal_values_use_the_smallest_scale() {
     let power = jittered(120, |i| ((250_000 + (i * 7_919) % 3_000) as f64) / 1000.0);
     let bytes = roundtrip(&power);
-    // Scale byte follows count, t0 and interval varints.
-    let mut c = varint::Cursor::new(&bytes[2..], "test");
-    c.varint().expect("t0");
-    c.uvarint().expect("interval");
-    assert_eq!(c.bytes(1).expect("scale")[0] & !ORDER2, 3);
+    assert_eq!(header(&bytes).1, 3);
     assert!(bytes.len() * 2 < xor_len(&power), "decimal {} vs xor {}", bytes.len(), xor_len(&power));
 
     let ratio = jittered(120, |i| ((500_000 + (i * 104_729) % 400_000) as f64) / 1e6);
@@ -70,10 +89,8 @@ fn counters_pick_delta_of_delta() {
     // A counter growing by a near-constant amount: second differences are small.
     let energy = jittered(120, |i| 1e9 + (i as f64) * 4_500_000.0 + ((i * i * 7_919) % 1_000) as f64);
     let bytes = roundtrip(&energy);
-    let mut c = varint::Cursor::new(&bytes[2..], "test");
-    c.varint().expect("t0");
-    c.uvarint().expect("interval");
-    assert_eq!(c.bytes(1).expect("scale")[0], ORDER2, "scale 0, delta-of-delta order");
+    let (modes, k, _) = header(&bytes);
+    assert_eq!((modes & VALUE_ORDER2, k), (VALUE_ORDER2, 0), "scale 0, delta-of-delta order");
     assert!(bytes.len() < xor_len(&energy));
 }
 
@@ -144,13 +161,37 @@ fn truncated_chunk_is_an_error_not_a_panic() {
 #[test]
 fn corrupt_headers_are_errors() {
     let bytes = roundtrip(&jittered(20, |i| i as f64 / 4.0));
+    let (_, k, at) = header(&bytes);
+    assert_eq!(k, 2);
     let mut bad_scale = bytes.clone();
-    // count (2) + t0 varint (6) + interval varint (2) = the scale byte at 10.
-    bad_scale[10] = 19;
+    bad_scale[at] = 19;
     assert!(decode(&bad_scale, Encoding::Decimal).is_err());
+    let mut bad_modes = bytes.clone();
+    // count (2) + t0 varint (6) + interval varint (2): the modes byte.
+    bad_modes[10] |= 0x40;
+    assert!(decode(&bad_modes, Encoding::Decimal).is_err());
     let mut bad_width = bytes.clone();
-    bad_width[12] = 65;
+    // The scale byte, m0 (1 byte), then the timestamp stream's width.
+    bad_width[at + 2] = 65;
     assert!(decode(&bad_width, Encoding::Decimal).is_err());
+}
+
+#[test]
+fn jittered_timestamps_use_the_grid_and_gaps_use_deltas() {
+    let s = jittered(120, |i| i as f64);
+    assert_eq!(header(&roundtrip(&s)).0 & TS_GRID, TS_GRID);
+    // Missed scrapes every 10 samples: the grid would shift, deltas take one exception each.
+    let gappy: Vec<Sample> = (0..120).map(|i| Sample::new(i * 15_000 + (i / 10) * 15_000, 1.0)).collect();
+    assert_eq!(header(&roundtrip(&gappy)).0 & TS_GRID, 0);
+}
+
+#[test]
+fn rare_changes_are_exceptions_over_a_zero_width() {
+    // A gauge that changes twice in 120 samples: width 0, two exceptions.
+    let s: Vec<Sample> =
+        (0..120).map(|i| Sample::new(i * 15_000, if (40..80).contains(&i) { 7.0 } else { 3.0 })).collect();
+    let bytes = roundtrip(&s);
+    assert!(bytes.len() <= 20, "{} bytes: {bytes:02x?}", bytes.len());
 }
 
 /// Decimal-looking values: integer mantissas below 2^50 with one scale for the chunk.
