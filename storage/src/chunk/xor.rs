@@ -29,6 +29,10 @@ pub enum Encoding {
     /// instead of 16, which is half the size of a constant series' chunk. This is
     /// what the engine writes.
     XorJitter = 2,
+    /// Not an XOR chunk: values as scaled decimal integers, timestamps as interval +
+    /// exceptions (`decimal.rs`). The engine stores it in place of an XOR chunk when it
+    /// is smaller; [`XorIter`] does not read it (use `chunk::SampleIter`).
+    Decimal = 3,
 }
 
 impl Encoding {
@@ -39,7 +43,8 @@ impl Encoding {
     fn buckets(self) -> [u32; 3] {
         match self {
             Encoding::Xor => [14, 17, 20],
-            Encoding::XorJitter => [6, 13, 20],
+            // Not an XOR encoding (`chunk::SampleIter` never gives it to `XorIter`).
+            Encoding::XorJitter | Encoding::Decimal => [6, 13, 20],
         }
     }
 
@@ -48,6 +53,7 @@ impl Encoding {
         match b {
             1 => Some(Encoding::Xor),
             2 => Some(Encoding::XorJitter),
+            3 => Some(Encoding::Decimal),
             _ => None,
         }
     }
@@ -452,11 +458,4 @@ pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result
         out.truncate(before);
     }
     r
-}
-
-/// Decodes a whole chunk into a new vector.
-pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
-    let mut out = Vec::new();
-    decode_into(chunk, enc, &mut out)?;
-    Ok(out)
 }
