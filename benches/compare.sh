@@ -31,7 +31,9 @@
 #                       open chunks and truncates its WAL), minus RocksDB's text
 #                       info logs (`LOG`, `LOG.old.*`: diagnostics, like the other
 #                       systems' stderr, which is not counted either); every data,
-#                       WAL, MANIFEST and OPTIONS file counts.
+#                       WAL, MANIFEST and OPTIONS file counts. The breakdown per
+#                       column family goes to RUN/disk-usage.md
+#                       (`tessera-bench disk-usage`).
 #   `du -sb` (apparent bytes) is used for all three.
 # - query latency: each dashboard query (benches/queries/dashboard.promql) runs
 #   --reps times back to back as a range query over the whole dataset at --step;
@@ -357,6 +359,11 @@ run_one() {
             disk=$(( total - logs )) ;;
         tessera)
             stop_server "$pid"
+            # Where the bytes go, per column family (needs a tessera-bench with disk-usage).
+            local acked
+            acked=$(sed -n 's/.*"samples_ok": *\([0-9]*\).*/\1/p' "$dir/push.json" 2>/dev/null | head -1)
+            "$BENCH_BIN" disk-usage --data-dir "$data/tessera" ${acked:+--samples "$acked"} > "$dir/disk-usage.md" 2>&1 \
+                || log "tessera run $run: disk-usage failed (see $dir/disk-usage.md)"
             total=$(du_bytes "$data/tessera")
             local logs
             logs=$(find "$data/tessera" -type f \( -name LOG -o -name 'LOG.old.*' \) -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')

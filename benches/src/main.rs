@@ -4,14 +4,17 @@
 //! It speaks only public protocols (Prometheus remote write 1.0/2.0 and the
 //! Prometheus HTTP query API), so the same command measures Tessera, Prometheus and
 //! VictoriaMetrics alike; `benches/compare.sh` runs it against all three. It must not
-//! know Tessera's internals: anything it needs from a target goes over HTTP.
+//! know Tessera's internals: anything it needs from a running target goes over HTTP
+//! (`disk-usage` alone reads a stopped Tessera data directory, through the storage crate).
 //!
 //! Subcommands: `backfill` (send a time span as fast as the target accepts), `live`
 //! (send at the real scrape rate), `query` (replay dashboard queries), `describe`
 //! (print what a dataset contains without sending it), `table` (summarise a
-//! `compare.sh` results folder).
+//! `compare.sh` results folder), `disk-usage` (bytes of a stopped Tessera data directory
+//! per column family).
 
 mod cli_time;
+mod disk_usage;
 mod encode;
 mod fleet;
 mod ingest;
@@ -53,6 +56,9 @@ enum Cmd {
     Describe(DescribeArgs),
     /// Print the comparison table of a `compare.sh` results folder.
     Table(TableArgs),
+    /// Break down the bytes of a stopped Tessera data directory per column family and
+    /// file kind (opens each shard's RocksDB read-only).
+    DiskUsage(DiskUsageArgs),
 }
 
 /// The simulated fleet (same flags for every mode; equal flags = identical data).
@@ -261,6 +267,16 @@ struct TableArgs {
     dir: PathBuf,
 }
 
+#[derive(Args)]
+struct DiskUsageArgs {
+    /// A Tessera data directory (holding `shard-NNNN/`); the server must be stopped.
+    #[arg(long, value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Samples stored, to print bytes per sample too.
+    #[arg(long)]
+    samples: Option<u64>,
+}
+
 /// The benchmark only ever sends to this machine: refuse anything but loopback, so a
 /// typo cannot load-test someone else's server.
 fn check_loopback(url: &str) -> anyhow::Result<()> {
@@ -457,6 +473,9 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::Table(a) => {
             print!("{}", table::render(&a.dir)?);
+        }
+        Cmd::DiskUsage(a) => {
+            print!("{}", disk_usage::render(&a.data_dir, a.samples)?);
         }
     }
     Ok(())

@@ -10,10 +10,23 @@ use std::fmt;
 use crate::METRIC_NAME;
 
 /// One label pair.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Label {
     pub name: String,
     pub value: String,
+}
+
+// By hand so that `clone_from` reuses the strings' buffers (a reader that keeps a copy of
+// the previous series' labels allocates nothing per series).
+impl Clone for Label {
+    fn clone(&self) -> Label {
+        Label { name: self.name.clone(), value: self.value.clone() }
+    }
+
+    fn clone_from(&mut self, source: &Label) {
+        self.name.clone_from(&source.name);
+        self.value.clone_from(&source.value);
+    }
 }
 
 impl Label {
@@ -24,8 +37,19 @@ impl Label {
 
 /// A label set, sorted by name with unique names. Sets built by [`Labels::from_pairs`]
 /// also have no empty values (an empty value means "label absent" in Prometheus).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Labels(Vec<Label>);
+
+impl Clone for Labels {
+    fn clone(&self) -> Labels {
+        Labels(self.0.clone())
+    }
+
+    /// Reuses `self`'s label strings (see [`Label`]'s `clone_from`).
+    fn clone_from(&mut self, source: &Labels) {
+        self.0.clone_from(&source.0);
+    }
+}
 
 impl Labels {
     /// Builds a label set from pairs in any order; empty values are dropped (an empty

@@ -79,6 +79,15 @@ fn chunk_bytes() -> Vec<u8> {
     XorAppender::encode(Encoding::XorJitter, &samples).expect("encode chunk")
 }
 
+/// Integers, a 3-decimal value and jittered timestamps: scale 3, one exception.
+fn decimal_samples() -> Vec<Sample> {
+    vec![Sample::new(1000, 250.125), Sample::new(16000, 250.0), Sample::new(31003, 251.5)]
+}
+
+fn decimal_chunk_bytes() -> Vec<u8> {
+    crate::chunk::decimal::encode(&decimal_samples()).expect("decimal chunk")
+}
+
 fn postings_ids() -> RoaringBitmap {
     [1u32, 7, 70_000].into_iter().collect()
 }
@@ -111,6 +120,8 @@ fn current_bytes() -> BTreeMap<&'static str, Vec<u8>> {
     m.insert("chunk_key", keys::chunk_key(7, T0).to_vec());
     m.insert("chunk_key_before_1970", keys::chunk_key(7, -1_000).to_vec());
     m.insert("chunk_value", keys::encode_chunk_value(Encoding::XorJitter, 1000, 31003, &chunk_bytes()));
+    // Encoding 3, added within schema 1 (old files stay readable; this line was added).
+    m.insert("chunk_value_decimal", keys::encode_chunk_value(Encoding::Decimal, 1000, 31003, &decimal_chunk_bytes()));
     // The engine writes the next series id as a big-endian u32 (`Engine`'s id save).
     m.insert("meta_next_series_id_key", keys::META_NEXT_SERIES_ID.to_vec());
     m.insert("meta_next_series_id_value", 8u32.to_be_bytes().to_vec());
@@ -183,6 +194,11 @@ fn frozen_bytes_decode_to_the_values_they_were_written_from() {
     assert_eq!((enc, maxt), (Encoding::XorJitter, 31003));
     let decoded = crate::chunk::decode(chunk, enc).expect("chunk");
     assert_eq!(decoded, vec![Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31003, 2.5)]);
+    let (enc, maxt, chunk) = keys::decode_chunk_value(1000, &f["chunk_value_decimal"]).expect("decimal chunk value");
+    assert_eq!((enc, maxt), (Encoding::Decimal, 31003));
+    let decoded = crate::chunk::decode(chunk, enc).expect("decimal chunk");
+    let sample_bits = |s: &[Sample]| s.iter().map(|x| (x.t, x.v.to_bits())).collect::<Vec<_>>();
+    assert_eq!(sample_bits(&decoded), sample_bits(&decimal_samples()));
 
     assert_eq!(f["meta_next_series_id_key"], keys::META_NEXT_SERIES_ID);
     assert_eq!(f["meta_next_series_id_value"], 8u32.to_be_bytes());

@@ -46,6 +46,7 @@ mod varint;
 mod wal;
 
 pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
+pub use db::{shard_usage, CfUsage, FileUsage, ShardUsage};
 pub use engine::{Engine, ReplayReport};
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;

@@ -30,6 +30,8 @@ pub struct Batch<'a> {
     /// Postings key → ids to OR in (one merge operand per key per batch).
     postings: BTreeMap<Vec<u8>, RoaringBitmap>,
     chunks_written: u64,
+    /// Decoded samples of the chunk being stored (reused; see `chunk::compact_form`).
+    scratch: Vec<tessera_model::Sample>,
 }
 
 impl<'a> Batch<'a> {
@@ -40,6 +42,7 @@ impl<'a> Batch<'a> {
             batch: WriteBatch::default(),
             postings: BTreeMap::new(),
             chunks_written: 0,
+            scratch: Vec::new(),
         })
     }
 
@@ -67,8 +70,14 @@ impl<'a> Batch<'a> {
 }
 
 impl ChunkSink for Batch<'_> {
+    /// Stores the chunk in its smallest form: the decimal encoding when the samples allow
+    /// it and it is smaller than the head's XOR bytes (`chunk::compact_form`).
     fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]) {
-        self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), keys::encode_chunk_value(enc, mint, maxt, bytes));
+        let value = match chunk::compact_form(bytes, enc, &mut self.scratch) {
+            Some(d) => keys::encode_chunk_value(Encoding::Decimal, mint, maxt, &d),
+            None => keys::encode_chunk_value(enc, mint, maxt, bytes),
+        };
+        self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), value);
         self.chunks_written += 1;
     }
 
@@ -123,7 +132,7 @@ pub fn load_recent(db: &DB, id: u32, window: i64) -> Result<Recent> {
     // Whether the stored series ended with a staleness marker (the idle sweep evicts
     // those sooner); the newest chunk is the last one loaded.
     let ended_stale = match chunks.last() {
-        Some(c) => chunk::XorIter::new(&c.bytes, c.enc)
+        Some(c) => chunk::SampleIter::new(&c.bytes, c.enc)
             .last()
             .transpose()?
             .is_some_and(|x| Some(x.t) == newest && tessera_model::is_stale_nan(x.v)),
@@ -131,3 +140,6 @@ pub fn load_recent(db: &DB, id: u32, window: i64) -> Result<Recent> {
     };
     Ok(Recent { chunks, newest, ended_stale })
 }
+
+#[cfg(test)]
+mod tests;

@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use rocksdb::{DBRawIterator, DB};
 use tessera_model::Labels;
 
-use crate::chunk::{Encoding, XorIter};
+use crate::chunk::{self, Encoding};
 use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
 use crate::head::{Head, MemSeries};
@@ -130,6 +130,9 @@ pub struct SeriesCursor<'a> {
     mint: i64,
     maxt: i64,
     lookback: i64,
+    /// Samples of the series read last: the next one's buffer starts that big (series
+    /// of one select tend to be alike), instead of growing by doubling chunk by chunk.
+    last_len: usize,
 }
 
 impl<'a> SeriesCursor<'a> {
@@ -164,7 +167,18 @@ impl<'a> SeriesCursor<'a> {
             series.push((labels_codec::decode_label_set(&bytes)?, id));
         }
         series.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Ok(SeriesCursor { db, head, series, next: 0, snaps: VecDeque::new(), it: None, mint, maxt, lookback })
+        Ok(SeriesCursor {
+            db,
+            head,
+            series,
+            next: 0,
+            snaps: VecDeque::new(),
+            it: None,
+            mint,
+            maxt,
+            lookback,
+            last_len: 0,
+        })
     }
 
     /// Series not read yet.
@@ -220,10 +234,12 @@ impl<'a> SeriesCursor<'a> {
         };
         let labels = std::mem::take(&mut self.series[self.next].0);
         self.next += 1;
-        let mut samples = ChunkSamples::new(self.mint, self.maxt);
+        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, self.last_len);
         for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, bytes| samples.add(enc, bytes))
             .map_err(|e| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain())))?;
-        Ok(Some(SeriesSamples { labels, samples: samples.finish() }))
+        let samples = samples.finish();
+        self.last_len = samples.len();
+        Ok(Some(SeriesSamples { labels, samples }))
     }
 }
 
@@ -328,20 +344,34 @@ pub struct ChunkSamples {
 
 impl ChunkSamples {
     pub fn new(mint: i64, maxt: i64) -> ChunkSamples {
-        ChunkSamples { mint, maxt, samples: Vec::new(), in_order: true }
+        Self::with_capacity(mint, maxt, 0)
+    }
+
+    /// [`ChunkSamples::new`] with room for `samples` samples before the buffer grows.
+    pub fn with_capacity(mint: i64, maxt: i64, samples: usize) -> ChunkSamples {
+        ChunkSamples { mint, maxt, samples: Vec::with_capacity(samples), in_order: true }
     }
 
     /// Decodes the next chunk's samples within the range.
     pub fn add(&mut self, enc: Encoding, chunk: &[u8]) -> Result<()> {
         let before = self.samples.len();
-        for s in XorIter::new(chunk, enc) {
-            let s = s?;
-            if s.t > self.maxt {
-                break;
+        // Decode the whole chunk straight into the series' buffer, then keep what is in
+        // range: samples up to the first one after `maxt`, minus those before `mint`.
+        chunk::decode_into(chunk, enc, &mut self.samples)?;
+        let new = &self.samples[before..];
+        let end = before + new.iter().position(|s| s.t > self.maxt).unwrap_or(new.len());
+        self.samples.truncate(end);
+        let first_in = before + self.samples[before..].iter().position(|s| s.t >= self.mint).unwrap_or(end - before);
+        if first_in > before {
+            let mut keep = before;
+            for i in first_in..end {
+                let s = self.samples[i];
+                if s.t >= self.mint {
+                    self.samples[keep] = s;
+                    keep += 1;
+                }
             }
-            if s.t >= self.mint {
-                self.samples.push(s);
-            }
+            self.samples.truncate(keep);
         }
         if before > 0 && self.samples.len() > before && self.samples[before].t <= self.samples[before - 1].t {
             self.in_order = false;

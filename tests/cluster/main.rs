@@ -10,6 +10,7 @@ mod harness;
 mod frontend;
 mod proc;
 mod promqltest;
+mod pushdown;
 mod repair;
 mod rpcs;
 mod slow;

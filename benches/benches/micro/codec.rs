@@ -1,8 +1,10 @@
-//! XOR chunk encode/decode speed and size on DCGM-like series, for both encodings
-//! (`xor` = Prometheus' layout, `xor_jitter` = what the engine writes).
+//! Chunk encode/decode speed and size on DCGM-like series, for every encoding (`xor` =
+//! Prometheus' layout, `xor_jitter` = what the head appends to, `decimal` = what the
+//! engine stores when smaller; its encode is the cut-time conversion from XOR-jitter,
+//! `chunk::compact_form`).
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
-use tessera_storage::chunk::{decode_into, Encoding, XorAppender};
+use tessera_storage::chunk::{compact_form, decimal, decode_into, Encoding, XorAppender};
 
 use crate::data::{self, KINDS};
 
@@ -19,6 +21,14 @@ pub fn benches(c: &mut Criterion) {
             });
         }
     }
+    for kind in KINDS {
+        let x = XorAppender::encode(Encoding::XorJitter, &data::series(kind, 120, 7)).expect("encode");
+        let mut scratch = Vec::with_capacity(120);
+        g.throughput(Throughput::Elements(120));
+        g.bench_with_input(BenchmarkId::new("decimal_from_xor_jitter", kind.name()), &x, |b, x| {
+            b.iter(|| compact_form(black_box(x), Encoding::XorJitter, &mut scratch))
+        });
+    }
     g.finish();
     let mut g = c.benchmark_group("chunk_decode_120");
     for (enc, ename) in ENCODINGS {
@@ -34,6 +44,18 @@ pub fn benches(c: &mut Criterion) {
                 })
             });
         }
+    }
+    for kind in KINDS {
+        let bytes = decimal::encode(&data::series(kind, 120, 7)).expect("decimal form");
+        let mut out = Vec::with_capacity(120);
+        g.throughput(Throughput::Elements(120));
+        g.bench_with_input(BenchmarkId::new("decimal", kind.name()), &bytes, |b, bytes| {
+            b.iter(|| {
+                out.clear();
+                decode_into(black_box(bytes), Encoding::Decimal, &mut out).expect("decode");
+                out.len()
+            })
+        });
     }
     g.finish();
 }
@@ -56,4 +78,21 @@ pub fn report_bytes_per_sample() {
         }
         println!("report: chunk_bytes_per_sample encoding={ename} kind=mix value={:.3}", all as f64 / 480_000.0);
     }
+    // What the engine stores: the decimal form when smaller, else XOR-jitter.
+    let mut all = 0usize;
+    let mut scratch = Vec::new();
+    for kind in KINDS {
+        let mut bytes = 0usize;
+        for seed in 0..1000 {
+            let x = XorAppender::encode(Encoding::XorJitter, &data::series(kind, 120, seed)).expect("encode");
+            bytes += compact_form(&x, Encoding::XorJitter, &mut scratch).map_or(x.len(), |d| d.len());
+        }
+        all += bytes;
+        println!(
+            "report: chunk_bytes_per_sample encoding=stored kind={} value={:.3}",
+            kind.name(),
+            bytes as f64 / 120_000.0
+        );
+    }
+    println!("report: chunk_bytes_per_sample encoding=stored kind=mix value={:.3}", all as f64 / 480_000.0);
 }

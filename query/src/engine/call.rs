@@ -14,7 +14,23 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::{format_go_g, parse_go_float};
 use crate::functions::order;
+use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
+
+/// `out[i]`: how many samples of `samples[..=i]` are below the one before them (counter
+/// resets, compared as `rate` compares them, so NaN is never a reset).
+fn resets_upto(samples: &[tessera_model::Sample]) -> Vec<u32> {
+    let mut n = 0u32;
+    let mut prev = f64::NAN;
+    samples
+        .iter()
+        .map(|s| {
+            n += u32::from(s.v < prev);
+            prev = s.v;
+            n
+        })
+        .collect()
+}
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -338,7 +354,7 @@ impl Evaluator<'_> {
         let (plan, range_expr) = self.range_fn_plan(name, args)?;
         let ra = self.eval_range_arg(range_expr)?;
         let mut out = Vec::with_capacity(ra.series.len());
-        for s in &ra.series {
+        for s in ra.series {
             self.ctx.check_interrupt()?;
             out.extend(self.apply_range_fn(&plan, s, ra.range, ra.offset, ra.at)?);
         }
@@ -385,7 +401,7 @@ impl Evaluator<'_> {
     pub(crate) fn apply_range_fn(
         &self,
         plan: &RangeFnPlan,
-        s: &RangeSeries,
+        s: RangeSeries,
         range: i64,
         offset: i64,
         at: Option<i64>,
@@ -402,7 +418,8 @@ impl Evaluator<'_> {
             }
         }
         let keep_name = matches!(name, "last_over_time" | "first_over_time");
-        let mut out = StepSeries::new(s.labels.clone(), s.drop_name || !keep_name);
+        let mut out = StepSeries::new(s.labels, s.drop_name || !keep_name);
+        out.pts.reserve(self.n_steps());
         let mut fargs = vec![0.0; plan.scalars.len()];
         // Functions that look at every sample, float or histogram.
         let all_types = matches!(
@@ -419,12 +436,29 @@ impl Evaluator<'_> {
         let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
         let mut floats_buf: Vec<tessera_model::Sample> = Vec::new();
         let ctx = self.ctx;
-        self.windows_of(&s.samples, range, offset, at, |win, k, ws, we| {
+        // Per-series facts that spare each window a scan of its samples (windows
+        // overlap, so a scan per window reads every sample range/step times): whether
+        // the series has a native histogram sample at all, and for `rate`/`increase` the
+        // running count of counter resets, so a window without one skips the reset scan.
+        let samples = &s.samples[..];
+        let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
+        let counter = matches!(plan.func, RangeFn::Rate | RangeFn::Increase);
+        let resets_upto: Vec<u32> = if counter { resets_upto(samples) } else { Vec::new() };
+        let is_predict_linear = name == "predict_linear";
+        self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
             for (i, sc) in plan.scalars.iter().enumerate() {
                 fargs[i] = labels_util::at_step(sc, k);
             }
-            let mut win = win;
-            if !all_types && win.iter().any(|s| is_histogram_marker(s.v)) {
+            let mut win = &samples[lo..hi];
+            if counter && !any_histogram {
+                let may_reset = resets_upto[hi - 1] != resets_upto[lo];
+                let is_rate = plan.func == RangeFn::Rate;
+                if let Some(v) = functions::range::rate::extrapolated_rate_given(win, ws, we, true, is_rate, may_reset) {
+                    out.pts.push((self.ts(k), v));
+                }
+                return Ok(());
+            }
+            if any_histogram && win.iter().any(|s| is_histogram_marker(s.v)) {
                 floats_buf.clear();
                 floats_buf.extend(win.iter().filter(|s| !is_histogram_marker(s.v)).copied());
                 if floats_buf.is_empty() {
@@ -435,7 +469,7 @@ impl Evaluator<'_> {
                     }
                     return Ok(());
                 }
-                let metric = s.labels.get(METRIC_NAME).unwrap_or("");
+                let metric = out.labels.get(METRIC_NAME).unwrap_or("");
                 let p = ctx.pos_of_first_arg(name);
                 if refuse_mix {
                     ctx.warn(format!(
@@ -450,7 +484,7 @@ impl Evaluator<'_> {
             }
             // predict_linear extrapolates from the evaluation time, not from the
             // window end (they differ under `@` and `offset`).
-            let we = if name == "predict_linear" { self.ts(k) } else { we };
+            let we = if is_predict_linear { self.ts(k) } else { we };
             if let Some(v) = plan.func.eval(win, ws, we, &fargs)? {
                 out.pts.push((self.ts(k), v));
             }

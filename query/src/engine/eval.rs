@@ -529,6 +529,19 @@ impl<'a> Evaluator<'a> {
         at: Option<i64>,
         mut f: impl FnMut(&[tessera_model::Sample], usize, i64, i64) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
+        self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| f(&samples[lo..hi], k, ws, we))
+    }
+
+    /// [`Evaluator::windows_of`] handing over each window as the index range `lo..hi`
+    /// of `samples`, for a caller that keeps per-sample prefix data of the series.
+    pub fn window_bounds_of(
+        &self,
+        samples: &[tessera_model::Sample],
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+        mut f: impl FnMut(usize, usize, usize, i64, i64) -> Result<(), QueryError>,
+    ) -> Result<(), QueryError> {
         let base = self.ctx.cur_samples();
         let (mut lo, mut hi) = (0usize, 0usize);
         for k in 0..self.n_steps() {
@@ -545,7 +558,7 @@ impl<'a> Evaluator<'a> {
             }
             self.ctx.check_samples(base + (hi - lo))?;
             // The window is a slice of the series: no copy per step.
-            f(&samples[lo..hi], k, ws, r)?;
+            f(lo, hi, k, ws, r)?;
         }
         Ok(())
     }

@@ -216,7 +216,11 @@ impl Evaluator<'_> {
                     last.unwrap_or_default()
                 )));
             }
-            last = Some(s.labels.clone());
+            // Reuses the previous copy's strings (no allocation per series).
+            match &mut last {
+                Some(l) => l.clone_from(&s.labels),
+                None => last = Some(s.labels.clone()),
+            }
             f(s)?;
         }
         Ok(())

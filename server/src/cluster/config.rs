@@ -80,6 +80,16 @@ pub struct ClusterConfig {
     /// safe. Other calls (reads, health checks, repair) are not compressed. Default
     /// `"none"`.
     pub grpc_compression: GrpcCompression,
+    /// Whether queriers and gateways push PromQL fragments down to the ingesters (the
+    /// `Eval` call: aggregations and per-series functions evaluated on one complete
+    /// replica per shard, partial results merged) instead of pulling every selected raw
+    /// chunk from R replicas and evaluating the whole query. Default true.
+    pub query_pushdown: bool,
+    /// How long a querier waits for an ingester to accept a pushed-down fragment (its
+    /// answer's headers, sent before it evaluates) before also asking the next replicas
+    /// of its shards; the first complete answer wins. ms. Default 250. 0 = never ask a
+    /// second replica while the first has not failed.
+    pub eval_hedge_ms: u64,
 }
 
 /// `[cluster] grpc_compression`.
@@ -109,6 +119,8 @@ impl Default for ClusterConfig {
             health_check_interval_ms: 2000,
             repair_block_writes_ms: 60_000,
             grpc_compression: GrpcCompression::None,
+            query_pushdown: true,
+            eval_hedge_ms: 250,
         }
     }
 }

@@ -1,11 +1,16 @@
 //! Every conversion between the internal API's wire types (`tessera_proto::ingester`)
 //! and the Rust types of storage, the query engine and the shards, in one place, plus
-//! the mapping of [`ShardError`] to gRPC status codes and back.
+//! the mapping of [`ShardError`] to gRPC status codes and back, and of the engine's
+//! errors (an `Eval` answer) to a status and back with their class kept.
 
 use std::sync::Arc;
 
 use tessera_model::{Label, Labels, MatchOp, Matcher, Sample};
 use tessera_proto::ingester as pb;
+use tessera_query::{
+    ErrorKind, Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, PartialState,
+    QueryError, StepPartial,
+};
 use tessera_storage::chunk::Encoding;
 use tessera_storage::{ChunkSamples, RawChunk, RejectReason, SeriesSamples};
 use tonic::{Code, Status};
@@ -259,7 +264,6 @@ pub fn status_from_shard_error(e: ShardError) -> Status {
 
 /// A failed call to ingester `who` as the engine's error, classified by its code.
 pub fn query_error_from_status(who: &str, s: &Status) -> tessera_query::QueryError {
-    use tessera_query::ErrorKind;
     let kind = match s.code() {
         Code::InvalidArgument => ErrorKind::BadData,
         Code::DeadlineExceeded => ErrorKind::Timeout,
@@ -273,6 +277,283 @@ pub fn query_error_from_status(who: &str, s: &Status) -> tessera_query::QueryErr
 /// `CODE: message` of a status, for messages that name peers.
 pub fn status_text(s: &Status) -> String {
     format!("{:?}: {}", s.code(), s.message())
+}
+
+/// Status metadata naming the engine's error class of a failed `Eval` (`bad_data`,
+/// `execution`, ...), so that the querier reports what a single node would.
+pub const ERROR_KIND_HEADER: &str = "tessera-error-kind";
+
+fn kind_name(k: ErrorKind) -> &'static str {
+    match k {
+        ErrorKind::BadData => "bad_data",
+        ErrorKind::Execution => "execution",
+        ErrorKind::Canceled => "canceled",
+        ErrorKind::Timeout => "timeout",
+        ErrorKind::Unavailable => "unavailable",
+        ErrorKind::Internal => "internal",
+    }
+}
+
+fn kind_of_name(n: &str) -> Option<ErrorKind> {
+    Some(match n {
+        "bad_data" => ErrorKind::BadData,
+        "execution" => ErrorKind::Execution,
+        "canceled" => ErrorKind::Canceled,
+        "timeout" => ErrorKind::Timeout,
+        "unavailable" => ErrorKind::Unavailable,
+        "internal" => ErrorKind::Internal,
+        _ => return None,
+    })
+}
+
+/// An evaluation error as a gRPC status: the code by class (bad data →
+/// `INVALID_ARGUMENT`, execution → `FAILED_PRECONDITION`, timeout →
+/// `DEADLINE_EXCEEDED`, canceled → `CANCELLED`, unavailable → `UNAVAILABLE`, internal →
+/// `INTERNAL`), the message unchanged, and the class in [`ERROR_KIND_HEADER`].
+pub fn status_from_query_error(e: QueryError) -> Status {
+    let code = match e.kind {
+        ErrorKind::BadData => Code::InvalidArgument,
+        ErrorKind::Execution => Code::FailedPrecondition,
+        ErrorKind::Timeout => Code::DeadlineExceeded,
+        ErrorKind::Canceled => Code::Cancelled,
+        ErrorKind::Unavailable => Code::Unavailable,
+        ErrorKind::Internal => Code::Internal,
+    };
+    let mut md = tonic::metadata::MetadataMap::new();
+    md.insert(ERROR_KIND_HEADER, tonic::metadata::MetadataValue::from_static(kind_name(e.kind)));
+    Status::with_metadata(code, e.message, md)
+}
+
+/// The engine's error an `Eval` answer carried: its class and message as the ingester's
+/// engine raised them, when the status names its class ([`status_from_query_error`]);
+/// `None` for any other failure of the call (transport, identity, a peer without the
+/// header), which says nothing about the query.
+pub fn query_error_from_eval_status(s: &Status) -> Option<QueryError> {
+    let kind = s.metadata().get(ERROR_KIND_HEADER)?.to_str().ok().and_then(kind_of_name)?;
+    Some(QueryError::new(kind, s.message()))
+}
+
+pub fn fragment_to_pb(f: &Fragment) -> pb::Fragment {
+    pb::Fragment {
+        query: f.query.clone(),
+        path: f.path.clone(),
+        mode: match f.mode {
+            FragmentMode::Concat => pb::FragmentMode::Concat,
+            FragmentMode::Partial => pb::FragmentMode::Partial,
+        } as i32,
+        start_ms: f.start,
+        end_ms: f.end,
+        step_ms: f.step,
+        query_start_ms: f.query_start,
+        query_end_ms: f.query_end,
+        query_step_ms: f.query_step,
+        lookback_delta_ms: f.lookback_delta_ms,
+        max_samples: f.max_samples,
+        param: f.param.clone(),
+        string_param: f.string_param.clone(),
+    }
+}
+
+/// A fragment from the wire; an unknown mode is an error naming it (the engine checks
+/// the rest: grid, path, node kind).
+pub fn fragment_from_pb(f: pb::Fragment) -> Result<Fragment, String> {
+    let mode = match pb::FragmentMode::try_from(f.mode) {
+        Ok(pb::FragmentMode::Concat) => FragmentMode::Concat,
+        Ok(pb::FragmentMode::Partial) => FragmentMode::Partial,
+        Err(_) => return Err(format!("unknown fragment mode {}", f.mode)),
+    };
+    Ok(Fragment {
+        query: f.query,
+        path: f.path,
+        mode,
+        start: f.start_ms,
+        end: f.end_ms,
+        step: f.step_ms,
+        query_start: f.query_start_ms,
+        query_end: f.query_end_ms,
+        query_step: f.query_step_ms,
+        lookback_delta_ms: f.lookback_delta_ms,
+        max_samples: f.max_samples,
+        param: f.param,
+        string_param: f.string_param,
+    })
+}
+
+fn partial_series_to_pb(s: PartialSeries) -> pb::PartialSeries {
+    pb::PartialSeries {
+        labels: s.labels.iter().map(label_to_pb).collect(),
+        drop_name: s.drop_name,
+        timestamps: s.points.iter().map(|p| p.t).collect(),
+        values: s.points.iter().map(|p| p.v).collect(),
+    }
+}
+
+fn partial_series_from_pb(s: pb::PartialSeries) -> Result<PartialSeries, String> {
+    if s.timestamps.len() != s.values.len() {
+        return Err(format!("series has {} timestamps but {} values", s.timestamps.len(), s.values.len()));
+    }
+    let points = s.timestamps.into_iter().zip(s.values).map(|(t, v)| Sample { t, v }).collect();
+    Ok(PartialSeries { labels: labels_from_pb_set(s.labels), drop_name: s.drop_name, points })
+}
+
+fn step_to_pb(s: &StepPartial) -> pb::StepPartial {
+    use pb::step_partial::State;
+    let state = match s.state {
+        PartialState::Empty => State::Empty(pb::NoState {}),
+        PartialState::Sum { sum, c } => State::Sum(pb::SumState { sum: Some(sum), c: Some(c) }),
+        PartialState::Avg { sum, c, mean, count, incremental } => {
+            State::Avg(pb::AvgState { sum: Some(sum), c: Some(c), mean: Some(mean), count: Some(count), incremental })
+        }
+        PartialState::Min(v) => State::Min(v),
+        PartialState::Max(v) => State::Max(v),
+        PartialState::Counted => State::Counted(pb::NoState {}),
+    };
+    pb::StepPartial {
+        t_ms: s.t,
+        count: Some(s.count),
+        histograms: s.histograms,
+        drop_name: s.drop_name,
+        state: Some(state),
+    }
+}
+
+fn step_from_pb(s: pb::StepPartial) -> Result<StepPartial, String> {
+    use pb::step_partial::State;
+    let state = match s.state {
+        Some(State::Empty(_)) => PartialState::Empty,
+        Some(State::Sum(x)) => PartialState::Sum { sum: x.sum.unwrap_or(0.0), c: x.c.unwrap_or(0.0) },
+        Some(State::Avg(x)) => PartialState::Avg {
+            sum: x.sum.unwrap_or(0.0),
+            c: x.c.unwrap_or(0.0),
+            mean: x.mean.unwrap_or(0.0),
+            count: x.count.unwrap_or(0.0),
+            incremental: x.incremental,
+        },
+        Some(State::Min(v)) => PartialState::Min(v),
+        Some(State::Max(v)) => PartialState::Max(v),
+        Some(State::Counted(_)) => PartialState::Counted,
+        None => return Err(format!("partial state at {} ms has no state", s.t_ms)),
+    };
+    Ok(StepPartial {
+        t: s.t_ms,
+        count: s.count.unwrap_or(0.0),
+        histograms: s.histograms,
+        drop_name: s.drop_name,
+        state,
+    })
+}
+
+fn group_to_pb(g: GroupPartial) -> pb::GroupPartial {
+    pb::GroupPartial {
+        labels: g.labels.iter().map(label_to_pb).collect(),
+        first: g.first.iter().map(label_to_pb).collect(),
+        steps: g.steps.iter().map(step_to_pb).collect(),
+    }
+}
+
+fn group_from_pb(g: pb::GroupPartial) -> Result<GroupPartial, String> {
+    Ok(GroupPartial {
+        labels: labels_from_pb_set(g.labels),
+        first: labels_from_pb_set(g.first),
+        steps: g.steps.into_iter().map(step_from_pb).collect::<Result<_, _>>()?,
+    })
+}
+
+fn labels_wire_size(labels: &Labels) -> usize {
+    labels.iter().map(|l| l.name.len() + l.value.len() + 6).sum()
+}
+
+/// A fragment's output as the frames of an `Eval` answer, each about `budget` bytes at
+/// most (one item larger than that travels alone), the last one with the annotations
+/// and `last` set. Always at least one frame.
+pub fn eval_frames(out: FragmentOutput, budget: usize) -> Vec<pb::EvalResponse> {
+    let (kind, series, groups) = match out.data {
+        FragmentData::Series(s) => (pb::EvalDataKind::Series, s, Vec::new()),
+        FragmentData::Groups(g) => (pb::EvalDataKind::Groups, Vec::new(), g),
+        FragmentData::Candidates { series, groups } => (pb::EvalDataKind::Candidates, series, groups),
+    };
+    let empty = || pb::EvalResponse { kind: kind as i32, ..Default::default() };
+    let mut frames = Vec::new();
+    let mut cur = empty();
+    let mut size = 0usize;
+    for s in series {
+        let n = labels_wire_size(&s.labels) + s.points.len() * 17 + 8;
+        if size > 0 && size + n > budget {
+            frames.push(std::mem::replace(&mut cur, empty()));
+            size = 0;
+        }
+        size += n;
+        cur.series.push(partial_series_to_pb(s));
+    }
+    for g in groups {
+        let n = labels_wire_size(&g.labels) + labels_wire_size(&g.first) + g.steps.len() * 48 + 8;
+        if size > 0 && size + n > budget {
+            frames.push(std::mem::replace(&mut cur, empty()));
+            size = 0;
+        }
+        size += n;
+        cur.groups.push(group_to_pb(g));
+    }
+    cur.warnings = out.warnings;
+    cur.infos = out.infos;
+    cur.last = true;
+    frames.push(cur);
+    frames
+}
+
+/// Collects the frames of one `Eval` answer back into the fragment's output.
+#[derive(Default)]
+pub struct EvalAnswer {
+    kind: Option<pb::EvalDataKind>,
+    series: Vec<PartialSeries>,
+    groups: Vec<GroupPartial>,
+    warnings: Vec<String>,
+    infos: Vec<String>,
+    last: bool,
+}
+
+impl EvalAnswer {
+    /// Takes the next frame; a frame of another kind than the first, one after the last,
+    /// or malformed contents is an error naming the problem.
+    pub fn add(&mut self, f: pb::EvalResponse) -> Result<(), String> {
+        if self.last {
+            return Err("a frame came after the last one".into());
+        }
+        let kind = pb::EvalDataKind::try_from(f.kind).map_err(|_| format!("unknown answer kind {}", f.kind))?;
+        match self.kind {
+            Some(k) if k != kind => return Err(format!("a {kind:?} frame in a {k:?} answer")),
+            _ => self.kind = Some(kind),
+        }
+        if kind == pb::EvalDataKind::Groups && !f.series.is_empty() {
+            return Err("a partial-aggregate answer carries series".into());
+        }
+        if kind == pb::EvalDataKind::Series && !f.groups.is_empty() {
+            return Err("a per-series answer carries groups".into());
+        }
+        for s in f.series {
+            self.series.push(partial_series_from_pb(s)?);
+        }
+        for g in f.groups {
+            self.groups.push(group_from_pb(g)?);
+        }
+        self.warnings.extend(f.warnings);
+        self.infos.extend(f.infos);
+        self.last = f.last;
+        Ok(())
+    }
+
+    /// The output, once the last frame came; an answer cut short is an error.
+    pub fn finish(self) -> Result<FragmentOutput, String> {
+        if !self.last {
+            return Err("the answer ended before its last frame".into());
+        }
+        let data = match self.kind.unwrap_or(pb::EvalDataKind::Series) {
+            pb::EvalDataKind::Series => FragmentData::Series(self.series),
+            pb::EvalDataKind::Groups => FragmentData::Groups(self.groups),
+            pb::EvalDataKind::Candidates => FragmentData::Candidates { series: self.series, groups: self.groups },
+        };
+        Ok(FragmentOutput { data, warnings: self.warnings, infos: self.infos })
+    }
 }
 
 #[cfg(test)]

@@ -28,24 +28,44 @@
 //! per label pair shard by shard. A push honours its `grpc-timeout`: past it on arrival,
 //! or while a part waits for storage, the part is refused unwritten
 //! (`DEADLINE_EXCEEDED`) and leaves a hole; an append that started runs to completion.
+//!
+//! `Eval` (pushdown) evaluates one planner fragment over the tenant's series in the
+//! shards the querier named, with the engine `tessera serve` uses
+//! ([`tessera_query::Engine::eval_fragment`]), on a query thread of the ingester's own
+//! [`Executor`] (`[query] max_concurrent_queries` at once, waiting counts against the
+//! deadline), its reads through the same shard views and storage read slots as every
+//! other read. Headers go out at once and the frames when the evaluation is done, so a
+//! querier can tell a slow ingester (no headers) from a slow query. A select of the
+//! evaluation whose range overlaps a hole of a named shard fails the call
+//! (`UNAVAILABLE`, the querier asks another replica): an `Eval` answer is complete for
+//! every shard it covers. Before evaluating, an `Eval` waits for the pushes that had
+//! arrived before it to finish (a write acknowledged by the other replicas while this
+//! one was still appending is then seen). Engine errors travel with their class
+//! (`convert::status_from_query_error`), so the querier answers as a single node would.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tessera_model::{Labels, Matcher};
 use tessera_proto::ingester as pb;
 use tessera_storage::{Interrupt, RawChunk, SeriesChunks, SeriesSamples};
 use tonic::{Request, Response, Status};
 
+use tessera_query::{
+    ErrorKind, QueryError, QueryOptions, Queryable, ReadResult, SelectHints, SelectResult, SeriesStream,
+};
+
 use super::convert;
 use super::holes::{self, Hole, HoleBook, ShardHole};
 use super::identity::Identity;
-use crate::http::query_api::CardinalityCounter;
+use crate::http::query_api::{CardinalityCounter, Executor};
 use crate::metadata::{MetadataEntry, MetadataStore};
-use crate::shards::{request_controls, PushSeries, ShardError, ShardErrorKind, ShardId, Shards, TENANT_LABEL};
+use crate::shards::{
+    request_controls, PushSeries, ShardError, ShardErrorKind, ShardId, Shards, TenantView, TENANT_LABEL,
+};
 
 /// Longest a read may run, and a push may wait before its append starts, when the
 /// caller sent no deadline.
@@ -71,6 +91,12 @@ pub struct IngesterService {
     /// Target size of one Select frame: [`FRAME_BYTES`], or half the message-size limit
     /// when that is smaller.
     frame_bytes: usize,
+    /// Evaluates `Eval` fragments (text limits; the rest comes with each fragment).
+    engine: Arc<tessera_query::Engine>,
+    /// Query threads for `Eval`, bounded.
+    executor: Arc<Executor>,
+    /// Pushes in progress, which an `Eval` waits for.
+    pushes: Arc<PushGate>,
 }
 
 impl IngesterService {
@@ -83,7 +109,26 @@ impl IngesterService {
             l.max_metadata_bytes_per_tenant,
             l.max_metadata_text_bytes,
         ));
-        IngesterService { id, identity, shards, holes, metadata, frame_bytes: FRAME_BYTES }
+        let q = crate::http::query_api::QueryLimits::default();
+        IngesterService {
+            id,
+            identity,
+            shards,
+            holes,
+            metadata,
+            frame_bytes: FRAME_BYTES,
+            engine: Arc::new(crate::http::query_api::engine_for(&q)),
+            executor: Arc::new(Executor::new(q.concurrency())),
+            pushes: Arc::default(),
+        }
+    }
+
+    /// Evaluates `Eval` fragments under `limits` (the ingester's `[query]` table: text
+    /// limits, and how many evaluations run at once).
+    pub fn with_query_limits(mut self, limits: &crate::http::query_api::QueryLimits) -> Self {
+        self.engine = Arc::new(crate::http::query_api::engine_for(limits));
+        self.executor = Arc::new(Executor::new(limits.concurrency()));
+        self
     }
 
     /// Keeps metadata in `store` (the ingester's, with its `[limits]`, shared with its
@@ -436,9 +481,14 @@ impl pb::ingester_server::Ingester for IngesterService {
         // leave its hole.
         let svc = self.clone();
         let tenant = req.tenant;
-        let (shards, all_late) = tokio::spawn(async move { svc.push_parts(tenant, parts, deadline).await })
-            .await
-            .map_err(|e| Status::internal(format!("push task failed: {e}")))?;
+        let in_progress = self.pushes.enter();
+        let (shards, all_late) = tokio::spawn(async move {
+            let r = svc.push_parts(tenant, parts, deadline).await;
+            drop(in_progress);
+            r
+        })
+        .await
+        .map_err(|e| Status::internal(format!("push task failed: {e}")))?;
         if all_late {
             return Err(Status::deadline_exceeded(format!(
                 "the push's deadline (grpc-timeout) passed while it waited for storage; nothing was written ({})",
@@ -669,6 +719,184 @@ impl pb::ingester_server::Ingester for IngesterService {
             }
         }
         Ok(resp)
+    }
+
+    type EvalStream = FrameStream<pb::EvalResponse>;
+
+    async fn eval(&self, request: Request<pb::EvalRequest>) -> Result<Response<Self::EvalStream>, Status> {
+        let deadline = deadline_of(&request);
+        let req = request.into_inner();
+        self.check(req.cluster.as_ref())?;
+        Self::tenant_ok(&req.tenant)?;
+        let fragment = req.fragment.ok_or_else(|| Status::invalid_argument("Eval request carries no fragment"))?;
+        let fragment = convert::fragment_from_pb(fragment).map_err(Status::invalid_argument)?;
+        let mut ids: Vec<ShardId> = req.shards.iter().map(|&s| ShardId(s)).collect();
+        ids.sort();
+        ids.dedup();
+        if ids.is_empty() {
+            return Err(Status::invalid_argument("Eval request names no shard"));
+        }
+        for &id in &ids {
+            self.owned(id)?;
+        }
+        let view = HoleCheckedView {
+            inner: TenantView::new(Arc::clone(&self.shards), &req.tenant).restricted_to(&ids),
+            ids,
+            holes: Arc::clone(&self.holes),
+            ingester: self.id.clone(),
+        };
+        let (engine, executor, pushes) =
+            (Arc::clone(&self.engine), Arc::clone(&self.executor), Arc::clone(&self.pushes));
+        let budget = self.frame_bytes;
+        // The whole evaluation lives in the answer's stream: tonic sends the headers now
+        // and polls the stream for the frames; dropping it (the querier went away, or the
+        // deadline passed) raises the evaluation's cancel flag.
+        let work = async move {
+            pushes.wait_for_earlier(deadline).await;
+            executor
+                .run(deadline, move |ctl| {
+                    let opts = QueryOptions { deadline: Some(ctl.deadline), cancel: Some(Arc::clone(&ctl.cancel)) };
+                    engine.eval_fragment(&view, &fragment, &opts)
+                })
+                .await
+        };
+        let stream = futures::stream::once(work).flat_map(move |r| {
+            let frames: Vec<Result<pb::EvalResponse, Status>> = match r {
+                Ok(out) => convert::eval_frames(out, budget).into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(convert::status_from_query_error(e))],
+            };
+            futures::stream::iter(frames)
+        });
+        Ok(Response::new(Box::pin(stream) as Self::EvalStream))
+    }
+}
+
+/// Pushes in progress on this ingester, in arrival order, so that an `Eval` can wait
+/// for those that arrived before it: a write the other replicas acknowledged while this
+/// replica was still appending it is then part of the evaluation.
+#[derive(Default)]
+pub struct PushGate {
+    /// Sequence number of the next push, and those still running.
+    state: parking_lot::Mutex<(u64, std::collections::BTreeSet<u64>)>,
+    done: tokio::sync::Notify,
+}
+
+/// A push in progress; dropping it ends it.
+pub struct PushInProgress {
+    gate: Arc<PushGate>,
+    seq: u64,
+}
+
+impl Drop for PushInProgress {
+    fn drop(&mut self) {
+        self.gate.state.lock().1.remove(&self.seq);
+        self.gate.done.notify_waiters();
+    }
+}
+
+impl PushGate {
+    pub fn enter(self: &Arc<Self>) -> PushInProgress {
+        let mut st = self.state.lock();
+        let seq = st.0;
+        st.0 += 1;
+        st.1.insert(seq);
+        PushInProgress { gate: Arc::clone(self), seq }
+    }
+
+    /// Waits until every push that entered before this call has ended, or `deadline`.
+    pub async fn wait_for_earlier(&self, deadline: Instant) {
+        let before = self.state.lock().0;
+        loop {
+            let notified = self.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state.lock().1.first().is_none_or(|&oldest| oldest >= before) {
+                return;
+            }
+            if tokio::time::timeout_at(deadline.into(), notified).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// An ingester's view for one `Eval`: the tenant's series in the named shards, every
+/// read refused (`unavailable`) when its range overlaps a hole of one of them, so that
+/// an answer is only ever complete.
+struct HoleCheckedView {
+    inner: TenantView,
+    ids: Vec<ShardId>,
+    holes: Arc<HoleBook>,
+    ingester: String,
+}
+
+impl HoleCheckedView {
+    fn check(&self, start: i64, end: i64) -> Result<(), QueryError> {
+        for &id in &self.ids {
+            if let Some(h) = self.holes.overlapping(id, start, end).first() {
+                return Err(QueryError::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "ingester {:?} may be missing writes of shard {id} in {h} (repairing from its peers)",
+                        self.ingester
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Queryable for HoleCheckedView {
+    fn select(
+        &self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<SelectResult, QueryError> {
+        self.check(hints.start, hints.end)?;
+        self.inner.select(matchers, hints, ctl)
+    }
+
+    fn select_stream<'a>(
+        &'a self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<SeriesStream<'a>>, QueryError> {
+        self.check(hints.start, hints.end)?;
+        self.inner.select_stream(matchers, hints, ctl)
+    }
+
+    fn series(
+        &self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<Vec<Labels>>, QueryError> {
+        self.check(hints.start, hints.end)?;
+        self.inner.series(matchers, hints, ctl)
+    }
+
+    fn label_names(
+        &self,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<Vec<String>>, QueryError> {
+        self.check(hints.start, hints.end)?;
+        self.inner.label_names(matchers, hints, ctl)
+    }
+
+    fn label_values(
+        &self,
+        name: &str,
+        matchers: &[Matcher],
+        hints: &SelectHints,
+        ctl: &QueryOptions,
+    ) -> Result<ReadResult<Vec<String>>, QueryError> {
+        self.check(hints.start, hints.end)?;
+        self.inner.label_values(name, matchers, hints, ctl)
     }
 }
 

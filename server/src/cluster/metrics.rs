@@ -1,7 +1,8 @@
 //! The front ends' cluster metrics (`tessera_cluster_*` on `/metrics` of a distributor,
 //! querier or gateway): every gRPC call to an ingester by peer, method and outcome, its
 //! latency, the calls in flight, the bytes of the answers, and the requests that could
-//! not reach enough replicas of some shard.
+//! not reach enough replicas of some shard, and the shards of pushed-down fragments
+//! evaluated at the front end because no replica could.
 //!
 //! A call is tracked by [`ClusterMetrics::track`] around its future: in flight from the
 //! first poll until it ends or is dropped. Its `code` is the gRPC status code's name
@@ -32,6 +33,7 @@ pub struct ClusterMetrics {
     pub response_bytes: CounterVec,
     pub incomplete: CounterVec,
     pub short_shards: CounterVec,
+    pub eval_fallback_shards: CounterVec,
 }
 
 impl Default for ClusterMetrics {
@@ -55,7 +57,8 @@ impl Default for ClusterMetrics {
             ),
             response_bytes: CounterVec::new(
                 "tessera_cluster_grpc_response_bytes_total",
-                "Encoded bytes of the ingesters' streamed answers (Select and Series frames), by peer and method.",
+                "Encoded bytes of the ingesters' streamed answers (Select, Series and Eval frames), by peer and \
+                 method.",
                 &["peer", "method"],
             ),
             incomplete: CounterVec::new(
@@ -68,6 +71,12 @@ impl Default for ClusterMetrics {
                 "tessera_cluster_short_shards_total",
                 "Shards that lacked their quorum of replicas, summed over those reads and writes, by operation.",
                 &["op"],
+            ),
+            eval_fallback_shards: CounterVec::new(
+                "tessera_cluster_eval_fallback_shards_total",
+                "Logical shards of pushed-down query fragments that no replica could evaluate (Eval), evaluated at \
+                 the front end over Select instead.",
+                &[],
             ),
         }
     }
@@ -128,6 +137,7 @@ impl ClusterMetrics {
         self.response_bytes.render(out);
         self.incomplete.render(out);
         self.short_shards.render(out);
+        self.eval_fallback_shards.render(out);
     }
 }
 

@@ -15,6 +15,7 @@
 //! | `metrics.rs` | a front end's `tessera_cluster_*` metrics of its gRPC calls |
 //! | `writer.rs` | the distributor's writer: every replica, W acknowledgements per shard |
 //! | `querier.rs` | the read view: R replicas per shard, merged |
+//! | `pushdown.rs` | the read view as the engine's shard evaluator: `Eval` on one complete replica per shard |
 //! | `roles.rs` | the processes: start-up, readiness, routes, shutdown |
 //!
 //! Must not know: storage internals (it reaches storage through `shards` only).
@@ -28,6 +29,7 @@ pub mod ingester;
 pub mod metrics;
 pub mod peers;
 pub mod placement;
+pub mod pushdown;
 pub mod querier;
 pub mod repair;
 pub mod roles;

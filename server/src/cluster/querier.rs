@@ -41,6 +41,11 @@
 //! [`tokio::runtime::Handle::block_on`]. The request's deadline becomes every call's
 //! `grpc-timeout`, and the cancel flag is polled: when it fires, the calls are dropped,
 //! which cancels them on the ingesters and stops their storage scans.
+//!
+//! **Pushdown.** A view made [`ClusterQueryable::with_pushdown`] is also the engine's
+//! `ShardEvaluator`: the planner's fragments are evaluated on one complete replica per
+//! logical shard (`Eval`), falling back to the `Select` path above for shards no
+//! replica can evaluate (`pushdown.rs`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -62,17 +67,20 @@ use crate::http::query_api::CardinalityCounter;
 use crate::metadata::{MetadataEntry, MAX_ENTRIES_PER_METRIC};
 
 /// Longest a read waits when the request has no deadline.
-const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
+pub(super) const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often a running fan-out looks at the request's cancel flag.
-const CANCEL_POLL: Duration = Duration::from_millis(20);
+pub(super) const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 /// A tenant-scoped, synchronous read view of the cluster.
 pub struct ClusterQueryable {
-    peers: Arc<Peers>,
-    tenant: String,
+    pub(super) peers: Arc<Peers>,
+    pub(super) tenant: String,
     /// Answer with warnings instead of failing when a shard lacks R replicas.
     partial: bool,
-    runtime: tokio::runtime::Handle,
+    pub(super) runtime: tokio::runtime::Handle,
+    /// Pushes query fragments down to the ingesters (`pushdown.rs`) when set: the
+    /// engine that evaluates here what no replica could.
+    pub(super) engine: Option<Arc<tessera_query::Engine>>,
 }
 
 /// What every ingester answered to one read.
@@ -118,7 +126,14 @@ fn holes_of<M>(resp: &tonic::Response<M>, ingester: usize, peers: &Peers) -> Vec
 
 impl ClusterQueryable {
     pub fn new(peers: Arc<Peers>, tenant: &str, partial: bool, runtime: tokio::runtime::Handle) -> Self {
-        ClusterQueryable { peers, tenant: tenant.to_owned(), partial, runtime }
+        ClusterQueryable { peers, tenant: tenant.to_owned(), partial, runtime, engine: None }
+    }
+
+    /// This view, pushing the planner's fragments down to the ingesters (`Eval`), with
+    /// `engine` evaluating here the shards no replica could.
+    pub fn with_pushdown(mut self, engine: Arc<tessera_query::Engine>) -> Self {
+        self.engine = Some(engine);
+        self
     }
 
     /// Calls `call` on every ingester in parallel until every shard has R answers (or
@@ -597,6 +612,10 @@ impl Queryable for ClusterQueryable {
             }
         })?;
         Ok(ReadResult { data: sorted_union(out.answers.into_iter().flatten().flatten()), warnings })
+    }
+
+    fn shard_evaluator(&self) -> Option<&dyn tessera_query::ShardEvaluator> {
+        self.engine.is_some().then_some(self as &dyn tessera_query::ShardEvaluator)
     }
 }
 

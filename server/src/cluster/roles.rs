@@ -123,6 +123,8 @@ pub struct ClusterFrontend {
     writer: Arc<ClusterWriter>,
     /// The runtime the fan-outs of the synchronous read views run on.
     runtime: tokio::runtime::Handle,
+    /// Evaluates at the front end the pushed-down fragments no replica could.
+    engine: Option<Arc<tessera_query::Engine>>,
 }
 
 impl ClusterFrontend {
@@ -133,7 +135,15 @@ impl ClusterFrontend {
             writer: Arc::new(ClusterWriter::new(Arc::clone(&peers))),
             peers,
             runtime: tokio::runtime::Handle::current(),
+            engine: None,
         }
+    }
+
+    /// Pushes query fragments down to the ingesters (when `[cluster] query_pushdown`),
+    /// with `engine` for what no replica can evaluate.
+    pub fn with_engine(mut self, engine: Arc<tessera_query::Engine>) -> Self {
+        self.engine = Some(engine);
+        self
     }
 
     fn cluster_view(&self, tenant: &str, partial: bool) -> Result<Arc<ClusterQueryable>, ShardError> {
@@ -142,7 +152,11 @@ impl ClusterFrontend {
                 "this process is a distributor (tessera distributor) and serves no reads; query a querier or gateway",
             ));
         }
-        Ok(Arc::new(ClusterQueryable::new(Arc::clone(&self.peers), tenant, partial, self.runtime.clone())))
+        let view = ClusterQueryable::new(Arc::clone(&self.peers), tenant, partial, self.runtime.clone());
+        Ok(Arc::new(match (&self.engine, self.peers.config.query_pushdown) {
+            (Some(engine), true) => view.with_pushdown(Arc::clone(engine)),
+            _ => view,
+        }))
     }
 
     fn view(&self, tenant: &str, partial: bool) -> Result<Arc<dyn Queryable>, ShardError> {
@@ -305,7 +319,8 @@ pub async fn run_frontend(config: Config, role: FrontendRole) -> anyhow::Result<
     println!("listening on {addr}");
     tracing::info!(%addr, role = role.name(), ingesters = peers.peers.len(), "tessera cluster front end serving HTTP");
 
-    let frontend = Arc::new(ClusterFrontend::new(role, Arc::clone(&peers)));
+    let engine = Arc::new(crate::http::query_api::engine_for(&config.query));
+    let frontend = Arc::new(ClusterFrontend::new(role, Arc::clone(&peers)).with_engine(engine));
     let state: AppState = Arc::new(ServerState::new(config));
     state.set_remote(Arc::clone(&frontend) as Arc<dyn Frontend>);
     let shutdown = CancellationToken::new();
@@ -484,6 +499,7 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
         IngesterService::new(opts.id.clone(), identity, Arc::clone(&shards))
             .with_holes(Arc::clone(&book))
             .with_metadata(Arc::clone(&state.metadata))
+            .with_query_limits(&state.config.query)
             .with_max_message_bytes(max),
         max,
     );

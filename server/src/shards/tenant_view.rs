@@ -75,6 +75,13 @@ impl TenantView {
         self
     }
 
+    /// This view, reading only `ids` (an ingester evaluating a fragment over the shards
+    /// a querier named).
+    pub fn restricted_to(mut self, ids: &[ShardId]) -> Self {
+        self.only = Some(Arc::from(ids));
+        self
+    }
+
     /// Runs one of the shards' blocking reads with the user's matchers and the request's
     /// deadline and cancel flag.
     fn read<T>(

@@ -65,136 +65,114 @@ impl BitWriter {
 
 /// Reads bits from a byte slice; running past the end is an error, never a panic.
 ///
-/// Bits are buffered left-aligned in a u64 accumulator refilled a byte at a time, so
-/// most reads are a shift and a mask.
+/// The reader keeps only a bit position. [`BitReader::peek`] loads the 8 bytes under it
+/// big-endian and shifts off the bits already consumed, so a read of up to 57 bits is one
+/// load, a shift and a mask, without a refill loop. The checked reads (`read_*`) fail as
+/// soon as a read would pass the end; the hot decode loop uses `peek`/`consume` and asks
+/// [`BitReader::overran`] once per sample instead (bits past the end read as zeros).
 #[derive(Clone, Debug)]
 pub struct BitReader<'a> {
     data: &'a [u8],
-    /// Next byte of `data` to load into the accumulator.
-    next: usize,
-    acc: u64,
-    /// Valid bits in `acc`, counted from its most significant bit.
-    acc_bits: u32,
+    /// Bits consumed so far (may pass the end of `data` after unchecked `consume`s).
+    pos: usize,
 }
+
+/// How many of [`BitReader::peek`]'s bits are always the stream's (the rest are zeros).
+pub const PEEK_BITS: u32 = 57;
 
 impl<'a> BitReader<'a> {
     pub fn new(data: &'a [u8]) -> BitReader<'a> {
-        BitReader { data, next: 0, acc: 0, acc_bits: 0 }
+        BitReader { data, pos: 0 }
     }
 
-    fn eof() -> Error {
+    pub(crate) fn eof() -> Error {
         Error::corrupt("chunk", "truncated bit stream")
     }
 
+    /// Bits left before the end (0 once past it).
     #[inline]
-    fn refill(&mut self) {
-        if self.acc_bits == 0 && self.next + 8 <= self.data.len() {
-            // Fast path: a whole word.
-            let w = u64::from_be_bytes(self.data[self.next..self.next + 8].try_into().expect("8 bytes"));
-            self.acc = w;
-            self.acc_bits = 64;
-            self.next += 8;
-            return;
-        }
-        while self.acc_bits <= 56 && self.next < self.data.len() {
-            self.acc |= u64::from(self.data[self.next]) << (56 - self.acc_bits);
-            self.acc_bits += 8;
-            self.next += 1;
-        }
+    fn remaining(&self) -> usize {
+        (self.data.len() * 8).saturating_sub(self.pos)
     }
 
-    /// Takes `n` (1..=acc_bits) bits off the accumulator.
+    /// The next 64 bits, most significant first, without consuming them. At least the
+    /// top [`PEEK_BITS`] are the stream's; bits past the end of the data read as zeros.
     #[inline]
-    fn take(&mut self, n: u32) -> u64 {
-        let v = self.acc >> (64 - n);
-        self.acc = if n == 64 { 0 } else { self.acc << n };
-        self.acc_bits -= n;
-        v
-    }
-
-    #[inline]
-    pub fn read_bit(&mut self) -> Result<bool> {
-        if self.acc_bits == 0 {
-            self.refill();
-            if self.acc_bits == 0 {
-                return Err(Self::eof());
+    pub fn peek(&self) -> u64 {
+        let byte = self.pos >> 3;
+        let w = match self.data.get(byte..byte + 8) {
+            Some(b) => u64::from_be_bytes(b.try_into().expect("8 bytes")),
+            None => {
+                // The last 7 bytes of the data: pad with zeros.
+                let rest = self.data.get(byte..).unwrap_or(&[]);
+                let mut buf = [0u8; 8];
+                buf[..rest.len()].copy_from_slice(rest);
+                u64::from_be_bytes(buf)
             }
-        }
-        Ok(self.take(1) == 1)
+        };
+        w << (self.pos & 7)
     }
 
-    /// Reads a unary prefix of up to `max` one-bits (1..=8): the number of leading ones,
-    /// consuming the terminating zero unless `max` ones were read. One shift instead of
-    /// a bit-by-bit loop on the hot decode path.
+    /// Consumes `n` bits unchecked; see [`BitReader::overran`].
     #[inline]
-    pub fn read_ones(&mut self, max: u32) -> Result<u32> {
-        debug_assert!((1..=8).contains(&max));
-        if self.acc_bits < max {
-            self.refill();
+    pub fn consume(&mut self, n: u32) {
+        self.pos += n as usize;
+    }
+
+    /// True when unchecked reads went past the end of the data (the bits they returned
+    /// were padding, so what was decoded from them is not the stream's).
+    #[inline]
+    pub fn overran(&self) -> bool {
+        self.pos > self.data.len() * 8
+    }
+
+    /// Reads `n` (1..=64) bits unchecked, most significant first.
+    #[inline]
+    pub fn take(&mut self, n: u32) -> u64 {
+        debug_assert!((1..=64).contains(&n));
+        if n <= PEEK_BITS {
+            let v = self.peek() >> (64 - n);
+            self.consume(n);
+            v
+        } else {
+            let hi = self.peek() >> 32;
+            self.consume(32);
+            let lo_n = n - 32;
+            let lo = self.peek() >> (64 - lo_n);
+            self.consume(lo_n);
+            (hi << lo_n) | lo
         }
-        if self.acc_bits >= max {
-            let ones = (!self.acc).leading_zeros().min(max);
-            self.take(if ones < max { ones + 1 } else { max });
-            return Ok(ones);
-        }
-        // Near the end of the data: fall back to single bits.
-        let mut ones = 0;
-        while ones < max && self.read_bit()? {
-            ones += 1;
-        }
-        Ok(ones)
     }
 
     /// Reads `n` (1..=64) bits as an unsigned integer, most significant first.
     #[inline]
     pub fn read_bits(&mut self, n: u32) -> Result<u64> {
         debug_assert!((1..=64).contains(&n));
-        if n > self.acc_bits {
-            self.refill();
-        }
-        if n <= self.acc_bits {
-            return Ok(self.take(n));
-        }
-        // The accumulator holds fewer than `n` bits even after a refill: either the
-        // data ends, or `n` is large and the accumulator is not byte-aligned. Read in
-        // two parts.
-        if self.next >= self.data.len() || self.acc_bits == 0 {
+        if n as usize > self.remaining() {
             return Err(Self::eof());
         }
-        let hi_n = self.acc_bits;
-        let hi = self.take(hi_n);
-        self.refill();
-        let lo_n = n - hi_n;
-        if lo_n > self.acc_bits {
-            return Err(Self::eof());
-        }
-        Ok((hi << lo_n) | self.take(lo_n))
+        Ok(self.take(n))
     }
 
     /// Byte offset of the read position; only meaningful while byte-aligned.
-    fn aligned_pos(&mut self) -> usize {
-        debug_assert_eq!(self.acc_bits % 8, 0, "aligned read on an unaligned stream");
-        // Give back the whole bytes still buffered.
-        let pos = self.next - (self.acc_bits / 8) as usize;
-        self.next = pos;
-        self.acc = 0;
-        self.acc_bits = 0;
-        pos
+    fn aligned_pos(&self) -> usize {
+        debug_assert_eq!(self.pos % 8, 0, "aligned read on an unaligned stream");
+        self.pos.div_ceil(8)
     }
 
     /// Reads whole bytes; only valid while byte-aligned (header fields).
     pub fn read_aligned(&mut self, n: usize) -> Result<&'a [u8]> {
         let start = self.aligned_pos();
         let bytes = self.data.get(start..start + n).ok_or_else(Self::eof)?;
-        self.next = start + n;
+        self.pos = (start + n) * 8;
         Ok(bytes)
     }
 
     /// Reads a Go-style unsigned varint (LEB128) at a byte-aligned position.
     pub fn read_uvarint(&mut self) -> Result<u64> {
         let start = self.aligned_pos();
-        let (v, used) = crate::varint::read_uvarint(&self.data[start.min(self.data.len())..])?;
-        self.next = start + used;
+        let (v, used) = crate::varint::read_uvarint(self.data.get(start..).unwrap_or(&[]))?;
+        self.pos = (start + used) * 8;
         Ok(v)
     }
 }

@@ -1,11 +1,95 @@
 //! Chunk encodings: Gorilla XOR for floats, in Prometheus' exact layout and in a
-//! variant with jitter-friendly timestamp buckets (what the engine writes). The stored
-//! value in the `chunks` column family carries the encoding byte.
+//! variant with jitter-friendly timestamp buckets (what the head appends to), and the
+//! decimal encoding (scaled integers, timestamps as interval + exceptions) that the
+//! engine stores instead when it is smaller. The stored value in the `chunks` column
+//! family carries the encoding byte; [`SampleIter`] and [`decode_into`] read any of them.
 
 mod bits;
+pub mod decimal;
 mod xor;
 
-pub use xor::{decode, decode_into, num_samples, Encoding, XorAppender, XorIter, MAX_SAMPLES};
+pub use decimal::DecimalIter;
+pub use xor::{num_samples, Encoding, XorAppender, XorIter, MAX_SAMPLES};
+
+use crate::error::Result;
+use tessera_model::Sample;
+
+/// Iterates the samples of a chunk of any encoding. Corrupt or truncated input yields
+/// one `Err` and then ends; it never panics.
+pub enum SampleIter<'a> {
+    Xor(XorIter<'a>),
+    Decimal(DecimalIter<'a>),
+}
+
+impl<'a> SampleIter<'a> {
+    pub fn new(chunk: &'a [u8], enc: Encoding) -> SampleIter<'a> {
+        match enc {
+            Encoding::Xor | Encoding::XorJitter => SampleIter::Xor(XorIter::new(chunk, enc)),
+            Encoding::Decimal => SampleIter::Decimal(DecimalIter::new(chunk)),
+        }
+    }
+}
+
+impl Iterator for SampleIter<'_> {
+    type Item = Result<Sample>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Sample>> {
+        match self {
+            SampleIter::Xor(it) => it.next(),
+            SampleIter::Decimal(it) => it.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            SampleIter::Xor(it) => it.size_hint(),
+            SampleIter::Decimal(it) => it.size_hint(),
+        }
+    }
+}
+
+/// Decodes a whole chunk of any encoding, appending its samples to `out`.
+pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result<()> {
+    match enc {
+        Encoding::Xor | Encoding::XorJitter => xor::decode_into(chunk, enc, out),
+        // On error nothing of the chunk is kept, as for XOR.
+        Encoding::Decimal => {
+            let before = out.len();
+            out.reserve(num_samples(chunk)?);
+            for s in DecimalIter::new(chunk) {
+                match s {
+                    Ok(s) => out.push(s),
+                    Err(e) => {
+                        out.truncate(before);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Decodes a whole chunk of any encoding into a new vector.
+pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
+    let mut out = Vec::new();
+    decode_into(chunk, enc, &mut out)?;
+    Ok(out)
+}
+
+/// The smallest stored form of a sealed XOR chunk: the decimal encoding of its samples
+/// when that is smaller, else the chunk as it is. `scratch` is reused between calls.
+/// Returns `None` to keep the XOR bytes. A chunk that does not decode is kept as it is
+/// (the head built it; the read path reports it).
+pub fn compact_form(xor: &[u8], enc: Encoding, scratch: &mut Vec<Sample>) -> Option<Vec<u8>> {
+    if enc == Encoding::Decimal {
+        return None;
+    }
+    scratch.clear();
+    xor::decode_into(xor, enc, scratch).ok()?;
+    decimal::encode(scratch).filter(|d| d.len() < xor.len())
+}
 
 #[cfg(test)]
 mod tests;

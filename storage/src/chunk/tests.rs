@@ -128,8 +128,78 @@ fn truncated_chunk_is_an_error_not_a_panic() {
     }
 }
 
+#[test]
+fn a_failed_decode_leaves_the_output_as_it_was() {
+    let samples: Vec<Sample> = (0..120).map(|i| Sample::new(i * 15_000, (i as f64).sqrt())).collect();
+    for enc in BOTH {
+        let bytes = XorAppender::encode(enc, &samples).expect("encode");
+        let mut out = vec![Sample::new(-1, 7.0)];
+        let r = decode_into(&bytes[..bytes.len() - 3], enc, &mut out);
+        assert!(matches!(r, Err(crate::Error::Corrupt { .. })), "{r:?}");
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].t, -1);
+    }
+}
+
+#[test]
+fn values_wider_than_one_peek_round_trip() {
+    // XORs with 58..=64 significant bits take the two-part read, in a new window (13
+    // header bits) and in a reused one (2 header bits).
+    let vals = [
+        0u64,
+        u64::MAX,
+        1,
+        u64::MAX - 1,
+        1 << 63,
+        0x8000_0000_0000_0001,
+        0x7fff_ffff_ffff_fffe,
+        3,
+        0x5555_5555_5555_5555,
+    ];
+    let samples: Vec<Sample> =
+        vals.iter().enumerate().map(|(i, &v)| Sample::new(i as i64 * 15_000, f64::from_bits(v))).collect();
+    assert_bit_exact(&samples, &roundtrip(&samples));
+}
+
+/// What the iterator yields: the samples up to the first error, and whether one came.
+fn iterate(bytes: &[u8], enc: Encoding) -> (Vec<Sample>, bool) {
+    let mut out = Vec::new();
+    for s in XorIter::new(bytes, enc) {
+        match s {
+            Ok(s) => out.push(s),
+            Err(_) => return (out, true),
+        }
+    }
+    (out, false)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_iterator_and_the_bulk_decoder_agree_even_on_corrupt_bytes(
+        raw in proptest::collection::vec((any::<i64>(), any::<u64>()), 1..80),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4),
+        cut in any::<usize>(),
+    ) {
+        let samples: Vec<Sample> = raw.iter().map(|&(t, v)| Sample::new(t, f64::from_bits(v))).collect();
+        for enc in BOTH {
+            let mut bytes = XorAppender::encode(enc, &samples).expect("encode");
+            for &(pos, x) in &flips {
+                let i = pos % bytes.len();
+                bytes[i] ^= x;
+            }
+            bytes.truncate(bytes.len() - cut % 3);
+            let (iterated, failed) = iterate(&bytes, enc);
+            match decode(&bytes, enc) {
+                Ok(all) => {
+                    prop_assert!(!failed);
+                    assert_bit_exact(&all, &iterated);
+                }
+                Err(_) => prop_assert!(failed),
+            }
+        }
+    }
 
     #[test]
     fn any_i64_and_f64_bits_round_trip(raw in proptest::collection::vec((any::<i64>(), any::<u64>()), 0..300)) {

@@ -9,7 +9,7 @@
 //! round-trips exactly; values are compared as raw bits, so NaN payloads (the Prometheus
 //! stale marker 0x7ff0000000000002), -0.0, ±Inf and subnormals survive unchanged.
 
-use super::bits::{BitReader, BitWriter};
+use super::bits::{BitReader, BitWriter, PEEK_BITS};
 use crate::error::{Error, Result};
 use crate::varint;
 use tessera_model::Sample;
@@ -29,6 +29,10 @@ pub enum Encoding {
     /// instead of 16, which is half the size of a constant series' chunk. This is
     /// what the engine writes.
     XorJitter = 2,
+    /// Not an XOR chunk: values as scaled decimal integers, timestamps as interval +
+    /// exceptions (`decimal.rs`). The engine stores it in place of an XOR chunk when it
+    /// is smaller; [`XorIter`] does not read it (use `chunk::SampleIter`).
+    Decimal = 3,
 }
 
 impl Encoding {
@@ -39,7 +43,8 @@ impl Encoding {
     fn buckets(self) -> [u32; 3] {
         match self {
             Encoding::Xor => [14, 17, 20],
-            Encoding::XorJitter => [6, 13, 20],
+            // Not an XOR encoding (`chunk::SampleIter` never gives it to `XorIter`).
+            Encoding::XorJitter | Encoding::Decimal => [6, 13, 20],
         }
     }
 
@@ -48,6 +53,7 @@ impl Encoding {
         match b {
             1 => Some(Encoding::Xor),
             2 => Some(Encoding::XorJitter),
+            3 => Some(Encoding::Decimal),
             _ => None,
         }
     }
@@ -227,134 +233,193 @@ pub fn num_samples(chunk: &[u8]) -> Result<usize> {
     }
 }
 
-/// Iterates the samples of an encoded chunk. Corrupt or truncated input yields one
-/// `Err` and then ends; it never panics.
-pub struct XorIter<'a> {
-    buckets: [u32; 3],
+/// The decoding state of one chunk, shared by [`XorIter`] and [`decode_into`].
+struct Decoder<'a> {
+    /// Payload bits of the timestamp buckets by their count of prefix ones (0..=3).
+    payload: [u32; 4],
     r: BitReader<'a>,
-    remaining: u16,
+    /// Samples in the chunk, from its header.
+    count: u16,
     read: u16,
     t: i64,
     delta: u64,
     v: u64,
-    leading: u8,
-    trailing: u8,
-    failed: bool,
+    /// Leading zeros and width of the current XOR window (`sig == 0`: none yet).
+    leading: u32,
+    sig: u32,
 }
 
-impl<'a> XorIter<'a> {
-    pub fn new(chunk: &'a [u8], enc: Encoding) -> XorIter<'a> {
+impl<'a> Decoder<'a> {
+    fn new(chunk: &'a [u8], enc: Encoding) -> Result<Decoder<'a>> {
         let mut r = BitReader::new(chunk);
-        let (remaining, failed) = match r.read_aligned(2) {
-            Ok(h) => (u16::from_be_bytes([h[0], h[1]]), false),
-            Err(_) => (0, true),
-        };
-        XorIter {
-            buckets: enc.buckets(),
+        let h = r.read_aligned(2).map_err(|_| Error::corrupt("chunk", "shorter than its 2-byte header"))?;
+        let [b0, b1, b2] = enc.buckets();
+        Ok(Decoder {
+            payload: [0, b0, b1, b2],
             r,
-            remaining,
+            count: u16::from_be_bytes([h[0], h[1]]),
             read: 0,
             t: 0,
             delta: 0,
             v: 0,
-            leading: 0xff,
-            trailing: 0,
-            failed,
-        }
+            leading: 0,
+            sig: 0,
+        })
     }
 
-    /// True when the header could not even be read (a 0- or 1-byte input).
-    pub fn header_failed(&self) -> bool {
-        self.failed && self.read == 0
-    }
-
+    /// Decodes the next sample (the caller checks `read < count`).
+    #[inline]
     fn next_sample(&mut self) -> Result<Sample> {
-        match self.read {
-            0 => {
-                self.t = varint::unzigzag(self.r.read_uvarint()?);
-                self.v = self.r.read_bits(64)?;
-            }
-            1 => {
-                // The delta uvarint sits at a byte boundary (see the appender).
-                let mut v: u64 = 0;
-                let mut done = false;
-                for i in 0..10 {
-                    let b = self.r.read_bits(8)? as u8;
-                    if i == 9 && b > 1 {
-                        return Err(Error::corrupt("chunk", "t1 delta varint overflows"));
-                    }
-                    v |= u64::from(b & 0x7f) << (7 * i);
-                    if b < 0x80 {
-                        done = true;
-                        break;
-                    }
-                }
-                if !done {
-                    return Err(Error::corrupt("chunk", "t1 delta varint too long"));
-                }
-                self.delta = v;
-                self.t = (self.t as u64).wrapping_add(v) as i64;
-                self.read_xor()?;
-            }
-            _ => {
-                // Count the leading one bits (at most 4) to find the dod bucket.
-                let ones = self.r.read_ones(4)?;
-                let dod: i64 = match ones {
-                    0 => 0,
-                    1..=3 => {
-                        let n = self.buckets[ones as usize - 1];
-                        sign_extend(self.r.read_bits(n)?, n)
-                    }
-                    _ => self.r.read_bits(64)? as i64,
-                };
-                self.delta = self.delta.wrapping_add(dod as u64);
-                self.t = (self.t as u64).wrapping_add(self.delta) as i64;
-                self.read_xor()?;
+        if self.read < 2 {
+            self.head_sample()?;
+        } else {
+            self.read_dod();
+            self.read_xor()?;
+            if self.r.overran() {
+                return Err(BitReader::eof());
             }
         }
         self.read += 1;
         Ok(Sample { t: self.t, v: f64::from_bits(self.v) })
     }
 
-    fn read_xor(&mut self) -> Result<()> {
-        // `0` same value, `10` reuse the window, `11` new window.
-        let ones = self.r.read_ones(2)?;
-        if ones == 0 {
+    /// Decodes one sample into each of `slots` (at most the samples left). Bits past
+    /// the end read as zeros, so the overrun check runs once, after the loop: a sample
+    /// decoded from them is never handed out, because the caller drops them all.
+    fn fill(&mut self, slots: &mut [Sample]) -> Result<()> {
+        let mut slots = slots.iter_mut();
+        while self.read < 2 {
+            let Some(slot) = slots.next() else { return Ok(()) };
+            *slot = self.next_sample()?;
+        }
+        for slot in slots {
+            self.read_dod();
+            self.read_xor()?;
+            *slot = Sample { t: self.t, v: f64::from_bits(self.v) };
+        }
+        if self.r.overran() {
+            return Err(BitReader::eof());
+        }
+        Ok(())
+    }
+
+    /// The first two samples: byte-aligned header fields, then the first XOR.
+    #[cold]
+    fn head_sample(&mut self) -> Result<()> {
+        if self.read == 0 {
+            self.t = varint::unzigzag(self.r.read_uvarint()?);
+            self.v = self.r.read_bits(64)?;
             return Ok(());
         }
-        if ones == 2 {
-            let leading = self.r.read_bits(5)? as u8;
-            let mut sig = self.r.read_bits(6)? as u8;
-            if sig == 0 {
-                sig = 64;
+        // The delta uvarint sits at a byte boundary (see the appender).
+        let mut v: u64 = 0;
+        let mut done = false;
+        for i in 0..10 {
+            let b = self.r.read_bits(8)? as u8;
+            if i == 9 && b > 1 {
+                return Err(Error::corrupt("chunk", "t1 delta varint overflows"));
             }
-            if u32::from(leading) + u32::from(sig) > 64 {
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b < 0x80 {
+                done = true;
+                break;
+            }
+        }
+        if !done {
+            return Err(Error::corrupt("chunk", "t1 delta varint too long"));
+        }
+        self.delta = v;
+        self.t = (self.t as u64).wrapping_add(v) as i64;
+        self.read_xor()?;
+        if self.r.overran() {
+            return Err(BitReader::eof());
+        }
+        Ok(())
+    }
+
+    /// The timestamp: a delta-of-delta behind a unary bucket prefix of at most 4 ones.
+    /// Unchecked reads; the caller checks for an overrun.
+    #[inline(always)]
+    fn read_dod(&mut self) {
+        let w = self.r.peek();
+        let ones = (!w).leading_zeros();
+        let dod = if ones < 4 {
+            // Prefix and payload (at most 4 + 20 bits) lie inside one peek; `0` has an
+            // empty payload, which the double shift turns into 0.
+            let n = self.payload[(ones & 3) as usize];
+            let bits = ((w << (ones + 1)) >> 1) >> (63 - n);
+            self.r.consume(ones + 1 + n);
+            // Prometheus' two's complement: above 2^(n-1) is negative.
+            let full = 1u64 << n;
+            bits.wrapping_sub(if bits > full >> 1 { full } else { 0 })
+        } else {
+            self.r.consume(4);
+            self.r.take(64)
+        };
+        self.delta = self.delta.wrapping_add(dod);
+        self.t = (self.t as u64).wrapping_add(self.delta) as i64;
+    }
+
+    /// The value: `0` same value, `10` XOR in the previous window, `11` new window
+    /// (5 bits leading zeros, 6 bits width, 0 meaning 64). Unchecked reads.
+    #[inline(always)]
+    fn read_xor(&mut self) -> Result<()> {
+        let w = self.r.peek();
+        if w >> 63 == 0 {
+            self.r.consume(1);
+            return Ok(());
+        }
+        let head = if (w >> 62) & 1 == 0 {
+            if self.sig == 0 {
+                return Err(Error::corrupt("chunk", "xor window reused before it was set"));
+            }
+            2
+        } else {
+            let leading = ((w >> 57) & 0x1f) as u32;
+            let sig = match ((w >> 51) & 0x3f) as u32 {
+                0 => 64,
+                n => n,
+            };
+            if leading + sig > 64 {
                 return Err(Error::corrupt("chunk", "xor window exceeds 64 bits"));
             }
             self.leading = leading;
-            self.trailing = 64 - leading - sig;
-        } else if self.leading == 0xff {
-            return Err(Error::corrupt("chunk", "xor window reused before it was set"));
-        }
-        let sig = 64 - u32::from(self.leading) - u32::from(self.trailing);
-        if sig == 0 {
-            return Err(Error::corrupt("chunk", "empty xor window"));
-        }
-        let bits = self.r.read_bits(sig)?;
-        self.v ^= bits << self.trailing;
+            self.sig = sig;
+            13
+        };
+        let sig = self.sig;
+        let bits = if head + sig <= PEEK_BITS {
+            self.r.consume(head + sig);
+            (w << head) >> (64 - sig)
+        } else {
+            self.r.consume(head);
+            self.r.take(sig)
+        };
+        // The window ends `64 - leading - sig` bits above the least significant bit.
+        self.v ^= bits << (64 - self.leading - sig);
         Ok(())
     }
 }
 
-/// Interprets the low `n` bits as a two's-complement number the way Prometheus does:
-/// values above 2^(n-1) are negative (2^(n-1) itself stays positive).
-#[inline]
-fn sign_extend(bits: u64, n: u32) -> i64 {
-    let b = bits as i64;
-    if b > (1i64 << (n - 1)) {
-        b - (1i64 << n)
-    } else {
-        b
+/// Iterates the samples of an encoded chunk. Corrupt or truncated input yields one
+/// `Err` and then ends; it never panics.
+pub struct XorIter<'a> {
+    dec: Option<Decoder<'a>>,
+    /// The header error, reported once.
+    header: Option<Error>,
+}
+
+impl<'a> XorIter<'a> {
+    pub fn new(chunk: &'a [u8], enc: Encoding) -> XorIter<'a> {
+        match Decoder::new(chunk, enc) {
+            Ok(dec) => XorIter { dec: Some(dec), header: None },
+            Err(e) => XorIter { dec: None, header: Some(e) },
+        }
+    }
+
+    /// True when the header could not even be read (a 0- or 1-byte input).
+    pub fn header_failed(&self) -> bool {
+        self.header.is_some()
     }
 }
 
@@ -362,44 +427,35 @@ impl Iterator for XorIter<'_> {
     type Item = Result<Sample>;
 
     fn next(&mut self) -> Option<Result<Sample>> {
-        if self.failed {
-            if self.header_failed() {
-                // Report the short header once, then stop.
-                self.read = 1;
-                return Some(Err(Error::corrupt("chunk", "shorter than its 2-byte header")));
-            }
+        if let Some(e) = self.header.take() {
+            return Some(Err(e));
+        }
+        let dec = self.dec.as_mut()?;
+        if dec.read >= dec.count {
             return None;
         }
-        if self.read >= self.remaining {
-            return None;
-        }
-        let r = self.next_sample();
+        let r = dec.next_sample();
         if r.is_err() {
-            self.failed = true;
-            self.read = self.remaining.max(1);
+            self.dec = None;
         }
         Some(r)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        let n = self.remaining.saturating_sub(self.read) as usize;
-        (0, Some(n))
+        let n = self.dec.as_ref().map_or(0, |d| d.count.saturating_sub(d.read) as usize);
+        (0, Some(n + usize::from(self.header.is_some())))
     }
 }
 
-/// Decodes a whole chunk, appending its samples to `out`.
+/// Decodes a whole chunk, appending its samples to `out`. On an error `out` is left as
+/// it was.
 pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result<()> {
-    let n = num_samples(chunk)?;
-    out.reserve(n);
-    for s in XorIter::new(chunk, enc) {
-        out.push(s?);
+    let mut dec = Decoder::new(chunk, enc)?;
+    let before = out.len();
+    out.resize(before + dec.count as usize, Sample { t: 0, v: 0.0 });
+    let r = dec.fill(&mut out[before..]);
+    if r.is_err() {
+        out.truncate(before);
     }
-    Ok(())
-}
-
-/// Decodes a whole chunk into a new vector.
-pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
-    let mut out = Vec::new();
-    decode_into(chunk, enc, &mut out)?;
-    Ok(out)
+    r
 }

@@ -22,13 +22,28 @@ pub fn extrapolated_rate(
     is_counter: bool,
     is_rate: bool,
 ) -> Option<f64> {
+    extrapolated_rate_given(samples, window_start_ms, window_end_ms, is_counter, is_rate, true)
+}
+
+/// [`extrapolated_rate`] for a caller that may know the window holds no counter reset
+/// (no sample below the one before it): with `may_reset == false` the per-sample scan
+/// for resets is skipped, which makes a window O(1). The result is the same bit for bit
+/// when the caller is right (the scan would add nothing).
+pub fn extrapolated_rate_given(
+    samples: &[Sample],
+    window_start_ms: i64,
+    window_end_ms: i64,
+    is_counter: bool,
+    is_rate: bool,
+    may_reset: bool,
+) -> Option<f64> {
     if samples.len() < 2 {
         return None;
     }
     let first = samples[0];
     let last = samples[samples.len() - 1];
     let mut result = last.v - first.v;
-    if is_counter {
+    if is_counter && may_reset {
         // A drop means the counter restarted from zero; the value it had before the drop
         // was lost from `last - first` and is added back.
         for w in samples.windows(2) {

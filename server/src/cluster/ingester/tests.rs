@@ -431,3 +431,124 @@ fn cardinality_pieces_split_a_shards_pairs_within_the_budget_and_keep_them_all()
     let empty = cardinality_pieces(ShardId(0), &CardinalityCounter::default(), 1_000);
     assert_eq!(empty.len(), 1, "an empty shard still reports its zero");
 }
+
+/// The frames of an `Eval` answer collected, or its error status.
+async fn eval(svc: &IngesterService, req: pb::EvalRequest) -> Result<tessera_query::FragmentOutput, Status> {
+    let mut stream = svc.eval(Request::new(req)).await?.into_inner();
+    let mut answer = convert::EvalAnswer::default();
+    while let Some(frame) = futures::StreamExt::next(&mut stream).await {
+        answer.add(frame?).map_err(Status::internal)?;
+    }
+    answer.finish().map_err(Status::internal)
+}
+
+#[tokio::test]
+async fn eval_evaluates_a_fragment_over_the_named_shards_and_refuses_holes_and_overspending() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let id = Identity::of(&cluster());
+    let me = Some(convert::identity_to_pb(&id));
+    let shards = open_all(dir.path());
+    let book = Arc::new(HoleBook::none(shards.ids()));
+    let svc = IngesterService::new("i0".into(), id.clone(), Arc::clone(&shards)).with_holes(Arc::clone(&book));
+    let names: Vec<String> = (0..12).map(|i| format!("m{i}")).collect();
+    let sent: Vec<pb::Series> = names.iter().map(|n| series(n, 4)).collect();
+    let per_shard = |s: u32| sent.iter().filter(|x| x.shard == s).count();
+    let resp = svc
+        .push(Request::new(pb::PushRequest {
+            cluster: me.clone(),
+            tenant: "t".into(),
+            series: sent.clone(),
+            metadata: vec![],
+        }))
+        .await
+        .expect("push")
+        .into_inner();
+    assert!(resp.shards.iter().all(|o| o.error.is_empty()), "{resp:?}");
+    // `count({__name__=~"m.*"})` at t = 2000 as the querier's planner sends it.
+    let fragment = |max_samples: u64, mode: tessera_query::FragmentMode, query: &str| tessera_query::Fragment {
+        query: query.into(),
+        path: vec![],
+        mode,
+        start: 2000,
+        end: 2000,
+        step: 1,
+        query_start: 2000,
+        query_end: 2000,
+        query_step: 0,
+        lookback_delta_ms: 300_000,
+        max_samples,
+        param: vec![],
+        string_param: None,
+    };
+    let count = "count({__name__=~\"m.*\"})";
+    let req = |shards: Vec<u32>, f: tessera_query::Fragment| pb::EvalRequest {
+        cluster: me.clone(),
+        tenant: "t".into(),
+        shards,
+        fragment: Some(convert::fragment_to_pb(&f)),
+    };
+    let counted = |o: tessera_query::FragmentOutput| match o.data {
+        tessera_query::FragmentData::Groups(g) => g.iter().flat_map(|g| g.steps.iter().map(|s| s.count)).sum::<f64>(),
+        other => panic!("not partial groups: {other:?}"),
+    };
+    let all = eval(&svc, req(vec![0, 1, 2, 3], fragment(1000, tessera_query::FragmentMode::Partial, count)))
+        .await
+        .expect("eval");
+    assert_eq!(counted(all), 12.0);
+    let busy = (0..4).find(|&s| per_shard(s) > 0).expect("a shard with series");
+    let one =
+        eval(&svc, req(vec![busy], fragment(1000, tessera_query::FragmentMode::Partial, count))).await.expect("eval");
+    assert_eq!(counted(one), per_shard(busy) as f64, "only the named shard's series");
+
+    // More samples than the fragment may hold: the engine's error with its class.
+    let err =
+        eval(&svc, req(vec![0, 1, 2, 3], fragment(2, tessera_query::FragmentMode::Concat, "{__name__=~\"m.*\"}")))
+            .await
+            .expect_err("over the sample budget");
+    let e = convert::query_error_from_eval_status(&err).expect("an engine error");
+    assert_eq!(e.kind, tessera_query::ErrorKind::Execution);
+    assert!(e.message.contains("too many samples"), "{e}");
+
+    // A malformed fragment is the caller's error.
+    let mut bad = fragment(1000, tessera_query::FragmentMode::Partial, count);
+    bad.path = vec![7];
+    let err = eval(&svc, req(vec![0], bad)).await.expect_err("bad path");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+
+    // A hole of a named shard overlapping what the evaluation reads fails the call; the
+    // other shards still evaluate.
+    book.add(ShardId(busy), Hole { from: 1500, to: 1600 });
+    let err = eval(&svc, req(vec![busy], fragment(1000, tessera_query::FragmentMode::Partial, count)))
+        .await
+        .expect_err("hole");
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{err}");
+    assert!(err.message().contains("may be missing writes"), "{err}");
+    let others: Vec<u32> = (0..4).filter(|&s| s != busy).collect();
+    let rest =
+        eval(&svc, req(others, fragment(1000, tessera_query::FragmentMode::Partial, count))).await.expect("eval");
+    assert_eq!(counted(rest), (12 - per_shard(busy)) as f64);
+    // No shard, or one placed elsewhere: refused.
+    let err =
+        eval(&svc, req(vec![], fragment(1000, tessera_query::FragmentMode::Partial, count))).await.expect_err("none");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    let err =
+        eval(&svc, req(vec![9], fragment(1000, tessera_query::FragmentMode::Partial, count))).await.expect_err("9");
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+}
+
+#[tokio::test]
+async fn an_eval_waits_for_the_pushes_that_arrived_before_it() {
+    let gate = Arc::new(PushGate::default());
+    let first = gate.enter();
+    let waiter = {
+        let gate = Arc::clone(&gate);
+        tokio::spawn(async move { gate.wait_for_earlier(Instant::now() + Duration::from_secs(10)).await })
+    };
+    // Let the evaluation arrive; a push that arrives later does not hold it.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let _later = gate.enter();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!waiter.is_finished(), "the evaluation waits for the earlier push");
+    drop(first);
+    tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("released").expect("task");
+}

@@ -1,0 +1,405 @@
+//! The decimal chunk encoding (`Encoding::Decimal`): timestamps as "interval + exceptions"
+//! and values as scaled integers, for chunks whose every value is a decimal number with
+//! at most [`MAX_SCALE`] digits after the point (integers, `250.125` W, `0.731524`
+//! ratios: what exporters print and remote write carries).
+//!
+//! Each value `v` is stored as the integer `m` with `v == m / 10^k` *bit for bit* (IEEE
+//! division by an exact power of ten is correctly rounded, so decoding gives back the very
+//! bits that were encoded; the encoder checks every sample and refuses the chunk
+//! otherwise, e.g. for NaN, ±Inf, `-0.0` or values beyond 2^53 · 10^-k). The integers go
+//! as deltas (gauges) or deltas of deltas (counters), whichever is smaller; timestamps go
+//! as their deltas minus the chunk's median delta, or as offsets from a regular grid,
+//! whichever is smaller ("interval + exceptions"). Each residual stream is zig-zagged
+//! and bit-packed at one width chosen to minimise it, the high bits of the residuals that
+//! do not fit listed as exceptions (patched frame of reference). The engine stores this
+//! kind when it is smaller than the XOR chunk of the same samples (`chunk::compact_form`).
+//! Layout in `storage/FORMAT.md`.
+
+use super::bits::{BitReader, BitWriter};
+use super::MAX_SAMPLES;
+use crate::error::{Error, Result};
+use crate::varint;
+use tessera_model::Sample;
+
+/// Most digits after the decimal point a value may have (10^18 is exact in an f64).
+pub const MAX_SCALE: u8 = 18;
+
+/// Powers of ten up to 10^MAX_SCALE, all exactly representable as f64.
+const POW10: [f64; MAX_SCALE as usize + 1] =
+    [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18];
+
+/// Integers whose magnitude is at most this are exact in an f64.
+const MAX_EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+
+/// Width byte meaning "every residual of this stream is zero; nothing else is stored".
+const ALL_ZERO: u8 = 0xff;
+
+/// Bit of the modes byte: the value residuals are deltas of deltas (else deltas).
+const VALUE_ORDER2: u8 = 0x01;
+/// Bit of the modes byte: timestamps are offsets from a grid (else deltas minus the interval).
+const TS_GRID: u8 = 0x02;
+
+/// The integer `m` with `m / 10^k == v` bit for bit, if there is one within 2^53.
+#[inline]
+fn scaled(v: f64, k: u8) -> Option<i64> {
+    let p = POW10[k as usize];
+    let x = (v * p).round();
+    if !(x.abs() <= MAX_EXACT) {
+        return None; // also NaN
+    }
+    // Checked on the integer the decoder will see, so `-0.0` (integer 0) is refused.
+    let m = x as i64;
+    ((m as f64 / p).to_bits() == v.to_bits()).then_some(m)
+}
+
+/// Encodes `samples` as a decimal chunk, or `None` when some value is not a decimal
+/// number this encoding represents exactly (or there are no samples, or too many).
+pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
+    let n = samples.len();
+    if n == 0 || n > MAX_SAMPLES {
+        return None;
+    }
+    // The smallest scale that fits every value: raise it while values need more digits.
+    let mut k = 0u8;
+    for s in samples {
+        if scaled(s.v, k).is_none() {
+            k = (k + 1..=MAX_SCALE).find(|&k2| scaled(s.v, k2).is_some())?;
+        }
+    }
+    let mut ints = Vec::with_capacity(n);
+    for s in samples {
+        ints.push(scaled(s.v, k)?);
+    }
+    let t0 = samples[0].t;
+
+    // Timestamps, two ways; the smaller is kept.
+    // (a) deltas minus the median delta (a missed scrape costs one exception);
+    let mut deltas: Vec<u64> = samples.windows(2).map(|w| (w[1].t as u64).wrapping_sub(w[0].t as u64)).collect();
+    let median = {
+        let mut sorted = deltas.clone();
+        sorted.sort_unstable_by_key(|&d| d as i64);
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+    };
+    for d in &mut deltas {
+        *d = varint::zigzag(d.wrapping_sub(median) as i64);
+    }
+    let by_delta = Plan::new(deltas);
+    // (b) offsets from the grid `t0 + offset + i · interval`, the interval being the mean
+    // delta and the offset the median offset (independent jitter costs half as much).
+    let span = i128::from(samples[n - 1].t) - i128::from(t0);
+    let mean = if n > 1 { (span + (n as i128 - 1) / 2).div_euclid(n as i128 - 1) as i64 as u64 } else { 0 };
+    let raw: Vec<u64> = samples
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, s)| (s.t as u64).wrapping_sub(t0 as u64).wrapping_sub(mean.wrapping_mul(i as u64)))
+        .collect();
+    let offset = {
+        let mut sorted = raw.clone();
+        sorted.sort_unstable_by_key(|&d| d as i64);
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0)
+    };
+    let mut by_grid = Plan::new(raw.into_iter().map(|r| varint::zigzag(r.wrapping_sub(offset) as i64)).collect());
+    by_grid.bits += 8 * uvarint_len(varint::zigzag(offset as i64));
+    let (ts, interval, grid) =
+        if by_grid.bits < by_delta.bits { (by_grid, mean, true) } else { (by_delta, median, false) };
+
+    // Values: deltas, or deltas of deltas (the first one against a delta of 0).
+    let mut order1 = Vec::with_capacity(n - 1);
+    let mut order2 = Vec::with_capacity(n - 1);
+    let mut prev_d = 0i64;
+    for w in ints.windows(2) {
+        let d = w[1].wrapping_sub(w[0]);
+        order1.push(varint::zigzag(d));
+        order2.push(varint::zigzag(d.wrapping_sub(prev_d)));
+        prev_d = d;
+    }
+    let (o1, o2) = (Plan::new(order1), Plan::new(order2));
+    let (vals, order2) = if o2.bits < o1.bits { (o2, true) } else { (o1, false) };
+
+    let mut out = Vec::with_capacity(32 + (ts.bits + vals.bits).div_ceil(8) as usize);
+    out.extend_from_slice(&(n as u16).to_be_bytes());
+    varint::put_varint(&mut out, t0);
+    varint::put_uvarint(&mut out, interval);
+    out.push(if order2 { VALUE_ORDER2 } else { 0 } | if grid { TS_GRID } else { 0 });
+    if grid {
+        varint::put_varint(&mut out, offset as i64);
+    }
+    out.push(k);
+    varint::put_varint(&mut out, ints[0]);
+    ts.write(&mut out);
+    vals.write(&mut out);
+    Some(out)
+}
+
+/// Bits needed for `x` (0 for 0).
+#[inline]
+fn bit_len(x: u64) -> u32 {
+    64 - x.leading_zeros()
+}
+
+/// Bytes of `x` as a uvarint.
+#[inline]
+fn uvarint_len(x: u64) -> u64 {
+    u64::from(bit_len(x).max(1).div_ceil(7))
+}
+
+/// How one residual stream is written: every residual in `width` bits ("frame of
+/// reference"), the high bits of the few that do not fit listed as exceptions.
+struct Plan {
+    res: Vec<u64>,
+    width: u8,
+    /// Estimated size in bits (exception positions counted as one byte each).
+    bits: u64,
+}
+
+impl Plan {
+    /// Picks the width that minimises the stream.
+    fn new(res: Vec<u64>) -> Plan {
+        if res.iter().all(|&r| r == 0) {
+            return Plan { res, width: ALL_ZERO, bits: 8 };
+        }
+        let mut hist = [0u64; 65];
+        for &r in &res {
+            hist[bit_len(r) as usize] += 1;
+        }
+        let n = res.len() as u64;
+        let mut best = (0u8, u64::MAX);
+        for w in 0..=64u32 {
+            // An exception: a 1-byte position gap (usually) and its high bits as a uvarint.
+            let exceptions: u64 =
+                (w as usize + 1..=64).map(|l| hist[l] * 8 * (1 + u64::from((l as u32 - w).div_ceil(7)))).sum();
+            let cost = 16 + n * u64::from(w) + exceptions;
+            if cost < best.1 {
+                best = (w as u8, cost);
+            }
+        }
+        Plan { res, width: best.0, bits: best.1 }
+    }
+
+    /// `width u8 | exceptions' byte length uvarint | (gap uvarint, high uvarint)… |
+    /// n × width bits, padded to a byte`.
+    fn write(&self, out: &mut Vec<u8>) {
+        out.push(self.width);
+        if self.width == ALL_ZERO {
+            return;
+        }
+        let w = u32::from(self.width);
+        let mut exc = Vec::new();
+        let mut next_pos = 0u64;
+        for (i, &r) in self.res.iter().enumerate() {
+            if bit_len(r) > w {
+                varint::put_uvarint(&mut exc, i as u64 - next_pos);
+                varint::put_uvarint(&mut exc, r >> w);
+                next_pos = i as u64 + 1;
+            }
+        }
+        varint::put_uvarint(out, exc.len() as u64);
+        out.extend_from_slice(&exc);
+        if w > 0 {
+            let mut bw = BitWriter::with_capacity((self.res.len() * w as usize).div_ceil(8));
+            let mask = if w == 64 { u64::MAX } else { (1u64 << w) - 1 };
+            for &r in &self.res {
+                bw.write_bits(r & mask, w);
+            }
+            out.extend_from_slice(&bw.buf);
+        }
+    }
+}
+
+/// One residual stream being read.
+struct Stream<'a> {
+    bits: BitReader<'a>,
+    width: u8,
+    /// Exceptions not yet applied: `(gap uvarint, high uvarint)` pairs.
+    exc: varint::Cursor<'a>,
+    /// Index of the next residual and of the next exception (`u64::MAX`: none left).
+    pos: u64,
+    next_exc: u64,
+    next_high: u64,
+}
+
+impl<'a> Stream<'a> {
+    fn zero() -> Stream<'a> {
+        Stream {
+            bits: BitReader::new(&[]),
+            width: ALL_ZERO,
+            exc: varint::Cursor::new(&[], "decimal chunk"),
+            pos: 0,
+            next_exc: u64::MAX,
+            next_high: 0,
+        }
+    }
+
+    /// Parses a stream of `count` residuals at the cursor and moves past it.
+    fn parse(c: &mut varint::Cursor<'a>, count: usize) -> Result<Stream<'a>> {
+        let width = c.bytes(1)?[0];
+        if width == ALL_ZERO {
+            return Ok(Stream::zero());
+        }
+        if width > 64 {
+            return Err(Error::corrupt("decimal chunk", format!("bit width {width}")));
+        }
+        let exc_len = usize::try_from(c.uvarint()?).map_err(|_| Error::corrupt("decimal chunk", "length"))?;
+        let exc = varint::Cursor::new(c.bytes(exc_len)?, "decimal chunk");
+        let packed = c.bytes((count * width as usize).div_ceil(8))?;
+        let mut s = Stream { bits: BitReader::new(packed), width, exc, pos: 0, next_exc: u64::MAX, next_high: 0 };
+        s.load_exception(0)?;
+        Ok(s)
+    }
+
+    /// Reads the next exception, positioned `from` + its gap.
+    fn load_exception(&mut self, from: u64) -> Result<()> {
+        if self.exc.is_empty() {
+            self.next_exc = u64::MAX;
+            return Ok(());
+        }
+        let gap = self.exc.uvarint()?;
+        self.next_exc = from.checked_add(gap).ok_or_else(|| Error::corrupt("decimal chunk", "exception position"))?;
+        self.next_high = self.exc.uvarint()?;
+        if self.next_high == 0 || u32::from(self.width) + bit_len(self.next_high) > 64 {
+            return Err(Error::corrupt("decimal chunk", "exception out of range"));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn next(&mut self) -> Result<u64> {
+        if self.width == ALL_ZERO {
+            return Ok(0);
+        }
+        let mut r = if self.width == 0 { 0 } else { self.bits.read_bits(u32::from(self.width))? };
+        if self.pos == self.next_exc {
+            r |= self.next_high << self.width;
+            self.load_exception(self.pos + 1)?;
+        }
+        self.pos += 1;
+        Ok(r)
+    }
+}
+
+/// Iterates the samples of a decimal chunk. Corrupt or truncated input yields one `Err`
+/// and then ends; it never panics.
+pub struct DecimalIter<'a> {
+    state: std::result::Result<Decoder<'a>, Option<Error>>,
+}
+
+struct Decoder<'a> {
+    remaining: u16,
+    read: u16,
+    t0: i64,
+    t: i64,
+    interval: u64,
+    /// Grid mode: the grid's offset from `t0` (else unused).
+    grid: Option<u64>,
+    m: i64,
+    d: i64,
+    order2: bool,
+    p: f64,
+    ts: Stream<'a>,
+    vs: Stream<'a>,
+}
+
+impl<'a> DecimalIter<'a> {
+    pub fn new(chunk: &'a [u8]) -> DecimalIter<'a> {
+        DecimalIter { state: Decoder::new(chunk).map_err(Some) }
+    }
+}
+
+impl<'a> Decoder<'a> {
+    fn new(chunk: &'a [u8]) -> Result<Decoder<'a>> {
+        let mut c = varint::Cursor::new(chunk, "decimal chunk");
+        let head = c.bytes(2)?;
+        let n = u16::from_be_bytes([head[0], head[1]]);
+        let mut d = Decoder {
+            remaining: n,
+            read: 0,
+            t0: 0,
+            t: 0,
+            interval: 0,
+            grid: None,
+            m: 0,
+            d: 0,
+            order2: false,
+            p: 1.0,
+            ts: Stream::zero(),
+            vs: Stream::zero(),
+        };
+        if n == 0 {
+            return Ok(d);
+        }
+        d.t0 = c.varint()?;
+        d.t = d.t0;
+        d.interval = c.uvarint()?;
+        let modes = c.bytes(1)?[0];
+        if modes & !(VALUE_ORDER2 | TS_GRID) != 0 {
+            return Err(Error::corrupt("decimal chunk", format!("unknown modes {modes:#04x}")));
+        }
+        d.order2 = modes & VALUE_ORDER2 != 0;
+        if modes & TS_GRID != 0 {
+            d.grid = Some(c.varint()? as u64);
+        }
+        let k = c.bytes(1)?[0];
+        if k > MAX_SCALE {
+            return Err(Error::corrupt("decimal chunk", format!("scale {k} above {MAX_SCALE}")));
+        }
+        d.p = POW10[k as usize];
+        d.m = c.varint()?;
+        let count = n as usize - 1;
+        d.ts = Stream::parse(&mut c, count)?;
+        d.vs = Stream::parse(&mut c, count)?;
+        Ok(d)
+    }
+
+    #[inline]
+    fn next_sample(&mut self) -> Result<Sample> {
+        if self.read > 0 {
+            let r = varint::unzigzag(self.ts.next()?) as u64;
+            self.t = match self.grid {
+                Some(off) => (self.t0 as u64)
+                    .wrapping_add(off)
+                    .wrapping_add(self.interval.wrapping_mul(u64::from(self.read)))
+                    .wrapping_add(r) as i64,
+                None => (self.t as u64).wrapping_add(self.interval).wrapping_add(r) as i64,
+            };
+            let r = varint::unzigzag(self.vs.next()?);
+            if self.order2 {
+                self.d = self.d.wrapping_add(r);
+                self.m = self.m.wrapping_add(self.d);
+            } else {
+                self.m = self.m.wrapping_add(r);
+            }
+        }
+        self.read += 1;
+        Ok(Sample { t: self.t, v: self.m as f64 / self.p })
+    }
+}
+
+impl Iterator for DecimalIter<'_> {
+    type Item = Result<Sample>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Result<Sample>> {
+        match &mut self.state {
+            Err(e) => e.take().map(Err),
+            Ok(d) if d.read >= d.remaining => None,
+            Ok(d) => match d.next_sample() {
+                Ok(s) => Some(Ok(s)),
+                Err(e) => {
+                    self.state = Err(None);
+                    Some(Err(e))
+                }
+            },
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.state {
+            Ok(d) => (0, Some(d.remaining.saturating_sub(d.read) as usize)),
+            Err(_) => (0, Some(1)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
