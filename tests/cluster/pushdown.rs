@@ -123,7 +123,9 @@ fn pushed_down_queries_answer_like_one_node_with_far_fewer_bytes_and_survive_a_k
                     } else {
                         // A per-series offset: no two series tie (topk and bottomk pick
                         // among ties by input order, which differs between splits).
-                        ((k * 7 + host * 13 + gpu * 29) % 100) as f64 + 0.25 * gpu as f64 + 0.001 * (host * 4 + gpu) as f64
+                        ((k * 7 + host * 13 + gpu * 29) % 100) as f64
+                            + 0.25 * gpu as f64
+                            + 0.001 * (host * 4 + gpu) as f64
                     };
                     (base + k * 15_000, v)
                 })

@@ -218,7 +218,10 @@ impl ClusterQueryable {
         let outcome: Result<(), QueryError> = self.runtime.block_on(async {
             let mut poll = tokio::time::interval(CANCEL_POLL);
             loop {
-                if running.is_empty() {
+                // Done when every shard has its answer (calls still running are hedged
+                // duplicates: returning drops them, which cancels them on the ingesters)
+                // or nothing is left to wait for.
+                if running.is_empty() || shards.iter().all(|s| done.contains(s)) {
                     return Ok(());
                 }
                 tokio::select! {

@@ -348,6 +348,9 @@ impl<'a> Decoder<'a> {
         let count = n as usize - 1;
         d.ts = Stream::parse(&mut c, count)?;
         d.vs = Stream::parse(&mut c, count)?;
+        if !c.is_empty() {
+            return Err(Error::corrupt("decimal chunk", "bytes after the value stream"));
+        }
         Ok(d)
     }
 

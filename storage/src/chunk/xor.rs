@@ -251,6 +251,9 @@ struct Decoder<'a> {
 
 impl<'a> Decoder<'a> {
     fn new(chunk: &'a [u8], enc: Encoding) -> Result<Decoder<'a>> {
+        if enc == Encoding::Decimal {
+            return Err(Error::corrupt("chunk", "a decimal chunk given to the XOR decoder"));
+        }
         let mut r = BitReader::new(chunk);
         let h = r.read_aligned(2).map_err(|_| Error::corrupt("chunk", "shorter than its 2-byte header"))?;
         let [b0, b1, b2] = enc.buckets();

@@ -155,6 +155,12 @@ fn truncated_chunk_is_an_error_not_a_panic() {
             let r = decode(&bytes[..cut], Encoding::Decimal);
             assert!(matches!(r, Err(crate::Error::Corrupt { .. })), "cut at {cut} decoded: {r:?}");
         }
+        // Bytes after the value stream are not part of any sample: corrupt, not ignored.
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(matches!(decode(&longer, Encoding::Decimal), Err(crate::Error::Corrupt { .. })));
+        // Nor is a decimal chunk an XOR chunk.
+        assert!(crate::chunk::XorIter::new(&bytes, Encoding::Decimal).next().is_some_and(|r| r.is_err()));
     }
 }
 
