@@ -58,15 +58,25 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let s = Server::start(&data);
-    let base = now_ms() - 3_600_000;
-    // 300 series of 100 samples each: one chunk per series, written out at shutdown.
+    // 300 series of 480 samples (2 h at 15 s, four chunks each), written out at
+    // shutdown. The values are random in [1, 2) so that the chunks stay XOR-sized
+    // (about 7 bytes a sample; a regular series would shrink to a few bytes as a decimal
+    // chunk) and each shard's chunks span many 32 KiB table blocks: the damage below
+    // then hits one block of each shard, a few per cent of the series.
+    const SAMPLES: i64 = 480;
+    let base = now_ms() - 3 * 3_600_000;
     let name = |i: usize| format!("{i:03}");
+    let value = |i: usize, k: i64| {
+        let mut z = (i as u64) << 32 ^ k as u64;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        f64::from_bits((z ^ (z >> 31)) >> 12 | 0x3ff0_0000_0000_0000)
+    };
     for chunk in (0..300).collect::<Vec<usize>>().chunks(100) {
         let series = chunk
             .iter()
             .map(|&i| {
-                let samples: Vec<(i64, f64)> =
-                    (0..100).map(|k| (base + k * 15_000, (k * 1000 + i as i64) as f64)).collect();
+                let samples: Vec<(i64, f64)> = (0..SAMPLES).map(|k| (base + k * 15_000, value(i, k))).collect();
                 ts(&[("__name__", "dmg"), ("i", &name(i))], &samples)
             })
             .collect();
@@ -86,7 +96,7 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
 
     for restart in 0..5 {
         let s = Server::start(&data);
-        let t = base + 2_000_000 + restart * 1000;
+        let t = base + SAMPLES * 15_000 + restart * 1000;
         if restart >= 3 {
             wait_for_compactions_over_the_damage(&s, ssts.len() as u64, t);
         }
@@ -110,12 +120,12 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
         // Reads of undamaged series of the damaged tenant work, and have the new sample.
         // (A series whose newest chunk ends right before the damaged block may have had
         // its write refused, as RocksDB reads that block to find the series' end, yet
-        // still read fine: 100 samples. No other outcome is allowed.)
+        // still read fine: all its samples. No other outcome is allowed.)
         let (mut landed, mut refused_but_readable) = (0, 0);
         for i in 0..300 {
             let (code, body) = s.get_json(
                 &format!(
-                    "/api/v1/query?query=count_over_time(dmg{{i=\"{}\"}}[2h])&time={}",
+                    "/api/v1/query?query=count_over_time(dmg{{i=\"{}\"}}[3h])&time={}",
                     name(i),
                     (t + 1) as f64 / 1000.0
                 ),
@@ -123,10 +133,10 @@ fn damaged_sst_block_refuses_only_its_series_and_the_shard_keeps_serving_everyon
             );
             if code == 200 {
                 let v = body["data"]["result"][0]["value"][1].as_str().unwrap_or("").to_owned();
-                if v == (101 + restart).to_string() {
+                if v == (SAMPLES + 1 + restart).to_string() {
                     landed += 1;
                 } else {
-                    assert_eq!(v, "100", "series {i}: {body}");
+                    assert_eq!(v, SAMPLES.to_string(), "series {i}: {body}");
                     refused_but_readable += 1;
                 }
             } else {
