@@ -477,6 +477,26 @@ fn append_steps(e: &Engine, series: &[Vec<Label>], steps: std::ops::Range<i64>) 
     }
 }
 
+/// [`append_steps`] with random values in [1, 2): their chunks stay XOR-sized (about 7
+/// bytes a sample) instead of shrinking to a few bytes as decimal chunks, so that 300
+/// series' chunks span several 32 KiB table blocks and one damaged block holds only
+/// some of them.
+fn append_noise_steps(e: &Engine, series: &[Vec<Label>], steps: std::ops::Range<i64>) {
+    let noise = |i: usize, step: i64| {
+        let mut z = (i as u64) << 32 ^ step as u64;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        f64::from_bits((z ^ (z >> 31)) >> 12 | 0x3ff0_0000_0000_0000)
+    };
+    for step in steps {
+        let samples: Vec<[Sample; 1]> =
+            (0..series.len()).map(|i| [Sample::new(T0 + step * 1000, noise(i, step))]).collect();
+        let batch: Vec<SeriesAppend<'_>> =
+            series.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+        e.append(&batch).expect("append");
+    }
+}
+
 fn wal_segment_files(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("wal"))
         .expect("wal dir")
@@ -592,19 +612,19 @@ fn damage_series() -> Vec<Vec<Label>> {
     (0..DAMAGE_SERIES).map(|i| labels(&[("__name__", "d"), ("i", &format!("{i:03}"))])).collect()
 }
 
-/// 300 series of 100 samples each (one chunk per series), flushed into one chunks SST,
+/// 300 series of 100 random samples each (one chunk per series), flushed into one chunks SST,
 /// which is then damaged in the middle. Returns the data dir.
 fn engine_with_damaged_chunks(extra_wal_step: bool) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tempdir");
     let series = damage_series();
     let e = Engine::open(d.path(), cfg()).expect("open");
-    append_steps(&e, &series, 0..100);
+    append_noise_steps(&e, &series, 0..100);
     e.flush().expect("flush");
     let ssts = chunk_sst_files(&e);
     assert_eq!(ssts.len(), 1, "{ssts:?}");
     if extra_wal_step {
         // One more sample per series, only in the WAL (then a crash).
-        append_steps(&e, &series, 100..101);
+        append_noise_steps(&e, &series, 100..101);
     }
     drop(e);
     damage_middle(&ssts[0]);
@@ -799,7 +819,7 @@ fn automatic_compactions_over_a_damaged_block_never_stop_the_shards_writes() {
     // Three more level-0 files in `chunks` make four: RocksDB compacts them, reading the
     // damaged one.
     for step in 200..203 {
-        append_steps(&e, &good, step..step + 1);
+        append_noise_steps(&e, &good, step..step + 1);
         e.flush().expect("flush");
     }
     let started = Instant::now();
@@ -815,7 +835,7 @@ fn automatic_compactions_over_a_damaged_block_never_stop_the_shards_writes() {
     let (e2, good2) = (Arc::clone(&e), Arc::clone(&good));
     std::thread::spawn(move || {
         for step in 300..340 {
-            append_steps(&e2, &good2, step..step + 1);
+            append_noise_steps(&e2, &good2, step..step + 1);
             e2.flush().expect("flush");
         }
         tx.send(()).expect("send");
