@@ -126,8 +126,7 @@ mod round_trip {
     }
 
     fn labels() -> impl Strategy<Value = Labels> {
-        proptest::collection::btree_map("[a-z_]{1,6}", ".{0,8}", 0..4)
-            .prop_map(|m| Labels::from_pairs(m.into_iter().map(|(k, v)| (k, v))))
+        proptest::collection::btree_map("[a-z_]{1,6}", ".{0,8}", 0..4).prop_map(Labels::from_pairs)
     }
 
     fn series() -> impl Strategy<Value = PartialSeries> {
