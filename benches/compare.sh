@@ -61,6 +61,7 @@ EXTRA_FLEET=()
 CLUSTER_INGESTERS=3
 CLUSTER_RF=3
 CLUSTER_COMPRESSION=none
+CLUSTER_PUSHDOWN=on
 
 usage() {
     sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
@@ -82,6 +83,7 @@ Options (defaults in brackets):
   --cluster-ingesters N  ingesters of tessera-cluster [$CLUSTER_INGESTERS]
   --cluster-rf R       replication factor of tessera-cluster [$CLUSTER_RF]
   --cluster-compression none|gzip  [cluster] grpc_compression of tessera-cluster [$CLUSTER_COMPRESSION]
+  --cluster-pushdown on|off  [cluster] query_pushdown of tessera-cluster [$CLUSTER_PUSHDOWN]
   --out DIR            results folder [a new folder under /tmp]
   --no-build           use existing release binaries (TESSERA_BIN, BENCH_BIN or target/release)
   --fleet-arg ARG      pass ARG through to tessera-bench (repeatable), e.g. --fleet-arg=--node-cpus=64
@@ -104,6 +106,7 @@ while [ $# -gt 0 ]; do
         --cluster-ingesters) CLUSTER_INGESTERS="$2"; shift 2 ;;
         --cluster-rf) CLUSTER_RF="$2"; shift 2 ;;
         --cluster-compression) CLUSTER_COMPRESSION="$2"; shift 2 ;;
+        --cluster-pushdown) CLUSTER_PUSHDOWN="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         --fleet-arg) EXTRA_FLEET+=("$2"); shift 2 ;;
@@ -272,7 +275,7 @@ run_one() {
             # N ingesters (RF 3) and one gateway, started by scripts/cluster on the
             # same binary; the push and the queries go to the gateway.
             TESSERA_BIN="$TESSERA_BIN" "$ROOT/scripts/cluster" start "$data/cluster" \
-                --ingesters "$CLUSTER_INGESTERS" --rf "$CLUSTER_RF" --grpc-compression "$CLUSTER_COMPRESSION" \
+                --ingesters "$CLUSTER_INGESTERS" --rf "$CLUSTER_RF" --grpc-compression "$CLUSTER_COMPRESSION" --pushdown "$CLUSTER_PUSHDOWN" \
                 --http "127.0.0.1:$port" \
                 > "$dir/server.log" 2>&1 || log "tessera-cluster run $run: scripts/cluster start failed"
             CLUSTER_PIDS=()

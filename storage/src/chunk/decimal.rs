@@ -276,6 +276,23 @@ impl<'a> Stream<'a> {
         self.pos += 1;
         Ok(r)
     }
+
+    /// [`Stream::next`] without the bounds check of each read: `parse` took exactly
+    /// `count × width` bits for the stream, so the first `count` reads stay inside it.
+    #[inline(always)]
+    fn next_in_bounds(&mut self) -> Result<u64> {
+        let mut r = match self.width {
+            ALL_ZERO => return Ok(0),
+            0 => 0,
+            w => self.bits.take(u32::from(w)),
+        };
+        if self.pos == self.next_exc {
+            r |= self.next_high << self.width;
+            self.load_exception(self.pos + 1)?;
+        }
+        self.pos += 1;
+        Ok(r)
+    }
 }
 
 /// Iterates the samples of a decimal chunk. Corrupt or truncated input yields one `Err`
@@ -375,6 +392,55 @@ impl<'a> Decoder<'a> {
         }
         self.read += 1;
         Ok(Sample { t: self.t, v: self.m as f64 / self.p })
+    }
+}
+
+/// Decodes a whole decimal chunk, appending its samples to `out`; on error `out` is
+/// left as it was. The bulk path of [`DecimalIter`] (same checks, same samples): the
+/// output is sized once from the header and filled with the timestamp and value modes
+/// chosen outside the loop.
+pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+    let d = Decoder::new(chunk)?;
+    let before = out.len();
+    out.resize(before + d.remaining as usize, Sample { t: 0, v: 0.0 });
+    let slots = &mut out[before..];
+    let r = match (d.grid.is_some(), d.order2) {
+        (false, false) => d.fill::<false, false>(slots),
+        (false, true) => d.fill::<false, true>(slots),
+        (true, false) => d.fill::<true, false>(slots),
+        (true, true) => d.fill::<true, true>(slots),
+    };
+    if r.is_err() {
+        out.truncate(before);
+    }
+    r
+}
+
+impl Decoder<'_> {
+    /// Fills `out` (exactly the chunk's sample count) from a freshly parsed decoder.
+    #[inline(always)]
+    fn fill<const GRID: bool, const ORDER2: bool>(mut self, out: &mut [Sample]) -> Result<()> {
+        let Some((first, rest)) = out.split_first_mut() else { return Ok(()) };
+        *first = Sample { t: self.t0, v: self.m as f64 / self.p };
+        let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
+        let (mut t, mut m, mut d) = (t0, self.m, self.d);
+        for (i, slot) in rest.iter_mut().enumerate() {
+            let rt = varint::unzigzag(self.ts.next_in_bounds()?) as u64;
+            t = if GRID {
+                t0.wrapping_add(off).wrapping_add(interval.wrapping_mul(i as u64 + 1)).wrapping_add(rt)
+            } else {
+                t.wrapping_add(interval).wrapping_add(rt)
+            };
+            let rv = varint::unzigzag(self.vs.next_in_bounds()?);
+            if ORDER2 {
+                d = d.wrapping_add(rv);
+                m = m.wrapping_add(d);
+            } else {
+                m = m.wrapping_add(rv);
+            }
+            *slot = Sample { t: t as i64, v: m as f64 / self.p };
+        }
+        Ok(())
     }
 }
 

@@ -53,21 +53,7 @@ impl Iterator for SampleIter<'_> {
 pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result<()> {
     match enc {
         Encoding::Xor | Encoding::XorJitter => xor::decode_into(chunk, enc, out),
-        // On error nothing of the chunk is kept, as for XOR.
-        Encoding::Decimal => {
-            let before = out.len();
-            out.reserve(num_samples(chunk)?);
-            for s in DecimalIter::new(chunk) {
-                match s {
-                    Ok(s) => out.push(s),
-                    Err(e) => {
-                        out.truncate(before);
-                        return Err(e);
-                    }
-                }
-            }
-            Ok(())
-        }
+        Encoding::Decimal => decimal::decode_into(chunk, out),
     }
 }
 

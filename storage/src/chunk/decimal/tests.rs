@@ -215,6 +215,25 @@ fn decimal_value() -> impl Strategy<Value = f64> {
     (-(1i64 << 40)..(1i64 << 40), 0u8..=9).prop_map(|(m, k)| m as f64 / POW10[k as usize])
 }
 
+/// The bulk decoder and the iterator on the same bytes: both fail, or both give the
+/// same samples bit for bit.
+fn bulk_and_iter_agree(bytes: &[u8]) -> std::result::Result<(), TestCaseError> {
+    let bulk = decode(bytes, Encoding::Decimal);
+    let iter: crate::error::Result<Vec<Sample>> = DecimalIter::new(bytes).collect();
+    match (bulk, iter) {
+        (Ok(a), Ok(b)) => {
+            prop_assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(&b) {
+                prop_assert_eq!(x.t, y.t);
+                prop_assert_eq!(x.v.to_bits(), y.v.to_bits());
+            }
+        }
+        (Err(_), Err(_)) => {}
+        (a, b) => prop_assert!(false, "bulk {:?} but iterator {:?}", a.map(|v| v.len()), b.map(|v| v.len())),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -223,7 +242,9 @@ proptest! {
         let samples: Vec<Sample> = vals.iter().enumerate().map(|(i, &v)| Sample::new(ts[i % 4], v)).collect();
         let bytes = encode(&samples);
         prop_assert!(bytes.is_some());
-        let back = decode(&bytes.unwrap_or_default(), Encoding::Decimal).expect("decode");
+        let bytes = bytes.unwrap_or_default();
+        bulk_and_iter_agree(&bytes)?;
+        let back = decode(&bytes, Encoding::Decimal).expect("decode");
         prop_assert_eq!(back.len(), samples.len());
         for (x, y) in samples.iter().zip(&back) {
             prop_assert_eq!(x.t, y.t);
@@ -285,11 +306,11 @@ proptest! {
             let i = pos % bytes.len();
             bytes[i] ^= x;
         }
-        let _ = decode(&bytes, Encoding::Decimal);
+        bulk_and_iter_agree(&bytes)?;
     }
 
     #[test]
     fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-        let _ = decode(&bytes, Encoding::Decimal);
+        bulk_and_iter_agree(&bytes)?;
     }
 }
