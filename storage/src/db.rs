@@ -152,8 +152,10 @@ pub fn open(
     // Chunks are dense bit streams, but their keys and headers are not, and series
     // scraped together (neighbouring ids) have byte-identical timestamp streams: zstd
     // over 32 KiB blocks, which hold several series' chunks, took 21 % off them (4 KiB
-    // blocks: 12 %; 64 KiB: 22 %; BENCHMARKS.md, "Bytes on disk"). Its cost is paid once
-    // per flush and compaction; a read decompresses one block per cache miss.
+    // blocks: 12 %; 64 KiB: 22 %; an exploratory run on the 24 h dataset, not kept as a
+    // benchmark). Its cost is paid once per flush and compaction; a read decompresses
+    // one block per cache miss, and a damaged block costs every series with a chunk in
+    // it (more of them than with 4 KiB blocks: BENCHMARKS.md, "Decimal chunks").
     let mut chunks = cf_opts(false, DBCompressionType::Zstd, full, CHUNK_BLOCK);
     chunks.set_compaction_filter("retention", move |_level, key: &[u8], _value: &[u8]| {
         let drop_before = chunk_drop_before.load(Ordering::Relaxed);
