@@ -46,38 +46,58 @@ pub(crate) fn float_binop(op: &str, l: f64, r: f64) -> Result<(f64, bool), Query
     })
 }
 
-/// Output series being assembled step by step. Label sets are interned once (a label
-/// id per distinct set) so the per-point work is two small-key hash lookups.
+/// Output series being assembled step by step. Label sets are interned once (a dense
+/// label id per distinct set), so the per-point work is an index into a vector.
 struct OutSeries {
     label_ids: HashMap<Labels, usize>,
     labels: Vec<Labels>,
-    index: HashMap<(usize, bool), usize>,
+    /// Per label id, the output series with `drop_name` false and true.
+    index: Vec<[Option<usize>; 2]>,
     series: Vec<StepSeries>,
 }
 
 impl OutSeries {
     fn new() -> Self {
-        OutSeries { label_ids: HashMap::new(), labels: Vec::new(), index: HashMap::new(), series: Vec::new() }
+        OutSeries { label_ids: HashMap::new(), labels: Vec::new(), index: Vec::new(), series: Vec::new() }
     }
     fn intern(&mut self, l: Labels) -> usize {
         if let Some(&id) = self.label_ids.get(&l) {
             return id;
         }
         self.labels.push(l.clone());
+        self.index.push([None, None]);
         self.label_ids.insert(l, self.labels.len() - 1);
         self.labels.len() - 1
     }
     fn push(&mut self, label_id: usize, drop_name: bool, t: i64, v: f64) {
-        let idx = match self.index.get(&(label_id, drop_name)) {
-            Some(&i) => i,
+        let slot = &mut self.index[label_id][usize::from(drop_name)];
+        let idx = match *slot {
+            Some(i) => i,
             None => {
                 self.series.push(StepSeries::new(self.labels[label_id].clone(), drop_name));
-                self.index.insert((label_id, drop_name), self.series.len() - 1);
+                *slot = Some(self.series.len() - 1);
                 self.series.len() - 1
             }
         };
         self.series[idx].pts.push((t, v));
     }
+}
+
+/// Dense ids for the match signatures of both sides of a vector operation, so that the
+/// per-step bookkeeping indexes vectors instead of hashing signature bytes.
+fn signature_ids(many: &[Vec<u8>], one: &[Vec<u8>]) -> (Vec<usize>, Vec<usize>, usize) {
+    fn side<'a>(sigs: &'a [Vec<u8>], ids: &mut HashMap<&'a [u8], usize>) -> Vec<usize> {
+        sigs.iter()
+            .map(|s| {
+                let n = ids.len();
+                *ids.entry(s.as_slice()).or_insert(n)
+            })
+            .collect()
+    }
+    let mut ids: HashMap<&[u8], usize> = HashMap::new();
+    let many_ids = side(many, &mut ids);
+    let one_ids = side(one, &mut ids);
+    (many_ids, one_ids, ids.len())
 }
 
 /// Walks the points of many step series in step order: `present(k)` lists, for step
@@ -253,25 +273,36 @@ impl Evaluator<'_> {
         let (fill_many, fill_one) = if card == Card::OneToMany { (fill.1, fill.0) } else { (fill.0, fill.1) };
         let many_sig: Vec<Vec<u8>> = many.iter().map(|s| signature(&s.labels, on, names)).collect();
         let one_sig: Vec<Vec<u8>> = one.iter().map(|s| signature(&s.labels, on, names)).collect();
-        // Result label id of each (many, one) pair, computed on first use.
+        let (many_sid, one_sid, n_sigs) = signature_ids(&many_sig, &one_sig);
+        // Result label id of each (many, one) pair, computed on first use: the pair a
+        // many-side series matched last (almost always the same one at every step), then
+        // a map for the rest.
+        let mut last_pair: Vec<Option<(usize, usize)>> = vec![None; many.len()];
         let mut result_labels: HashMap<(usize, usize), usize> = HashMap::new();
         let mut out = OutSeries::new();
         let mut cur_many = StepCursor::new(many.len());
         let mut cur_one = StepCursor::new(one.len());
         let (mut pm, mut po) = (Vec::new(), Vec::new());
-        let mut one_by_sig: HashMap<&[u8], usize> = HashMap::new();
-        let mut matched: HashMap<&[u8], Vec<usize>> = HashMap::new();
+        // Per signature id, valid when its stamp is this step's: the one-side series with
+        // that signature, and the result label ids matched to it.
+        let mut one_stamp: Vec<usize> = vec![0; n_sigs];
+        let mut one_by_sig: Vec<usize> = vec![0; n_sigs];
+        let mut matched_stamp: Vec<usize> = vec![0; n_sigs];
+        let mut matched: Vec<Vec<usize>> = vec![Vec::new(); n_sigs];
+        let mut one_vals: Vec<f64> = vec![0.0; one.len()];
         for k in 0..self.n_steps() {
             self.ctx.check_interrupt()?;
             let t = self.ts(k);
+            let stamp = k + 1;
             cur_many.at(&many, t, &mut pm);
             cur_one.at(&one, t, &mut po);
             if !any_fill && (pm.is_empty() || po.is_empty()) {
                 continue;
             }
-            one_by_sig.clear();
-            for &(i, _) in &po {
-                if let Some(&prev) = one_by_sig.get(one_sig[i].as_slice()) {
+            for &(i, v) in &po {
+                let sid = one_sid[i];
+                if one_stamp[sid] == stamp {
+                    let prev = one_by_sig[sid];
                     let side = if card == Card::OneToMany { "left" } else { "right" };
                     let matched_labels = if on {
                         labels_util::keep(&one[i].labels, names)
@@ -285,24 +316,46 @@ impl Evaluator<'_> {
                         fmt_labels_braces(&one[i].labels),
                     )));
                 }
-                one_by_sig.insert(one_sig[i].as_slice(), i);
+                one_stamp[sid] = stamp;
+                one_by_sig[sid] = i;
+                one_vals[i] = v;
             }
-            let one_vals: HashMap<usize, f64> = po.iter().copied().collect();
-            matched.clear();
             for &(mi, mv) in &pm {
-                let Some(&oi) = one_by_sig.get(many_sig[mi].as_slice()) else { continue };
-                let ov = one_vals[&oi];
+                let sid = many_sid[mi];
+                if one_stamp[sid] != stamp {
+                    continue;
+                }
+                let oi = one_by_sig[sid];
+                let ov = one_vals[oi];
                 // Matching errors are raised before comparisons filter elements, so a
                 // bad match fails even when every element would be filtered away.
-                let labels = match result_labels.get(&(mi, oi)) {
-                    Some(&id) => id,
-                    None => {
-                        let id = out.intern(result_metric(&many[mi].labels, &one[oi].labels, on, names, card, include));
-                        result_labels.insert((mi, oi), id);
+                let labels = match last_pair[mi] {
+                    Some((o, id)) if o == oi => id,
+                    _ => {
+                        let id = match result_labels.get(&(mi, oi)) {
+                            Some(&id) => id,
+                            None => {
+                                let id = out.intern(result_metric(
+                                    &many[mi].labels,
+                                    &one[oi].labels,
+                                    on,
+                                    names,
+                                    card,
+                                    include,
+                                ));
+                                result_labels.insert((mi, oi), id);
+                                id
+                            }
+                        };
+                        last_pair[mi] = Some((oi, id));
                         id
                     }
                 };
-                let entry = matched.entry(many_sig[mi].as_slice()).or_default();
+                if matched_stamp[sid] != stamp {
+                    matched_stamp[sid] = stamp;
+                    matched[sid].clear();
+                }
+                let entry = &mut matched[sid];
                 if card == Card::OneToOne {
                     if !entry.is_empty() {
                         return Err(QueryError::execution(
@@ -353,14 +406,14 @@ impl Evaluator<'_> {
                 };
                 if let Some(f) = fill_one {
                     for &(mi, mv) in &pm {
-                        if !one_by_sig.contains_key(many_sig[mi].as_slice()) {
+                        if one_stamp[many_sid[mi]] != stamp {
                             emit(&many[mi], mv, true, f)?;
                         }
                     }
                 }
                 if let Some(f) = fill_many {
                     for &(oi, ov) in &po {
-                        if !matched.contains_key(one_sig[oi].as_slice()) {
+                        if matched_stamp[one_sid[oi]] != stamp {
                             emit(&one[oi], ov, false, f)?;
                         }
                     }
