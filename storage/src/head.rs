@@ -345,11 +345,16 @@ const PAGE: usize = 256;
 #[derive(Default)]
 struct Slots {
     pages: Vec<Box<[Option<(u32, MemSeries)>]>>,
+    /// Every empty slot (a new page puts all but its first slot here).
     free: Vec<u32>,
-    len: usize,
 }
 
 impl Slots {
+    /// Occupied slots: every slot is either occupied or on the free list.
+    fn len(&self) -> usize {
+        self.pages.len() * PAGE - self.free.len()
+    }
+
     fn get(&self, slot: u32) -> Option<&(u32, MemSeries)> {
         let slot = slot as usize;
         self.pages.get(slot / PAGE)?[slot % PAGE].as_ref()
@@ -371,14 +376,12 @@ impl Slots {
             }
         };
         self.pages[slot as usize / PAGE][slot as usize % PAGE] = Some((id, s));
-        self.len += 1;
         slot
     }
 
     fn take(&mut self, slot: u32) -> Option<(u32, MemSeries)> {
         let taken = self.pages.get_mut(slot as usize / PAGE)?[slot as usize % PAGE].take()?;
         self.free.push(slot);
-        self.len -= 1;
         Some(taken)
     }
 
@@ -398,7 +401,7 @@ impl Head {
 
     /// Series in the head.
     pub fn len(&self) -> usize {
-        self.slots.len
+        self.slots.len()
     }
 
     /// Every head series with its id, in no particular order.
@@ -426,13 +429,14 @@ impl Head {
                 return;
             }
         }
-        let slot = self.slots.put(id, s);
-        self.index.insert(id, slot);
-        self.file_hash(hash, slot);
+        self.place(id, hash, s);
         self.next_id = self.next_id.max(id.saturating_add(1));
     }
 
-    fn file_hash(&mut self, hash: u64, slot: u32) {
+    /// Puts a series not in the head yet into a slot and files it by id and hash.
+    fn place(&mut self, id: u32, hash: u64, s: MemSeries) {
+        let slot = self.slots.put(id, s);
+        self.index.insert(id, slot);
         match self.by_hash.get(&hash) {
             Some(_) => self.collisions.entry(hash).or_default().push(slot),
             None => {
@@ -474,16 +478,13 @@ impl Head {
     /// move into as few pages as they need.
     pub fn shrink(&mut self) {
         let capacity = self.slots.pages.len() * PAGE;
-        if capacity > PAGE && self.slots.len < capacity / 4 {
+        if capacity > PAGE && self.slots.len() < capacity / 4 {
             let old = std::mem::take(&mut self.slots);
             self.index = FxHashMap::default();
             self.by_hash = HashMap::default();
             self.collisions = HashMap::default();
             for (id, s) in old.pages.into_iter().flat_map(|p| p.into_vec().into_iter().flatten()) {
-                let hash = labels_codec::labels_hash(&s.labels);
-                let slot = self.slots.put(id, s);
-                self.index.insert(id, slot);
-                self.file_hash(hash, slot);
+                self.place(id, labels_codec::labels_hash(&s.labels), s);
             }
         }
         if self.index.capacity() > 64 && self.index.len() < self.index.capacity() / 4 {

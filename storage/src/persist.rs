@@ -132,9 +132,8 @@ pub fn load_recent(db: &DB, id: u32, window: i64) -> Result<Recent> {
     // Whether the stored series ended with a staleness marker (the idle sweep evicts
     // those sooner); the newest chunk is the last one loaded.
     let ended_stale = match chunks.last() {
-        Some(c) => chunk::SampleIter::new(&c.bytes, c.enc)
+        Some(c) => chunk::decode(&c.bytes, c.enc)?
             .last()
-            .transpose()?
             .is_some_and(|x| Some(x.t) == newest && tessera_model::is_stale_nan(x.v)),
         None => false,
     };

@@ -60,39 +60,31 @@ pub fn benches(c: &mut Criterion) {
     g.finish();
 }
 
-/// Bytes/sample of 120-sample chunks, averaged over 1,000 series per kind.
+/// Bytes/sample of 120-sample chunks, averaged over 1,000 series per kind, for every
+/// encoding and for what the engine stores (the decimal form when smaller, else
+/// XOR-jitter).
 pub fn report_bytes_per_sample() {
     for (enc, ename) in ENCODINGS {
-        let mut all = 0usize;
-        for kind in KINDS {
-            let mut bytes = 0usize;
-            for seed in 0..1000 {
-                bytes += XorAppender::encode(enc, &data::series(kind, 120, seed)).expect("encode").len();
-            }
-            all += bytes;
-            println!(
-                "report: chunk_bytes_per_sample encoding={ename} kind={} value={:.3}",
-                kind.name(),
-                bytes as f64 / 120_000.0
-            );
-        }
-        println!("report: chunk_bytes_per_sample encoding={ename} kind=mix value={:.3}", all as f64 / 480_000.0);
+        report_chunk_bytes(ename, |s| XorAppender::encode(enc, s).expect("encode").len());
     }
-    // What the engine stores: the decimal form when smaller, else XOR-jitter.
-    let mut all = 0usize;
     let mut scratch = Vec::new();
+    report_chunk_bytes("stored", |s| {
+        let x = XorAppender::encode(Encoding::XorJitter, s).expect("encode");
+        compact_form(&x, Encoding::XorJitter, &mut scratch).map_or(x.len(), |d| d.len())
+    });
+}
+
+/// Prints bytes/sample per kind and over all kinds of the chunks `chunk_bytes` sizes.
+fn report_chunk_bytes(name: &str, mut chunk_bytes: impl FnMut(&[tessera_model::Sample]) -> usize) {
+    let mut all = 0usize;
     for kind in KINDS {
-        let mut bytes = 0usize;
-        for seed in 0..1000 {
-            let x = XorAppender::encode(Encoding::XorJitter, &data::series(kind, 120, seed)).expect("encode");
-            bytes += compact_form(&x, Encoding::XorJitter, &mut scratch).map_or(x.len(), |d| d.len());
-        }
+        let bytes: usize = (0..1000).map(|seed| chunk_bytes(&data::series(kind, 120, seed))).sum();
         all += bytes;
         println!(
-            "report: chunk_bytes_per_sample encoding=stored kind={} value={:.3}",
+            "report: chunk_bytes_per_sample encoding={name} kind={} value={:.3}",
             kind.name(),
             bytes as f64 / 120_000.0
         );
     }
-    println!("report: chunk_bytes_per_sample encoding=stored kind=mix value={:.3}", all as f64 / 480_000.0);
+    println!("report: chunk_bytes_per_sample encoding={name} kind=mix value={:.3}", all as f64 / 480_000.0);
 }

@@ -463,6 +463,34 @@ fn labels_wire_size(labels: &Labels) -> usize {
     labels.iter().map(|l| l.name.len() + l.value.len() + 6).sum()
 }
 
+/// `items` in consecutive batches of at most about `budget` bytes as `size` estimates
+/// them (an item larger than that travels alone): the frames of every streamed answer.
+pub fn batches<I>(items: Vec<I>, budget: usize, size: fn(&I) -> usize) -> impl Iterator<Item = Vec<I>> {
+    let mut it = items.into_iter().peekable();
+    std::iter::from_fn(move || {
+        it.peek()?;
+        let (mut batch, mut bytes) = (Vec::new(), 0);
+        while let Some(item) = it.next_if(|i| batch.is_empty() || bytes + size(i) <= budget) {
+            bytes += size(&item);
+            batch.push(item);
+        }
+        Some(batch)
+    })
+}
+
+/// One item of an `Eval` answer: the series come before the groups.
+enum EvalItem {
+    Series(PartialSeries),
+    Group(GroupPartial),
+}
+
+fn eval_item_size(item: &EvalItem) -> usize {
+    match item {
+        EvalItem::Series(s) => labels_wire_size(&s.labels) + s.points.len() * 17 + 8,
+        EvalItem::Group(g) => labels_wire_size(&g.labels) + labels_wire_size(&g.first) + g.steps.len() * 48 + 8,
+    }
+}
+
 /// A fragment's output as the frames of an `Eval` answer, each about `budget` bytes at
 /// most (one item larger than that travels alone), the last one with the annotations
 /// and `last` set. Always at least one frame.
@@ -472,32 +500,28 @@ pub fn eval_frames(out: FragmentOutput, budget: usize) -> Vec<pb::EvalResponse> 
         FragmentData::Groups(g) => (pb::EvalDataKind::Groups, Vec::new(), g),
         FragmentData::Candidates { series, groups } => (pb::EvalDataKind::Candidates, series, groups),
     };
-    let empty = || pb::EvalResponse { kind: kind as i32, ..Default::default() };
-    let mut frames = Vec::new();
-    let mut cur = empty();
-    let mut size = 0usize;
-    for s in series {
-        let n = labels_wire_size(&s.labels) + s.points.len() * 17 + 8;
-        if size > 0 && size + n > budget {
-            frames.push(std::mem::replace(&mut cur, empty()));
-            size = 0;
-        }
-        size += n;
-        cur.series.push(partial_series_to_pb(s));
+    let items: Vec<EvalItem> =
+        series.into_iter().map(EvalItem::Series).chain(groups.into_iter().map(EvalItem::Group)).collect();
+    let mut frames: Vec<pb::EvalResponse> = batches(items, budget, eval_item_size)
+        .map(|batch| {
+            let mut frame = pb::EvalResponse { kind: kind as i32, ..Default::default() };
+            for item in batch {
+                match item {
+                    EvalItem::Series(s) => frame.series.push(partial_series_to_pb(s)),
+                    EvalItem::Group(g) => frame.groups.push(group_to_pb(g)),
+                }
+            }
+            frame
+        })
+        .collect();
+    if frames.is_empty() {
+        frames.push(pb::EvalResponse { kind: kind as i32, ..Default::default() });
     }
-    for g in groups {
-        let n = labels_wire_size(&g.labels) + labels_wire_size(&g.first) + g.steps.len() * 48 + 8;
-        if size > 0 && size + n > budget {
-            frames.push(std::mem::replace(&mut cur, empty()));
-            size = 0;
-        }
-        size += n;
-        cur.groups.push(group_to_pb(g));
+    if let Some(last) = frames.last_mut() {
+        last.warnings = out.warnings;
+        last.infos = out.infos;
+        last.last = true;
     }
-    cur.warnings = out.warnings;
-    cur.infos = out.infos;
-    cur.last = true;
-    frames.push(cur);
     frames
 }
 

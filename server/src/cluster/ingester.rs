@@ -419,17 +419,7 @@ where
     T: Send + 'static,
     F: Fn(Vec<I>) -> T + Send + 'static,
 {
-    let mut it = items.into_iter().peekable();
-    let iter = std::iter::from_fn(move || {
-        it.peek()?;
-        let (mut batch, mut bytes) = (Vec::new(), 0);
-        while let Some(item) = it.next_if(|i| batch.is_empty() || bytes + size(i) <= budget) {
-            bytes += size(&item);
-            batch.push(item);
-        }
-        Some(Ok(wrap(batch)))
-    });
-    Box::pin(futures::stream::iter(iter))
+    Box::pin(futures::stream::iter(convert::batches(items, budget, size).map(move |batch| Ok(wrap(batch)))))
 }
 
 #[tonic::async_trait]

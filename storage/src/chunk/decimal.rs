@@ -263,24 +263,11 @@ impl<'a> Stream<'a> {
         Ok(())
     }
 
-    #[inline]
-    fn next(&mut self) -> Result<u64> {
-        if self.width == ALL_ZERO {
-            return Ok(0);
-        }
-        let mut r = if self.width == 0 { 0 } else { self.bits.read_bits(u32::from(self.width))? };
-        if self.pos == self.next_exc {
-            r |= self.next_high << self.width;
-            self.load_exception(self.pos + 1)?;
-        }
-        self.pos += 1;
-        Ok(r)
-    }
-
-    /// [`Stream::next`] without the bounds check of each read: `parse` took exactly
-    /// `count × width` bits for the stream, so the first `count` reads stay inside it.
+    /// The next residual. Reads are not bounds-checked one by one: `parse` took exactly
+    /// `count × width` bits for the stream, so the first `count` reads stay inside it
+    /// (and the decoder reads no more).
     #[inline(always)]
-    fn next_in_bounds(&mut self) -> Result<u64> {
+    fn next(&mut self) -> Result<u64> {
         let mut r = match self.width {
             ALL_ZERO => return Ok(0),
             0 => 0,
@@ -295,32 +282,19 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// Iterates the samples of a decimal chunk. Corrupt or truncated input yields one `Err`
-/// and then ends; it never panics.
-pub struct DecimalIter<'a> {
-    state: std::result::Result<Decoder<'a>, Option<Error>>,
-}
-
+/// A parsed chunk header and its two residual streams.
 struct Decoder<'a> {
-    remaining: u16,
-    read: u16,
+    count: u16,
     t0: i64,
-    t: i64,
     interval: u64,
     /// Grid mode: the grid's offset from `t0` (else unused).
     grid: Option<u64>,
+    /// The first value, scaled.
     m: i64,
-    d: i64,
     order2: bool,
     p: f64,
     ts: Stream<'a>,
     vs: Stream<'a>,
-}
-
-impl<'a> DecimalIter<'a> {
-    pub fn new(chunk: &'a [u8]) -> DecimalIter<'a> {
-        DecimalIter { state: Decoder::new(chunk).map_err(Some) }
-    }
 }
 
 impl<'a> Decoder<'a> {
@@ -329,14 +303,11 @@ impl<'a> Decoder<'a> {
         let head = c.bytes(2)?;
         let n = u16::from_be_bytes([head[0], head[1]]);
         let mut d = Decoder {
-            remaining: n,
-            read: 0,
+            count: n,
             t0: 0,
-            t: 0,
             interval: 0,
             grid: None,
             m: 0,
-            d: 0,
             order2: false,
             p: 1.0,
             ts: Stream::zero(),
@@ -346,7 +317,6 @@ impl<'a> Decoder<'a> {
             return Ok(d);
         }
         d.t0 = c.varint()?;
-        d.t = d.t0;
         d.interval = c.uvarint()?;
         let modes = c.bytes(1)?[0];
         if modes & !(VALUE_ORDER2 | TS_GRID) != 0 {
@@ -370,39 +340,15 @@ impl<'a> Decoder<'a> {
         }
         Ok(d)
     }
-
-    #[inline]
-    fn next_sample(&mut self) -> Result<Sample> {
-        if self.read > 0 {
-            let r = varint::unzigzag(self.ts.next()?) as u64;
-            self.t = match self.grid {
-                Some(off) => (self.t0 as u64)
-                    .wrapping_add(off)
-                    .wrapping_add(self.interval.wrapping_mul(u64::from(self.read)))
-                    .wrapping_add(r) as i64,
-                None => (self.t as u64).wrapping_add(self.interval).wrapping_add(r) as i64,
-            };
-            let r = varint::unzigzag(self.vs.next()?);
-            if self.order2 {
-                self.d = self.d.wrapping_add(r);
-                self.m = self.m.wrapping_add(self.d);
-            } else {
-                self.m = self.m.wrapping_add(r);
-            }
-        }
-        self.read += 1;
-        Ok(Sample { t: self.t, v: self.m as f64 / self.p })
-    }
 }
 
 /// Decodes a whole decimal chunk, appending its samples to `out`; on error `out` is
-/// left as it was. The bulk path of [`DecimalIter`] (same checks, same samples): the
-/// output is sized once from the header and filled with the timestamp and value modes
-/// chosen outside the loop.
+/// left as it was. The output is sized once from the header and filled with the
+/// timestamp and value modes chosen outside the loop.
 pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
     let d = Decoder::new(chunk)?;
     let before = out.len();
-    out.resize(before + d.remaining as usize, Sample { t: 0, v: 0.0 });
+    out.resize(before + d.count as usize, Sample { t: 0, v: 0.0 });
     let slots = &mut out[before..];
     let r = match (d.grid.is_some(), d.order2) {
         (false, false) => d.fill::<false, false>(slots),
@@ -423,15 +369,15 @@ impl Decoder<'_> {
         let Some((first, rest)) = out.split_first_mut() else { return Ok(()) };
         *first = Sample { t: self.t0, v: self.m as f64 / self.p };
         let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
-        let (mut t, mut m, mut d) = (t0, self.m, self.d);
+        let (mut t, mut m, mut d) = (t0, self.m, 0i64);
         for (i, slot) in rest.iter_mut().enumerate() {
-            let rt = varint::unzigzag(self.ts.next_in_bounds()?) as u64;
+            let rt = varint::unzigzag(self.ts.next()?) as u64;
             t = if GRID {
                 t0.wrapping_add(off).wrapping_add(interval.wrapping_mul(i as u64 + 1)).wrapping_add(rt)
             } else {
                 t.wrapping_add(interval).wrapping_add(rt)
             };
-            let rv = varint::unzigzag(self.vs.next_in_bounds()?);
+            let rv = varint::unzigzag(self.vs.next()?);
             if ORDER2 {
                 d = d.wrapping_add(rv);
                 m = m.wrapping_add(d);
@@ -441,32 +387,6 @@ impl Decoder<'_> {
             *slot = Sample { t: t as i64, v: m as f64 / self.p };
         }
         Ok(())
-    }
-}
-
-impl Iterator for DecimalIter<'_> {
-    type Item = Result<Sample>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Result<Sample>> {
-        match &mut self.state {
-            Err(e) => e.take().map(Err),
-            Ok(d) if d.read >= d.remaining => None,
-            Ok(d) => match d.next_sample() {
-                Ok(s) => Some(Ok(s)),
-                Err(e) => {
-                    self.state = Err(None);
-                    Some(Err(e))
-                }
-            },
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        match &self.state {
-            Ok(d) => (0, Some(d.remaining.saturating_sub(d.read) as usize)),
-            Err(_) => (0, Some(1)),
-        }
     }
 }
 

@@ -2,52 +2,16 @@
 //! variant with jitter-friendly timestamp buckets (what the head appends to), and the
 //! decimal encoding (scaled integers, timestamps as interval + exceptions) that the
 //! engine stores instead when it is smaller. The stored value in the `chunks` column
-//! family carries the encoding byte; [`SampleIter`] and [`decode_into`] read any of them.
+//! family carries the encoding byte; [`decode_into`] reads any of them.
 
 mod bits;
 pub mod decimal;
 mod xor;
 
-pub use decimal::DecimalIter;
 pub use xor::{num_samples, Encoding, XorAppender, XorIter, MAX_SAMPLES};
 
 use crate::error::Result;
 use tessera_model::Sample;
-
-/// Iterates the samples of a chunk of any encoding. Corrupt or truncated input yields
-/// one `Err` and then ends; it never panics.
-pub enum SampleIter<'a> {
-    Xor(XorIter<'a>),
-    Decimal(DecimalIter<'a>),
-}
-
-impl<'a> SampleIter<'a> {
-    pub fn new(chunk: &'a [u8], enc: Encoding) -> SampleIter<'a> {
-        match enc {
-            Encoding::Xor | Encoding::XorJitter => SampleIter::Xor(XorIter::new(chunk, enc)),
-            Encoding::Decimal => SampleIter::Decimal(DecimalIter::new(chunk)),
-        }
-    }
-}
-
-impl Iterator for SampleIter<'_> {
-    type Item = Result<Sample>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Result<Sample>> {
-        match self {
-            SampleIter::Xor(it) => it.next(),
-            SampleIter::Decimal(it) => it.next(),
-        }
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        match self {
-            SampleIter::Xor(it) => it.size_hint(),
-            SampleIter::Decimal(it) => it.size_hint(),
-        }
-    }
-}
 
 /// Decodes a whole chunk of any encoding, appending its samples to `out`.
 pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result<()> {

@@ -31,7 +31,7 @@ pub enum Encoding {
     XorJitter = 2,
     /// Not an XOR chunk: values as scaled decimal integers, timestamps as interval +
     /// exceptions (`decimal.rs`). The engine stores it in place of an XOR chunk when it
-    /// is smaller; [`XorIter`] does not read it (use `chunk::SampleIter`).
+    /// is smaller; [`XorIter`] does not read it (use `chunk::decode_into`).
     Decimal = 3,
 }
 
@@ -43,7 +43,8 @@ impl Encoding {
     fn buckets(self) -> [u32; 3] {
         match self {
             Encoding::Xor => [14, 17, 20],
-            // Not an XOR encoding (`chunk::SampleIter` never gives it to `XorIter`).
+            // Not an XOR encoding: the decoder refuses it, and the engine only ever
+            // appends XOR-jitter.
             Encoding::XorJitter | Encoding::Decimal => [6, 13, 20],
         }
     }
