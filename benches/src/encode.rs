@@ -9,7 +9,8 @@ use bytes::Bytes;
 use prost::Message;
 use tessera_proto::{prometheus as v1, v2};
 
-use crate::fleet::Sample;
+use crate::fleet::series::Series;
+use crate::fleet::{Sample, SeriesRef};
 
 /// Which remote-write protocol to speak.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
@@ -50,22 +51,33 @@ pub struct Batch {
     pub raw_len: usize,
 }
 
-/// Protobuf encoding of `samples` (not yet compressed).
+/// Protobuf encoding of `samples` (not yet compressed), one `TimeSeries` per sample.
 pub fn encode(protocol: Protocol, samples: &[Sample]) -> Vec<u8> {
+    encode_groups(protocol, samples.iter().map(|s| (&*s.series, [(s.ts, s.value)])))
+}
+
+/// Protobuf encoding of one `TimeSeries` per group: a series and its points in time
+/// order (`(timestamp ms, value)`).
+fn encode_groups<'a, P>(protocol: Protocol, groups: impl Iterator<Item = (&'a Series, P)>) -> Vec<u8>
+where
+    P: AsRef<[(i64, f64)]>,
+{
     match protocol {
         Protocol::V1 => {
-            let timeseries = samples
-                .iter()
-                .map(|s| v1::TimeSeries {
+            let timeseries = groups
+                .map(|(series, points)| v1::TimeSeries {
                     // `Bytes` clones are reference counts: the label strings are shared
                     // with the simulator's series table.
-                    labels: s
-                        .series
+                    labels: series
                         .labels
                         .iter()
                         .map(|(n, v)| v1::Label { name: n.clone(), value: v.clone() })
                         .collect(),
-                    samples: vec![v1::Sample { value: s.value, timestamp: s.ts }],
+                    samples: points
+                        .as_ref()
+                        .iter()
+                        .map(|&(timestamp, value)| v1::Sample { value, timestamp })
+                        .collect(),
                     exemplars: Vec::new(),
                     histograms: Vec::new(),
                 })
@@ -74,22 +86,25 @@ pub fn encode(protocol: Protocol, samples: &[Sample]) -> Vec<u8> {
         }
         Protocol::V2 => {
             let mut symbols = v2::SymbolTable::new();
-            let timeseries = samples
-                .iter()
-                .map(|s| {
-                    let mut refs = Vec::with_capacity(s.series.labels.len() * 2);
-                    for (n, v) in &s.series.labels {
+            let timeseries = groups
+                .map(|(series, points)| {
+                    let mut refs = Vec::with_capacity(series.labels.len() * 2);
+                    for (n, v) in &series.labels {
                         // The simulator only builds UTF-8 labels (from Rust strings).
                         refs.push(symbols.get_ref(std::str::from_utf8(n).unwrap_or_default()));
                         refs.push(symbols.get_ref(std::str::from_utf8(v).unwrap_or_default()));
                     }
                     v2::TimeSeries {
                         labels_refs: refs,
-                        samples: vec![v2::Sample { value: s.value, timestamp: s.ts, start_timestamp: 0 }],
+                        samples: points
+                            .as_ref()
+                            .iter()
+                            .map(|&(timestamp, value)| v2::Sample { value, timestamp, start_timestamp: 0 })
+                            .collect(),
                         histograms: Vec::new(),
                         exemplars: Vec::new(),
                         metadata: Some(v2::Metadata {
-                            r#type: metric_type(s.series.metric_name()) as i32,
+                            r#type: metric_type(series.metric_name()) as i32,
                             help_ref: 0,
                             unit_ref: 0,
                         }),
@@ -118,12 +133,15 @@ fn metric_type(name: &[u8]) -> v2::metadata::MetricType {
 
 /// Encodes and compresses one batch.
 pub fn make_batch(protocol: Protocol, shard: usize, samples: &[Sample]) -> Batch {
-    let raw = encode(protocol, samples);
+    compress(shard, samples.len() as u64, encode(protocol, samples))
+}
+
+fn compress(shard: usize, samples: u64, raw: Vec<u8>) -> Batch {
     let raw_len = raw.len();
     // snap's raw (block) encoder never fails on input below 4 GiB; batches are a few
-    // hundred KiB, so an error here would be a bug in snap, not bad input.
+    // MiB at most, so an error here would be a bug in snap, not bad input.
     let body = snap::raw::Encoder::new().compress_vec(&raw).expect("snappy block encode of a small buffer");
-    Batch { shard, samples: samples.len() as u64, body: Bytes::from(body), raw_len }
+    Batch { shard, samples, body: Bytes::from(body), raw_len }
 }
 
 /// Cuts a stream of samples into per-shard batches of `batch_samples`.
@@ -167,6 +185,74 @@ impl Batcher {
     /// Every partial batch (end of the dataset).
     pub fn flush_all(&mut self) -> Vec<Batch> {
         self.flush_older_than(i64::MAX)
+    }
+}
+
+/// Cuts a stream of samples into requests that carry many consecutive samples per
+/// series: the bulk-load shape (`backfill --samples-per-series`), where a request's
+/// labels are paid once per series instead of once per sample. A Prometheus agent
+/// never sends this shape; receivers accept it (remote write allows many samples per
+/// `TimeSeries`).
+///
+/// Samples are buffered per shard and series until [`SeriesBatcher::flush`] (the
+/// caller flushes every N scrape rounds), then packed into requests of at most
+/// `batch_samples` samples, a series' points in time order and never reordered
+/// across requests of its shard.
+pub struct SeriesBatcher {
+    protocol: Protocol,
+    batch_samples: usize,
+    /// Per shard: series in first-seen order with their buffered points.
+    pending: Vec<Vec<(SeriesRef, Vec<(i64, f64)>)>>,
+    /// Per shard: series id → index in `pending` (ids are small process-unique
+    /// counters, so Fx hashing is enough).
+    slots: Vec<rustc_hash::FxHashMap<u64, usize>>,
+}
+
+impl SeriesBatcher {
+    pub fn new(protocol: Protocol, shards: usize, batch_samples: usize) -> Self {
+        SeriesBatcher {
+            protocol,
+            batch_samples,
+            pending: (0..shards).map(|_| Vec::new()).collect(),
+            slots: (0..shards).map(|_| Default::default()).collect(),
+        }
+    }
+
+    pub fn push(&mut self, s: Sample) {
+        let shard = (s.series.hash % self.pending.len() as u64) as usize;
+        let pending = &mut self.pending[shard];
+        let slot = *self.slots[shard].entry(s.series.id).or_insert_with(|| {
+            pending.push((s.series.clone(), Vec::new()));
+            pending.len() - 1
+        });
+        pending[slot].1.push((s.ts, s.value));
+    }
+
+    /// Every buffered sample, as requests; the buffers start empty again.
+    pub fn flush(&mut self) -> Vec<Batch> {
+        let mut out = Vec::new();
+        for (shard, pending) in self.pending.iter_mut().enumerate() {
+            self.slots[shard].clear();
+            let mut groups: Vec<(&Series, &[(i64, f64)])> = Vec::new();
+            let mut n = 0;
+            for (series, points) in pending.iter() {
+                for part in points.chunks(self.batch_samples) {
+                    if n + part.len() > self.batch_samples && !groups.is_empty() {
+                        let raw = encode_groups(self.protocol, groups.drain(..));
+                        out.push(compress(shard, n as u64, raw));
+                        n = 0;
+                    }
+                    groups.push((series, part));
+                    n += part.len();
+                }
+            }
+            if !groups.is_empty() {
+                let raw = encode_groups(self.protocol, groups.drain(..));
+                out.push(compress(shard, n as u64, raw));
+            }
+            pending.clear();
+        }
+        out
     }
 }
 
@@ -248,5 +334,41 @@ mod tests {
         shards.sort_unstable();
         shards.dedup();
         assert_eq!(shards, vec![0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn series_batches_carry_each_series_points_in_order_and_lose_none() {
+        let samples = some_samples(3000);
+        let mut b = SeriesBatcher::new(Protocol::V1, 3, 250);
+        for s in samples.iter().cloned() {
+            b.push(s);
+        }
+        let batches = b.flush();
+        assert!(b.flush().is_empty(), "a flush empties the buffers");
+        assert_eq!(batches.iter().map(|x| x.samples).sum::<u64>(), 3000);
+        assert!(batches.iter().all(|x| x.samples <= 250));
+        // Per label set: the points of every request, concatenated in send order, are
+        // exactly that series' samples in generation order, all on one shard.
+        let mut got: std::collections::HashMap<Vec<(Bytes, Bytes)>, (usize, Vec<(i64, u64)>)> = Default::default();
+        let mut multi = false;
+        for batch in &batches {
+            let req = v1::WriteRequest::decode(unsnappy(batch).as_slice()).expect("valid protobuf");
+            for ts in req.timeseries {
+                multi |= ts.samples.len() > 1;
+                let labels: Vec<_> = ts.labels.iter().map(|l| (l.name.clone(), l.value.clone())).collect();
+                let e = got.entry(labels).or_insert((batch.shard, Vec::new()));
+                assert_eq!(e.0, batch.shard);
+                e.1.extend(ts.samples.iter().map(|p| (p.timestamp, p.value.to_bits())));
+            }
+        }
+        assert!(multi, "requests must carry several samples per series");
+        let mut want: std::collections::HashMap<Vec<(Bytes, Bytes)>, Vec<(i64, u64)>> = Default::default();
+        for s in &samples {
+            want.entry(s.series.labels.clone()).or_default().push((s.ts, s.value.to_bits()));
+        }
+        assert_eq!(got.len(), want.len());
+        for (labels, points) in want {
+            assert_eq!(got[&labels].1, points);
+        }
     }
 }

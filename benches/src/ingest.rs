@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::encode::{Batch, Batcher, Protocol};
-use crate::fleet::{Fleet, FleetConfig, FleetStats};
+use crate::encode::{Batch, Batcher, Protocol, SeriesBatcher};
+use crate::fleet::{Fleet, FleetConfig, FleetStats, Sample};
 use crate::push::{self, PushConfig, PushReport};
 
 /// How many batches each shard's channel holds: the producer blocks beyond that,
@@ -22,6 +22,9 @@ pub struct IngestConfig {
     pub push: PushConfig,
     pub shards: usize,
     pub batch_samples: usize,
+    /// Backfill: consecutive samples of a series per request (1 = one sample per
+    /// `TimeSeries`, as Prometheus sends; more = a bulk load, see `SeriesBatcher`).
+    pub samples_per_series: usize,
     /// Generate while sending instead of before (for datasets too big for memory).
     pub stream: bool,
     /// Live mode: send each scrape when its timestamp is reached.
@@ -45,6 +48,8 @@ pub struct DatasetInfo {
     pub reboot_rate: f64,
     pub protocol: Protocol,
     pub batch_samples: usize,
+    #[serde(default = "one")]
+    pub samples_per_series: usize,
     pub shards: usize,
     pub rounds: u64,
     pub samples: u64,
@@ -67,6 +72,63 @@ pub struct IngestReport {
     pub client_cpu_s: f64,
 }
 
+fn one() -> usize {
+    1
+}
+
+/// How generated samples become requests: one `TimeSeries` per sample, cut when a
+/// shard's batch is full, or many samples per series, cut every `per_series` rounds.
+enum Cutter {
+    PerSample(Batcher),
+    PerSeries { batcher: SeriesBatcher, per_series: usize, rounds: usize },
+}
+
+impl Cutter {
+    fn new(cfg: &IngestConfig) -> Cutter {
+        if cfg.samples_per_series > 1 {
+            Cutter::PerSeries {
+                batcher: SeriesBatcher::new(cfg.push.protocol, cfg.shards, cfg.batch_samples),
+                per_series: cfg.samples_per_series,
+                rounds: 0,
+            }
+        } else {
+            Cutter::PerSample(Batcher::new(cfg.push.protocol, cfg.shards, cfg.batch_samples))
+        }
+    }
+
+    /// One scrape round's samples (drained); the batches that are ready.
+    fn round(
+        &mut self,
+        samples: &mut Vec<Sample>,
+        mut ready: impl FnMut(Batch) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        match self {
+            Cutter::PerSample(b) => {
+                for s in samples.drain(..) {
+                    if let Some(batch) = b.push(s) {
+                        ready(batch)?;
+                    }
+                }
+            }
+            Cutter::PerSeries { batcher, per_series, rounds } => {
+                samples.drain(..).for_each(|s| batcher.push(s));
+                *rounds += 1;
+                if *rounds % *per_series == 0 {
+                    batcher.flush().into_iter().try_for_each(ready)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Vec<Batch> {
+        match self {
+            Cutter::PerSample(b) => b.flush_all(),
+            Cutter::PerSeries { batcher, .. } => batcher.flush(),
+        }
+    }
+}
+
 fn dataset_info(cfg: &IngestConfig, stats: &FleetStats, batches: u64, snappy_bytes: u64, end_ms: i64) -> DatasetInfo {
     let f = &cfg.fleet;
     DatasetInfo {
@@ -83,6 +145,7 @@ fn dataset_info(cfg: &IngestConfig, stats: &FleetStats, batches: u64, snappy_byt
         reboot_rate: f.reboot_rate,
         protocol: cfg.push.protocol,
         batch_samples: cfg.batch_samples,
+        samples_per_series: cfg.samples_per_series,
         shards: cfg.shards,
         rounds: stats.rounds,
         samples: stats.samples,
@@ -99,17 +162,18 @@ fn dataset_info(cfg: &IngestConfig, stats: &FleetStats, batches: u64, snappy_byt
 /// Generates the whole dataset into batches, in generation order.
 pub fn generate(cfg: &IngestConfig) -> anyhow::Result<(Vec<Batch>, FleetStats, i64)> {
     let mut fleet = Fleet::new(cfg.fleet.clone()).map_err(anyhow::Error::msg)?;
-    let mut batcher = Batcher::new(cfg.push.protocol, cfg.shards, cfg.batch_samples);
+    let mut cutter = Cutter::new(cfg);
     let mut batches = Vec::new();
     let mut round = Vec::new();
     let mut end_ms = cfg.fleet.start_ms;
     while fleet.next_round(&mut round) {
-        for s in round.drain(..) {
-            end_ms = end_ms.max(s.ts);
-            batches.extend(batcher.push(s));
-        }
+        end_ms = round.iter().map(|s| s.ts).fold(end_ms, i64::max);
+        cutter.round(&mut round, |b| {
+            batches.push(b);
+            Ok(())
+        })?;
     }
-    batches.extend(batcher.flush_all());
+    batches.extend(cutter.finish());
     Ok((batches, fleet.stats().clone(), end_ms))
 }
 
@@ -121,35 +185,42 @@ fn spawn_streaming(
 ) -> std::thread::JoinHandle<anyhow::Result<(FleetStats, u64, u64, i64)>> {
     std::thread::spawn(move || {
         let mut fleet = Fleet::new(cfg.fleet.clone()).map_err(anyhow::Error::msg)?;
-        let mut batcher = Batcher::new(cfg.push.protocol, cfg.shards, cfg.batch_samples);
         let (mut n, mut bytes) = (0u64, 0u64);
         let mut end_ms = cfg.fleet.start_ms;
-        let send = |b: Batch, n: &mut u64, bytes: &mut u64| -> anyhow::Result<()> {
-            *n += 1;
-            *bytes += b.body.len() as u64;
+        let mut send = |b: Batch| -> anyhow::Result<()> {
+            n += 1;
+            bytes += b.body.len() as u64;
             let shard = b.shard;
             senders[shard].blocking_send(b).map_err(|_| anyhow::anyhow!("sender for shard {shard} stopped"))
         };
         let mut round = Vec::new();
-        while fleet.next_round(&mut round) {
-            for s in round.drain(..) {
-                if cfg.live {
+        if cfg.live {
+            // Live: each sample waits for its timestamp; partial batches go out after
+            // the batch deadline, as Prometheus' queue manager sends them.
+            let mut batcher = Batcher::new(cfg.push.protocol, cfg.shards, cfg.batch_samples);
+            while fleet.next_round(&mut round) {
+                for s in round.drain(..) {
                     let wait = s.ts - crate::cli_time::now_ms();
                     if wait > 0 {
                         std::thread::sleep(Duration::from_millis(wait as u64));
                     }
                     for b in batcher.flush_older_than(s.ts - cfg.batch_deadline_ms) {
-                        send(b, &mut n, &mut bytes)?;
+                        send(b)?;
+                    }
+                    end_ms = end_ms.max(s.ts);
+                    if let Some(b) = batcher.push(s) {
+                        send(b)?;
                     }
                 }
-                end_ms = end_ms.max(s.ts);
-                if let Some(b) = batcher.push(s) {
-                    send(b, &mut n, &mut bytes)?;
-                }
             }
-        }
-        for b in batcher.flush_all() {
-            send(b, &mut n, &mut bytes)?;
+            batcher.flush_all().into_iter().try_for_each(&mut send)?;
+        } else {
+            let mut cutter = Cutter::new(&cfg);
+            while fleet.next_round(&mut round) {
+                end_ms = round.iter().map(|s| s.ts).fold(end_ms, i64::max);
+                cutter.round(&mut round, &mut send)?;
+            }
+            cutter.finish().into_iter().try_for_each(&mut send)?;
         }
         Ok((fleet.stats().clone(), n, bytes, end_ms))
     })

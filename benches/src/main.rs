@@ -101,6 +101,10 @@ struct FleetArgs {
     /// No training step-duration histograms.
     #[arg(long)]
     no_histograms: bool,
+    /// DCGM fields per GPU, comma-separated (`GPU_UTIL,GPU_TEMP,POWER_USAGE` or full
+    /// metric names); `all` = the 22 fields of dcgm-exporter's counters file.
+    #[arg(long, default_value = "all")]
+    dcgm_fields: String,
 }
 
 impl FleetArgs {
@@ -120,10 +124,28 @@ impl FleetArgs {
             reboot_rate: self.reboot_rate,
             kube: !self.no_kube,
             training_histograms: !self.no_histograms,
+            dcgm_fields: parse_dcgm_fields(&self.dcgm_fields)?,
         };
         cfg.validate().map_err(anyhow::Error::msg)?;
         Ok(cfg)
     }
+}
+
+fn parse_dcgm_fields(list: &str) -> anyhow::Result<Vec<fleet::catalog::Dcgm>> {
+    use fleet::catalog::Dcgm;
+    if list.trim() == "all" {
+        return Ok(Dcgm::ALL.to_vec());
+    }
+    let mut fields = Vec::new();
+    for name in list.split(',').filter(|n| !n.trim().is_empty()) {
+        let known = || Dcgm::ALL.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ");
+        let f = Dcgm::from_name(name)
+            .with_context(|| format!("--dcgm-fields: unknown DCGM field {name:?}; known fields: {}", known()))?;
+        if !fields.contains(&f) {
+            fields.push(f);
+        }
+    }
+    Ok(fields)
 }
 
 /// Where and how to send.
@@ -191,6 +213,11 @@ struct BackfillArgs {
     /// competes with the target for CPU).
     #[arg(long)]
     stream: bool,
+    /// Consecutive samples of each series per request: 1 sends one sample per
+    /// series as a Prometheus agent does; more is a bulk load (e.g. 120 = an hour at
+    /// 30 s per series per request), for loading big datasets fast into any receiver.
+    #[arg(long, default_value_t = 1)]
+    samples_per_series: usize,
 }
 
 #[derive(Args)]
@@ -259,6 +286,8 @@ struct DescribeArgs {
     concurrency: usize,
     #[arg(long, default_value_t = 2000)]
     batch_samples: usize,
+    #[arg(long, default_value_t = 1)]
+    samples_per_series: usize,
 }
 
 #[derive(Args)]
@@ -361,6 +390,7 @@ fn main() -> anyhow::Result<()> {
                 push: a.send.push_config()?,
                 shards: a.send.concurrency,
                 batch_samples: a.send.batch_samples,
+                samples_per_series: a.samples_per_series.max(1),
                 stream: a.stream,
                 live: false,
                 batch_deadline_ms: 5000,
@@ -381,6 +411,7 @@ fn main() -> anyhow::Result<()> {
                 push: a.send.push_config()?,
                 shards: a.send.concurrency,
                 batch_samples: a.send.batch_samples,
+                samples_per_series: 1,
                 stream: true,
                 live: true,
                 batch_deadline_ms: cli_time::parse_duration_ms(&a.batch_deadline)?,
@@ -454,6 +485,7 @@ fn main() -> anyhow::Result<()> {
                 },
                 shards: a.concurrency.max(1),
                 batch_samples: a.batch_samples.max(1),
+                samples_per_series: a.samples_per_series.max(1),
                 stream: false,
                 live: false,
                 batch_deadline_ms: 5000,

@@ -110,8 +110,9 @@ pub trait Queryable: Send + Sync {
         ctl: &crate::QueryOptions,
     ) -> Result<SelectResult, crate::QueryError>;
 
-    /// [`Queryable::select`] as a stream: the same series (sorted by labels, each label
-    /// set once), handed out one at a time so that the engine can fold each into its
+    /// [`Queryable::select`] as a stream: the same series (each label set once, in any
+    /// order: a store streams in the order it reads fastest, the local shards in storage
+    /// order), handed out one at a time so that the engine can fold each into its
     /// step results and drop it before the next is read. A source that reads lazily
     /// (the local shards decode one series' chunks per item) keeps only the series in
     /// flight in memory; the default reads everything through `select` first, so a

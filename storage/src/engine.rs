@@ -606,11 +606,13 @@ impl Engine {
                 out.push(s);
             }
         }
+        out.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)
     }
 
     /// `select` one series at a time (see [`SeriesCursor`]): the matching series in
-    /// label order, each read and decoded only when the caller asks for it. Index
+    /// storage order (ascending series id, not label order), each read and decoded only
+    /// when the caller asks for it. Index
     /// lookups and the label reads stop with `Error::Interrupted` when `stop` fires.
     pub fn select_cursor(
         &self,

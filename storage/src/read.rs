@@ -1,7 +1,8 @@
 //! [`SeriesCursor`] (`select`): merges head chunks with persisted chunks, decoding only
 //! chunks that overlap the query range, and de-duplicates overlapping samples, one
-//! series at a time in label order, so a reader that folds each series before taking
-//! the next holds one series' samples, not the whole answer. `select_chunks`: the same
+//! series at a time in storage order (ascending series id, the order of the chunk keys),
+//! so a reader that folds each series before taking the next holds one series' samples,
+//! not the whole answer, and reads each RocksDB block once. `select_chunks`: the same
 //! chunks as stored, not decoded, for a reader elsewhere (a cluster querier) that
 //! decodes them with [`ChunkSamples`] under the same rules.
 
@@ -109,10 +110,18 @@ const CURSOR_BATCH: usize = 256;
 
 /// The samples of the series a select matched, read one series at a time: at creation
 /// the cursor resolves every series' labels (from the head, or RocksDB for series not
-/// in it) and orders them; each [`SeriesCursor::read_next`] then copies the next series'
+/// in it); each [`SeriesCursor::read_next`] then copies the next series'
 /// head chunks (a batch at a time, under the head lock), reads its persisted chunks and
 /// decodes them. Memory held: every matched series' labels, one batch of head-chunk
 /// copies, one series' samples.
+///
+/// **Order: storage order**, ascending series id, not label order. Chunk keys start with
+/// the series id, so in this order one iterator walks forward through the chunks
+/// column family and reads each block once; in label order consecutive series sit in
+/// unrelated blocks, and a block holding chunks of several selected series was read and
+/// decompressed once per series (4× the block reads on a 4-metric GPU dataset, and 1.5×
+/// the query time, measured on the billion-sample benchmark). A caller that needs label
+/// order sorts (`Engine::select_until` does).
 ///
 /// A series evicted from the head between the lookup and its read is read from RocksDB
 /// (eviction persists everything first); samples appended meanwhile may or may not be
@@ -120,7 +129,8 @@ const CURSOR_BATCH: usize = 256;
 pub struct SeriesCursor<'a> {
     db: &'a DB,
     head: &'a Mutex<Head>,
-    /// The series in read order with their labels (as the caller relabelled them).
+    /// The series in read order (ascending id) with their labels (as the caller
+    /// relabelled them).
     series: Vec<(Labels, u32)>,
     next: usize,
     /// Head snapshots of `series[next..next + snaps.len()]`.
@@ -137,7 +147,7 @@ pub struct SeriesCursor<'a> {
 
 impl<'a> SeriesCursor<'a> {
     /// A cursor over the series `ids` for samples in `[mint, maxt]` (`mint` already
-    /// raised to the retention watermark), in label order. `lookback` is how far before
+    /// raised to the retention watermark), in storage order. `lookback` is how far before
     /// `mint` a persisted chunk may start and still reach into the range.
     pub(crate) fn new(
         db: &'a DB,
@@ -166,7 +176,8 @@ impl<'a> SeriesCursor<'a> {
             stop.check_every(i, "select")?;
             series.push((labels_codec::decode_label_set(&bytes)?, id));
         }
-        series.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Head series first, then stored ones: back into id order.
+        series.sort_unstable_by_key(|&(_, id)| id);
         Ok(SeriesCursor {
             db,
             head,
@@ -186,22 +197,12 @@ impl<'a> SeriesCursor<'a> {
         self.series.len() - self.next
     }
 
-    /// Replaces the labels of the series not read yet by `f(labels)` and reorders them
-    /// by the new labels (a caller that strips a label every series carries).
+    /// Replaces the labels of the series not read yet by `f(labels)` (a caller that
+    /// strips a label every series carries); the read order stays.
     pub fn relabel(&mut self, mut f: impl FnMut(Labels) -> Labels) {
-        let rest = &mut self.series[self.next..];
-        for (labels, _) in rest.iter_mut() {
+        for (labels, _) in &mut self.series[self.next..] {
             *labels = f(std::mem::take(labels));
         }
-        rest.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        // Snapshots taken for the old order no longer line up.
-        self.snaps.clear();
-        self.it = None;
-    }
-
-    /// The labels of the series [`SeriesCursor::read_next`] reads next.
-    pub fn peek(&self) -> Option<&Labels> {
-        self.series.get(self.next).map(|(l, _)| l)
     }
 
     /// Reads the next series: its samples in `[mint, maxt]` in time order, possibly none
@@ -249,11 +250,13 @@ impl<'a> SeriesCursor<'a> {
 /// that cannot be read fails the call naming the series; `stop` is checked per series.
 pub fn select_chunks(
     db: &DB,
-    snaps: Vec<SeriesSnap>,
+    mut snaps: Vec<SeriesSnap>,
     mint: i64,
     lookback: i64,
     stop: &Interrupt,
 ) -> Result<Vec<SeriesChunks>> {
+    // One iterator walks the series in id order (see `for_each_chunk`).
+    snaps.sort_unstable_by_key(|s| s.id);
     let cf = db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))?;
     let mut it = db.raw_iterator_cf(cf);
     let mut result = Vec::with_capacity(snaps.len());
@@ -296,6 +299,9 @@ pub fn describe(labels: &[u8]) -> String {
 /// start at or before the range's end), in read order: persisted chunks by start time
 /// (a chunk also held in the head is skipped: the head's copy may be newer), then the
 /// head's chunks by start time. See [`ChunkSamples`] for how a reader applies them.
+///
+/// One iterator `it` serves a run of calls only if their series come in ascending id
+/// order (the walk of one series leaves the iterator where the next one starts).
 fn for_each_chunk(
     it: &mut rocksdb::DBRawIterator<'_>,
     snap: &SeriesSnap,
@@ -305,8 +311,14 @@ fn for_each_chunk(
 ) -> Result<()> {
     // Persisted chunks: keys are (id, chunk mint), so one seek finds the first chunk
     // that can overlap; each chunk's maxt is in its value header, so chunks ending
-    // before `mint` are skipped without decoding.
-    it.seek(keys::chunk_key(snap.id, mint.saturating_sub(lookback)));
+    // before `mint` are skipped without decoding. Series come in ascending id order and
+    // the previous series' walk stopped on the first key after its range, so when that
+    // key is already at or past this series' first key it is the one a seek would find
+    // (nothing lies between), and the seek is skipped.
+    let from = keys::chunk_key(snap.id, mint.saturating_sub(lookback));
+    if !(it.valid() && it.key().is_some_and(|k| k >= from.as_slice())) {
+        it.seek(from);
+    }
     let upper = snap.maxt_key();
     while it.valid() {
         let (Some(k), Some(v)) = (it.key(), it.value()) else { break };

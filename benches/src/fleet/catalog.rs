@@ -85,6 +85,17 @@ impl Dcgm {
         }
     }
 
+    /// The field called `name`: its full metric name or the part after `DCGM_FI_DEV_` /
+    /// `DCGM_FI_PROF_` (`GPU_UTIL`, `PIPE_TENSOR_ACTIVE`), any case.
+    pub fn from_name(name: &str) -> Option<Dcgm> {
+        let want = name.trim().to_ascii_uppercase();
+        Dcgm::ALL.into_iter().find(|f| {
+            let full = f.name();
+            full == want
+                || ["DCGM_FI_DEV_", "DCGM_FI_PROF_"].iter().any(|p| full.strip_prefix(p) == Some(want.as_str()))
+        })
+    }
+
     /// Counters only go up, except when the node reboots (the driver restarts them).
     /// Real DCGM reports the PROF byte fields as per-second rates; we make them
     /// cumulative so that `rate()` and `resets()` mean something (as the shared

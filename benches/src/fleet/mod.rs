@@ -72,6 +72,9 @@ pub struct FleetConfig {
     pub kube: bool,
     /// Emit training pods' step-duration histograms.
     pub training_histograms: bool,
+    /// The DCGM fields each GPU exposes (dcgm-exporter's counters file); every field
+    /// of `Dcgm::ALL` by default. Fewer fields = fewer series per GPU, same dynamics.
+    pub dcgm_fields: Vec<Dcgm>,
 }
 
 impl Default for FleetConfig {
@@ -91,6 +94,7 @@ impl Default for FleetConfig {
             reboot_rate: 0.01,
             kube: true,
             training_histograms: true,
+            dcgm_fields: Dcgm::ALL.to_vec(),
         }
     }
 }
@@ -124,6 +128,9 @@ impl FleetConfig {
         }
         if !(self.reboot_rate >= 0.0) {
             return Err("--reboot-rate must be >= 0".into());
+        }
+        if self.dcgm_fields.is_empty() {
+            return Err("--dcgm-fields must name at least one field".into());
         }
         Ok(())
     }
@@ -168,8 +175,9 @@ struct Gpu {
     uuid: Bytes,
     index: usize,
     pod: Option<u64>,
-    /// This GPU's DCGM series for its current pod (one per `Dcgm::ALL`).
-    series: Vec<SeriesRef>,
+    /// This GPU's DCGM series for its current pod: (index into `Dcgm::ALL` and
+    /// `GpuState::values`, series), one per configured field.
+    series: Vec<(usize, SeriesRef)>,
     /// Intensity of the last scrape, 0..1 (node-exporter's CPU load follows it).
     last_intensity: f64,
 }
@@ -409,8 +417,12 @@ impl Fleet {
             (Bytes::from_static(b"namespace"), ns),
             (Bytes::from_static(b"container"), container),
         ];
-        let series: Vec<SeriesRef> =
-            Dcgm::ALL.iter().map(|f| LabelsBuilder::new(f.name()).extend(&base).build()).collect();
+        let series: Vec<(usize, SeriesRef)> = Dcgm::ALL
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| self.cfg.dcgm_fields.contains(f))
+            .map(|(k, f)| (k, LabelsBuilder::new(f.name()).extend(&base).build()))
+            .collect();
         self.stats.series_created += series.len() as u64;
         self.nodes[node_idx].gpus[g].series = series;
     }
@@ -732,8 +744,8 @@ impl Fleet {
                             let gpu = &mut node.gpus[g];
                             gpu.state.step(node.model, load, ts, dt_s, &mut node.rng);
                             gpu.last_intensity = load.intensity;
-                            for (k, s) in gpu.series.iter().enumerate() {
-                                cur.push((s.clone(), gpu.state.values[k]));
+                            for (k, s) in &gpu.series {
+                                cur.push((s.clone(), gpu.state.values[*k]));
                             }
                         }
                     }

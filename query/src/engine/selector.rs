@@ -183,11 +183,9 @@ impl Evaluator<'_> {
     }
 
     /// Hands every series matching `vs` with samples in `[mint, maxt]` to `f`, one at a
-    /// time in label order, from the source's [`crate::Queryable::select_stream`]: the
+    /// time in the source's order, from its [`crate::Queryable::select_stream`]: the
     /// series-at-a-time path (`engine/stream.rs`). A selector with `or` alternatives
-    /// reads them all first (their union is de-duplicated by labels). A source that
-    /// streams out of label order is an internal error: the order decides aggregation
-    /// groups' order and the order of float additions.
+    /// reads them all first (their union is de-duplicated by labels).
     pub(crate) fn select_each(
         &self,
         vs: &VectorSelector,
@@ -206,24 +204,7 @@ impl Evaluator<'_> {
         for w in r.warnings {
             self.ctx.warn(w);
         }
-        let mut last: Option<Labels> = None;
-        for s in r.data {
-            let s = s?;
-            if last.as_ref().is_some_and(|l| *l >= s.labels) {
-                return Err(QueryError::internal(format!(
-                    "the data source streamed series {} after {}, out of label order",
-                    s.labels,
-                    last.unwrap_or_default()
-                )));
-            }
-            // Reuses the previous copy's strings (no allocation per series).
-            match &mut last {
-                Some(l) => l.clone_from(&s.labels),
-                None => last = Some(s.labels.clone()),
-            }
-            f(s)?;
-        }
-        Ok(())
+        r.data.into_iter().try_for_each(|s| f(s?))
     }
 }
 

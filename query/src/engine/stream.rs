@@ -17,10 +17,15 @@
 //! - the same aggregations as a shard's partial fragment (their states become the
 //!   fragment's partial groups), and a chain as a per-series fragment.
 //!
-//! The answers are the materialising path's, bit for bit: the source streams in label
-//! order (the order `select` results are sorted in), every per-series step is the same
-//! function, and each group's accumulator at each step receives the same values in the
-//! same order. Anything else (subqueries, `@` over many steps, vector ⊕ vector, other
+//! The answers are the materialising path's: every per-series step is the same
+//! function, and each group's accumulator at each step receives the same values. When
+//! the source streams in label order (the order `select` results are sorted in, and the
+//! test store's) they arrive in the same order too and the answers are equal bit for
+//! bit (the promqltest split check asserts it). The local shards stream in storage
+//! order, which is much faster to read (see `tessera_storage::SeriesCursor`); then
+//! sums and averages add the same values in another order, with Kahan compensation as
+//! Prometheus does, which can move the last bits, and groups of an instant vector may
+//! come out in another order (Prometheus does not order them either). Anything else (subqueries, `@` over many steps, vector ⊕ vector, other
 //! aggregations, `or` selectors read as a union) takes the materialising path. A source
 //! with pushdown streams inside the fragments its shards evaluate, not at the querier.
 
@@ -137,14 +142,16 @@ impl Sink for Collect {
 }
 
 /// An aggregation's accumulators: one per group and step (`accs[group * steps + step]`),
-/// groups numbered in order of their first input series, as the materialising path
-/// numbers them.
+/// groups numbered in order of arrival. Each group also keeps the smallest labels of its
+/// input series: its first input series in label order, by which the materialising path
+/// orders groups (`finish_fold` and the pushdown merge order by it), whatever order the
+/// source streams in.
 struct Fold {
     op: String,
     grouping: Grouping,
     steps: usize,
     index: HashMap<Labels, usize>,
-    /// Per group: its labels and its first input series' labels.
+    /// Per group: its labels and the smallest labels of its input series.
     groups: Vec<(Labels, Labels)>,
     accs: Vec<Option<Acc>>,
 }
@@ -169,7 +176,13 @@ impl Sink for Fold {
     fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) {
         let key = self.grouping.labels(&s.labels);
         let g = match self.index.get(&key) {
-            Some(&g) => g,
+            Some(&g) => {
+                let first = &mut self.groups[g].1;
+                if s.labels < *first {
+                    first.clone_from(&s.labels);
+                }
+                g
+            }
             None => {
                 self.index.insert(key.clone(), self.groups.len());
                 self.groups.push((key, s.labels.clone()));
@@ -219,6 +232,8 @@ impl Evaluator<'_> {
                 let chain = self.chain(e)?;
                 let mut out = Collect::default();
                 self.run_chain(&chain, &mut out)?;
+                // In label order, as the materialising path answers.
+                out.series.sort_by(|a, b| a.labels.cmp(&b.labels));
                 Ok(Some(Val::Vector(out.series)))
             }
             _ => Ok(None),
@@ -261,14 +276,19 @@ impl Evaluator<'_> {
     /// annotations, results), step by step as it does.
     fn finish_fold(&self, fold: Fold) -> Result<Vec<StepSeries>, QueryError> {
         let name_in_group = fold.grouping.name_in_group();
-        let mut out: Vec<StepSeries> = fold.groups.iter().map(|(l, _)| StepSeries::new(l.clone(), false)).collect();
+        // Groups in order of their first input series in label order, as the
+        // materialising path numbers them, whatever order the source streamed in.
+        let mut order: Vec<usize> = (0..fold.groups.len()).collect();
+        order.sort_by(|&a, &b| fold.groups[a].1.cmp(&fold.groups[b].1));
+        let mut out: Vec<StepSeries> =
+            order.iter().map(|&g| StepSeries::new(fold.groups[g].0.clone(), false)).collect();
         let (n, ng) = (fold.steps, out.len());
         let mut accs = fold.accs;
         let mut column: Vec<Option<Acc>> = vec![None; ng];
         for k in 0..n {
             self.ctx.check_interrupt()?;
             let mut any = false;
-            for (g, slot) in column.iter_mut().enumerate() {
+            for (slot, &g) in column.iter_mut().zip(&order) {
                 *slot = accs[g * n + k].take();
                 any |= slot.is_some();
             }

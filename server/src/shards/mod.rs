@@ -21,7 +21,7 @@ mod hash;
 mod read_slots;
 mod tenant_view;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -436,7 +436,8 @@ impl Shards {
     /// [`Shards::select`] one series at a time, for PromQL's series-at-a-time path
     /// (`tessera_query::Queryable::select_stream`). Each shard in scope resolves its
     /// matching series and their labels now, one after the other under one read slot
-    /// each; the stream then reads the series in label order across those shards, each
+    /// each; the stream then reads the shards one after the other, each in storage
+    /// order (not label order: see `tessera_storage::SeriesCursor`), each
     /// series' chunks read and decoded only when the stream is asked for it, under a
     /// read slot held for that one series. So the stream holds every matched series'
     /// labels and one series' samples, never a slot between items, and a slow consumer
@@ -455,13 +456,13 @@ impl Shards {
             Some(ids) => ids.to_vec(),
             None => self.engines.keys().copied().collect(),
         };
-        let mut cursors = Vec::with_capacity(ids.len());
+        let mut cursors = VecDeque::with_capacity(ids.len());
         for id in ids {
             let engine = self.engine(id)?;
             let _slot = self.read_slots.acquire(&stop)?;
             let mut cursor = engine.select_cursor(&ms, mint, maxt, &stop).map_err(|e| read_error(id, &e))?;
             cursor.relabel(strip_tenant);
-            cursors.push((id, cursor));
+            cursors.push_back((id, cursor));
         }
         Ok(SelectStream { shards: self, cursors, stop })
     }
@@ -645,12 +646,13 @@ impl Shards {
     }
 }
 
-/// The series of [`Shards::select`], one at a time in label order (tenant label
-/// stripped), from [`Shards::select_stream`]. Series with no sample in the range are
-/// skipped. After an error the stream ends.
+/// The series of [`Shards::select`], one at a time, shard after shard, each shard's
+/// in storage order (tenant label stripped), from [`Shards::select_stream`]. Series with
+/// no sample in the range are skipped. After an error the stream ends.
 pub struct SelectStream<'a> {
     shards: &'a Shards,
-    cursors: Vec<(ShardId, SeriesCursor<'a>)>,
+    /// The shards not finished yet, the one being read first.
+    cursors: VecDeque<(ShardId, SeriesCursor<'a>)>,
     stop: Interrupt,
 }
 
@@ -659,15 +661,7 @@ impl Iterator for SelectStream<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            // Every series lives in one shard, so the smallest next label set across the
-            // shards is the next series.
-            let (i, _) = self
-                .cursors
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (_, c))| c.peek().map(|l| (i, l)))
-                .min_by(|a, b| a.1.cmp(b.1))?;
-            let (id, cursor) = &mut self.cursors[i];
+            let (id, cursor) = self.cursors.front_mut()?;
             let stop = &self.stop;
             let read = self
                 .shards
@@ -676,7 +670,10 @@ impl Iterator for SelectStream<'_> {
                 .and_then(|_slot| cursor.read_next(stop).map_err(|e| read_error(*id, &e)));
             match read {
                 Ok(Some(s)) if !s.samples.is_empty() => return Some(Ok(s)),
-                Ok(_) => {}
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    self.cursors.pop_front();
+                }
                 Err(e) => {
                     self.cursors.clear();
                     return Some(Err(e));

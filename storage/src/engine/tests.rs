@@ -1155,42 +1155,49 @@ fn raw_chunks_decoded_by_the_reader_equal_select_over_head_persisted_and_rewritt
     assert_eq!(all_samples(&e, &a).len(), 402);
 }
 
-/// The cursor behind `select` reads one series at a time in label order, over more
-/// series than one head batch, persisted and head chunks alike, and reorders by the
-/// caller's labels.
+/// The cursor behind `select` reads one series at a time in storage order (ascending
+/// id: here the order of creation), over more series than one head batch, persisted and
+/// head chunks alike, skipping series between the selected ones and chunks before the
+/// range; `select` gives the same series sorted by labels; `relabel` keeps the order.
 #[test]
-fn a_cursor_reads_series_one_at_a_time_in_label_order_across_batches_and_relabels() {
+fn a_cursor_reads_series_one_at_a_time_in_storage_order_across_batches_and_relabels() {
     let d = tempfile::tempdir().expect("tempdir");
     let e = Engine::open(d.path(), cfg()).expect("open");
     let n = 600;
     for i in 0..n {
-        // `k` sorts the series in the opposite order of `i` once `i` is gone.
-        let (i_s, k_s) = (format!("{i:04}"), format!("{:04}", n - i));
-        append1(&e, &labels(&[("__name__", "c"), ("i", &i_s), ("k", &k_s)]), &series_at(40, i as f64));
+        // `k` sorts the series in the opposite order of creation; odd `i` are not selected.
+        let (i_s, k_s, par) = (format!("{i:04}"), format!("{:04}", n - i), (i % 2).to_string());
+        append1(&e, &labels(&[("__name__", "c"), ("i", &i_s), ("k", &k_s), ("par", &par)]), &series_at(40, i as f64));
         if i == n / 2 {
             e.flush().expect("flush");
         }
     }
     append1(&e, &labels(&[("__name__", "other")]), &series_at(3, 0.0));
-    let ms = [m("__name__", MatchOp::Equal, "c")];
-    let want = e.select(&ms, T0, T0 + 20 * 15_000).expect("select");
-    assert_eq!(want.len(), n);
+    let ms = [m("__name__", MatchOp::Equal, "c"), m("par", MatchOp::Equal, "0")];
+    // From the 11th sample to the 31st: chunks before the range are skipped.
+    let (lo, hi) = (T0 + 10 * 15_000, T0 + 30 * 15_000);
     let stop = Interrupt::none();
-    let mut cursor = e.select_cursor(&ms, T0, T0 + 20 * 15_000, &stop).expect("cursor");
-    assert_eq!(cursor.remaining(), n);
+    let mut cursor = e.select_cursor(&ms, lo, hi, &stop).expect("cursor");
+    assert_eq!(cursor.remaining(), n / 2);
     let mut got = Vec::new();
-    while let Some(peeked) = cursor.peek().cloned() {
-        let s = cursor.read_next(&stop).expect("read").expect("a series after peek");
-        assert_eq!(s.labels, peeked);
+    while let Some(s) = cursor.read_next(&stop).expect("read") {
         got.push(s);
     }
-    assert!(cursor.read_next(&stop).expect("end").is_none());
-    assert_eq!(got, want, "the cursor gives what select gives, in label order");
-    assert_eq!(got[0].samples.len(), 21);
+    assert_eq!(got.len(), n / 2);
+    for (j, s) in got.iter().enumerate() {
+        let i = 2 * j;
+        assert_eq!(s.labels.get("i"), Some(format!("{i:04}").as_str()), "storage (creation) order");
+        let want: Vec<Sample> = series_at(40, i as f64).into_iter().filter(|p| p.t >= lo && p.t <= hi).collect();
+        assert_eq!(s.samples, want, "series {i}");
+    }
+    let mut by_labels = got.clone();
+    by_labels.sort_by(|a, b| a.labels.cmp(&b.labels));
+    assert_eq!(e.select(&ms, lo, hi).expect("select"), by_labels, "select: the same series, sorted by labels");
 
-    let mut cursor = e.select_cursor(&ms, T0, T0 + 20 * 15_000, &stop).expect("cursor");
+    let mut cursor = e.select_cursor(&ms, lo, hi, &stop).expect("cursor");
     cursor.relabel(|l| Labels::from_sorted(l.iter().filter(|x| x.name != "i").cloned().collect()));
     let first = cursor.read_next(&stop).expect("read").expect("series");
-    assert_eq!(first.labels.get("k"), Some("0001"), "relabelled order: by k");
-    assert_eq!(first.samples, want[n - 1].samples, "and the samples of that series");
+    assert_eq!(first.labels.get("i"), None, "relabelled");
+    assert_eq!(first.labels.get("k"), Some(format!("{n:04}").as_str()), "the order stays: series 0 first");
+    assert_eq!(first.samples, got[0].samples, "with that series' samples");
 }
