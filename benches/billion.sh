@@ -32,6 +32,8 @@ SYSTEMS="tessera,victoriametrics"
 QUERIES="$ROOT/benches/queries/billion.promql"
 OUT=""
 BUILD=1
+START_ARG=""
+REUSE=""
 
 usage() {
     sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
@@ -47,6 +49,12 @@ Options (defaults in brackets):
   --reps N               executions of each query per fresh process [$REPS]
   --queries FILE         query file, \`name: expression\` per line [benches/queries/billion.promql]
   --systems LIST         tessera,victoriametrics or one of them [$SYSTEMS]
+  --start UNIX           first timestamp, seconds (default: the span ending 10 minutes ago);
+                         pass the one of an earlier run to query its data again
+  --reuse-tessera-data DIR  query a Tessera data folder loaded by an earlier run (with
+                         the same dataset flags and --start) instead of loading; the
+                         folder is not modified (its SST files are hard-linked, the
+                         rest copied)
   --out DIR              results folder [a new folder under /tmp]
   --no-build             use existing release binaries (TESSERA_BIN, BENCH_BIN or target/release)
 EOF
@@ -64,6 +72,8 @@ while [ $# -gt 0 ]; do
         --queries) QUERIES="$2"; shift 2 ;;
         --systems) SYSTEMS="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
+        --start) START_ARG="$2"; shift 2 ;;
+        --reuse-tessera-data) REUSE="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "billion.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -141,9 +151,14 @@ cpu_seconds() {
 vmhwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 du_bytes() { du -sb "$1" | awk '{ print $1 }'; }
 
-NOW=$(date +%s)
-END=$(( (NOW - 600) / INTERVAL_S * INTERVAL_S ))
-START=$(( END - SPAN_S ))
+if [ -n "$START_ARG" ]; then
+    START=$START_ARG
+    END=$(( START + SPAN_S ))
+else
+    NOW=$(date +%s)
+    END=$(( (NOW - 600) / INTERVAL_S * INTERVAL_S ))
+    START=$(( END - SPAN_S ))
+fi
 FLEET=(--nodes "$NODES" --interval "$INTERVAL" --start "$START" --span "$SPAN" --dcgm-fields "$FIELDS"
     --node-cpus 0 --no-kube --no-histograms --mean-job-minutes "$JOB_MINUTES")
 SEND=(--stream --samples-per-series "$PER_SERIES" --batch-samples "$BATCH" --concurrency 2 --timeout 300s)
@@ -155,6 +170,7 @@ SEND=(--stream --samples-per-series "$PER_SERIES" --batch-samples "$BATCH" --con
     echo "tessera: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "dataset: tessera-bench backfill ${FLEET[*]} ${SEND[*]}"
     echo "queries: $QUERIES, range $START..$END step $STEP, $REPS reps per fresh process"
+    if [ -n "$REUSE" ]; then echo "tessera: queried the data folder an earlier run loaded ($REUSE), not loaded again"; fi
 } > "$OUT/environment.txt"
 cat "$OUT/environment.txt" >&2
 
@@ -202,6 +218,21 @@ stop_server() {
 run_system() {
     local sys="$1" dir="$OUT/$1" data="$WORK/data-$1"
     mkdir -p "$dir" "$data"
+    if [ "$sys" = tessera ] && [ -n "$REUSE" ]; then
+        [ -d "$REUSE/tessera" ] || die "--reuse-tessera-data: no tessera/ folder in $REUSE"
+        log "tessera: querying the data loaded earlier in $REUSE (no load)"
+        (cd "$REUSE" && find . -type d -exec mkdir -p "$data/{}" \; \
+            && find . -type f -name '*.sst' -exec ln {} "$data/{}" \; \
+            && find . -type f ! -name '*.sst' -exec cp {} "$data/{}" \;)
+    else
+        load_system "$sys" "$dir" "$data"
+    fi
+    query_system "$sys" "$dir" "$data"
+    rm -rf "$data"
+}
+
+load_system() {
+    local sys="$1" dir="$2" data="$3"
     start_server "$sys" "$data" "$dir/server.log"
     local cpu0 cpu1 t0 t1
     cpu0=$(cpu_seconds "$SERVER_PID"); t0=$(date +%s.%N)
@@ -217,9 +248,11 @@ run_system() {
         --argjson cpu "$(awk -v a="$cpu0" -v b="$cpu1" 'BEGIN { print b - a }')" \
         --argjson hwm "$load_hwm" --argjson disk "$disk" \
         '{load_wall_s: $wall, load_server_cpu_s: $cpu, load_peak_rss_kib: $hwm, disk_bytes: $disk}' > "$dir/load-proc.json"
-    log "$sys: $(cat "$dir/load-proc.json" | tr -d '\n ')"
+    log "$sys: $(tr -d '\n ' < "$dir/load-proc.json")"
+}
 
-    local name expr
+query_system() {
+    local sys="$1" dir="$2" data="$3" name expr
     while IFS= read -r line; do
         case "$line" in ''|'#'*) continue ;; esac
         name="${line%%:*}"; expr="${line#*: }"
@@ -249,7 +282,6 @@ run_system() {
             "$dir/$name.json" > "$dir/$name.result.json"
         log "$sys: $(jq -c '{p50_ms, max_ms, peak_rss_kib, samples_covered, series, errors}' "$dir/$name.result.json")"
     done < "$QUERIES"
-    rm -rf "$data"
 }
 
 IFS=',' read -r -a SYS_LIST <<< "$SYSTEMS"
