@@ -383,6 +383,13 @@ impl Engine {
                     let (warnings, infos) = ctx.into_annotations();
                     return Ok(FragmentOutput { data: FragmentData::Groups(groups), warnings, infos });
                 }
+                if matches!(op.as_str(), "topk" | "bottomk") && frag.param.len() == ev.n_steps() {
+                    if let Some((series, groups)) = ev.top_streamed(a, &frag.param)? {
+                        let (warnings, infos) = ctx.into_annotations();
+                        let data = FragmentData::Candidates { series: to_partial_series(series), groups };
+                        return Ok(FragmentOutput { data, warnings, infos });
+                    }
+                }
                 let input = ev.eval_vector(&a.expr)?;
                 match op.as_str() {
                     "topk" | "bottomk" => {
