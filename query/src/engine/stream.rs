@@ -15,7 +15,8 @@
 //!   `without`) over a chain: each output series is folded into one accumulator per group
 //!   and step, then dropped; the steps finish with the materialising path's code;
 //! - the same aggregations as a shard's partial fragment (their states become the
-//!   fragment's partial groups), and a chain as a per-series fragment.
+//!   fragment's partial groups), a chain as a per-series fragment, and `topk`/`bottomk`
+//!   over a chain as a shard's candidates ([`TopK`]).
 //!
 //! The answers are the materialising path's: every per-series step is the same
 //! function, and each group's accumulator at each step receives the same values. When
