@@ -61,14 +61,32 @@ fn compare_over_time(samples: &[Sample], better: impl Fn(f64, f64) -> bool) -> O
     Some(best)
 }
 
-/// `min_over_time`.
+/// `min_over_time`: [`compare_over_time`]'s answer without its branches (see [`extreme`]).
 pub fn min(samples: &[Sample]) -> Option<f64> {
-    compare_over_time(samples, |cur, best| cur < best || best.is_nan()).map(|s| s.v)
+    extreme(samples, f64::INFINITY, |v, m| v < m)
 }
 
-/// `max_over_time`.
+/// `max_over_time`: [`compare_over_time`]'s answer without its branches (see [`extreme`]).
 pub fn max(samples: &[Sample]) -> Option<f64> {
-    compare_over_time(samples, |cur, best| cur > best || best.is_nan()).map(|s| s.v)
+    extreme(samples, f64::NEG_INFINITY, |v, m| v > m)
+}
+
+/// The value `compare_over_time(samples, |cur, best| beats(cur, best) || best.is_nan())`
+/// gives, as a select per sample instead of a branch and a copy of the best sample: the
+/// kernel's share of a `max by (Hostname) (max_over_time(x[1h]))` profile went from 22 %
+/// to 11.5 % (perf, billion-sample data, 2 days). The first value that beats
+/// every earlier one wins (a later equal one does not: ±0 keep the first), NaN never
+/// beats a number, and a window of NaNs only gives its last NaN, bit for bit, as the scan
+/// does (checked against it by a proptest).
+fn extreme(samples: &[Sample], start: f64, beats: impl Fn(f64, f64) -> bool) -> Option<f64> {
+    let last = samples.last()?.v;
+    let (mut m, mut numbers) = (start, false);
+    for s in samples {
+        let v = s.v;
+        numbers |= !v.is_nan();
+        m = if beats(v, m) { v } else { m };
+    }
+    Some(if numbers { m } else { last })
 }
 
 /// `ts_of_min_over_time`: the timestamp (seconds) of the **last** sample holding the

@@ -407,6 +407,33 @@ mod props {
             prop_assert!((rate * (end - start) as f64 / 1000.0 - inc).abs() <= 1e-9 * inc.abs().max(1.0));
         }
 
+        /// `max_over_time`/`min_over_time` give Prometheus' compare walk's value bit for
+        /// bit, with NaNs (payloads too), ±0, ±Inf and ties.
+        #[test]
+        fn min_and_max_over_time_equal_the_compare_walk(
+            values in proptest::collection::vec(prop_oneof![
+                4 => (-5i32..5).prop_map(f64::from),
+                1 => Just(f64::NAN),
+                1 => Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
+                1 => Just(-0.0),
+                1 => Just(f64::INFINITY),
+                1 => Just(f64::NEG_INFINITY),
+            ], 1..40),
+        ) {
+            let s = load(1000, &values);
+            let walk = |better: &dyn Fn(f64, f64) -> bool| {
+                let mut best = s[0].v;
+                for p in &s {
+                    if better(p.v, best) {
+                        best = p.v;
+                    }
+                }
+                best.to_bits()
+            };
+            prop_assert_eq!(over_time::max(&s).map(f64::to_bits), Some(walk(&|c, b| c > b || b.is_nan())));
+            prop_assert_eq!(over_time::min(&s).map(f64::to_bits), Some(walk(&|c, b| c < b || b.is_nan())));
+        }
+
         /// The quantile of a window always lies within its min and max.
         #[test]
         fn quantile_over_time_within_min_max(values in proptest::collection::vec(-1e6f64..1e6, 1..40), q in 0.0f64..=1.0) {
