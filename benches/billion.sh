@@ -18,6 +18,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$ROOT/benches/lib.sh"
 
 NODES=2000
 SPAN=7d
@@ -83,17 +85,6 @@ done
 log() { printf '[billion %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-to_seconds() {
-    local v="$1"
-    case "$v" in
-        *ms) echo $(( ${v%ms} / 1000 )) ;;
-        *s) echo "${v%s}" ;;
-        *m) echo $(( ${v%m} * 60 )) ;;
-        *h) echo $(( ${v%h} * 3600 )) ;;
-        *d) echo $(( ${v%d} * 86400 )) ;;
-        *) echo "$v" ;;
-    esac
-}
 SPAN_S=$(to_seconds "$SPAN")
 INTERVAL_S=$(to_seconds "$INTERVAL")
 command -v jq >/dev/null || die "needs jq (apt-get install jq)"
@@ -137,19 +128,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    local p
-    while :; do
-        p=$(( 20000 + RANDOM % 30000 ))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-    done
-}
-cpu_seconds() {
-    local hz; hz=$(getconf CLK_TCK)
-    awk -v hz="$hz" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
-}
-vmhwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
-du_bytes() { du -sb "$1" | awk '{ print $1 }'; }
 
 if [ -n "$START_ARG" ]; then
     START=$START_ARG

@@ -43,6 +43,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$ROOT/benches/lib.sh"
 
 NODES=10
 SPAN=24h
@@ -119,18 +121,6 @@ done
 log() { printf '[compare %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# --- durations -------------------------------------------------------------------
-to_seconds() {
-    local v="$1"
-    case "$v" in
-        *ms) echo $(( ${v%ms} / 1000 )) ;;
-        *s) echo "${v%s}" ;;
-        *m) echo $(( ${v%m} * 60 )) ;;
-        *h) echo $(( ${v%h} * 3600 )) ;;
-        *d) echo $(( ${v%d} * 86400 )) ;;
-        *) echo "$v" ;;
-    esac
-}
 SPAN_S=$(to_seconds "$SPAN")
 INTERVAL_S=$(to_seconds "$INTERVAL")
 
@@ -184,14 +174,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-free_port() {
-    local p
-    while :; do
-        p=$(( 20000 + RANDOM % 30000 ))
-        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-    done
-}
-
 wait_ready() {
     local url="$1" pid="$2"
     for _ in $(seq 1 600); do
@@ -202,13 +184,6 @@ wait_ready() {
     return 1
 }
 
-# utime + stime in seconds of a live process.
-cpu_seconds() {
-    local hz; hz=$(getconf CLK_TCK)
-    # Fields after the ")" of the command name: utime is the 12th, stime the 13th.
-    awk -v hz="$hz" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
-}
-vmhwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 # Sums over several processes (a cluster): CPU seconds and peak RSS.
 cpu_seconds_all() { local t=0 p; for p in "$@"; do t=$(awk -v a="$t" -v b="$(cpu_seconds "$p")" 'BEGIN { print a + b }'); done; echo "$t"; }
 vmhwm_kib_all() { local t=0 p; for p in "$@"; do t=$(( t + $(vmhwm_kib "$p") )); done; echo "$t"; }
@@ -216,7 +191,6 @@ vmhwm_kib_all() { local t=0 p; for p in "$@"; do t=$(( t + $(vmhwm_kib "$p") ));
 # counted once). The difference between a cluster run and an all-in-one run of the
 # same push is the traffic between the cluster's processes.
 lo_bytes() { awk -F'[: ]+' '$2 == "lo" { print $11 }' /proc/net/dev; }
-du_bytes() { du -sb "$1" | awk '{ print $1 }'; }
 
 stop_server() {
     local pid="$1"
