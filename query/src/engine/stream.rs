@@ -25,8 +25,12 @@
 //! bit (the promqltest split check asserts it). The local shards stream in storage
 //! order, which is much faster to read (see `tessera_storage::SeriesCursor`); then
 //! sums and averages add the same values in another order, with Kahan compensation as
-//! Prometheus does, which can move the last bits, and groups of an instant vector may
-//! come out in another order (Prometheus does not order them either). Anything else (subqueries, `@` over many steps, vector ⊕ vector, other
+//! Prometheus does, which can move the last bits. Groups and chain outputs still come out
+//! in the materialising path's order: a group is ordered by its smallest input labels,
+//! chain outputs are sorted by labels. `topk` keeps the first of equal values to arrive,
+//! so its tie choices follow the source's order.
+//!
+//! Anything else (subqueries, `@` over many steps, vector ⊕ vector, other
 //! aggregations, `or` selectors read as a union) takes the materialising path. A source
 //! with pushdown streams inside the fragments its shards evaluate, not at the querier.
 
