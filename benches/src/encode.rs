@@ -144,6 +144,12 @@ fn compress(shard: usize, samples: u64, raw: Vec<u8>) -> Batch {
     Batch { shard, samples, body: Bytes::from(body), raw_len }
 }
 
+/// The sender shard of `series`: always the same one, so each shard's stream is in time
+/// order per series.
+fn shard_of(series: &Series, shards: usize) -> usize {
+    (series.hash % shards as u64) as usize
+}
+
 /// Cuts a stream of samples into per-shard batches of `batch_samples`.
 pub struct Batcher {
     protocol: Protocol,
@@ -158,7 +164,7 @@ impl Batcher {
 
     /// Adds one sample; returns a batch when its shard's buffer is full.
     pub fn push(&mut self, s: Sample) -> Option<Batch> {
-        let shard = (s.series.hash % self.pending.len() as u64) as usize;
+        let shard = shard_of(&s.series, self.pending.len());
         let buf = &mut self.pending[shard];
         buf.push(s);
         if buf.len() >= self.batch_samples {
@@ -219,7 +225,7 @@ impl SeriesBatcher {
     }
 
     pub fn push(&mut self, s: Sample) {
-        let shard = (s.series.hash % self.pending.len() as u64) as usize;
+        let shard = shard_of(&s.series, self.pending.len());
         let pending = &mut self.pending[shard];
         let slot = *self.slots[shard].entry(s.series.id).or_insert_with(|| {
             pending.push((s.series.clone(), Vec::new()));

@@ -112,7 +112,8 @@ const CURSOR_BATCH: usize = 256;
 /// the cursor resolves every series' labels (from the head, or RocksDB for series not
 /// in it); each [`SeriesCursor::read_next`] then copies the next series'
 /// head chunks (a batch at a time, under the head lock), reads its persisted chunks and
-/// decodes them. Memory held: every matched series' labels, one batch of head-chunk
+/// decodes them. Memory held: every matched series' encoded labels (decoded when the
+/// series is read), one batch of head-chunk
 /// copies, one series' samples.
 ///
 /// **Order: storage order**, ascending series id, not label order. Chunk keys start with
@@ -130,9 +131,11 @@ const CURSOR_BATCH: usize = 256;
 pub struct SeriesCursor<'a> {
     db: &'a DB,
     head: &'a Mutex<Head>,
-    /// The series in read order (ascending id) with their labels (as the caller
-    /// relabelled them).
-    series: Vec<(Labels, u32)>,
+    /// The series in read order (ascending id) with their encoded labels (emptied once
+    /// the series is read).
+    series: Vec<(Box<[u8]>, u32)>,
+    /// Applied to each series' decoded labels as it is read (see `relabel`).
+    relabel: Option<fn(Labels) -> Labels>,
     next: usize,
     /// Head snapshots of `series[next..next + snaps.len()]`.
     snaps: VecDeque<SeriesSnap>,
@@ -159,30 +162,26 @@ impl<'a> SeriesCursor<'a> {
         lookback: i64,
         stop: &Interrupt,
     ) -> Result<SeriesCursor<'a>> {
-        let (mut encoded, not_in_head) = {
+        let (mut series, not_in_head) = {
             let head = head.lock();
-            let mut encoded: Vec<(u32, Box<[u8]>)> = Vec::with_capacity(ids.len() as usize);
+            let mut encoded: Vec<(Box<[u8]>, u32)> = Vec::with_capacity(ids.len() as usize);
             let mut not_in_head = Vec::new();
             for id in ids {
                 match head.get(id) {
-                    Some(s) => encoded.push((id, s.labels.clone())),
+                    Some(s) => encoded.push((s.labels.clone(), id)),
                     None => not_in_head.push(id),
                 }
             }
             (encoded, not_in_head)
         };
-        encoded.extend(stored_snaps(db, &not_in_head, maxt, stop)?.into_iter().map(|s| (s.id, s.labels)));
-        let mut series = Vec::with_capacity(encoded.len());
-        for (i, (id, bytes)) in encoded.into_iter().enumerate() {
-            stop.check_every(i, "select")?;
-            series.push((labels_codec::decode_label_set(&bytes)?, id));
-        }
+        series.extend(stored_snaps(db, &not_in_head, maxt, stop)?.into_iter().map(|s| (s.labels, s.id)));
         // Head series first, then stored ones: back into id order.
         series.sort_unstable_by_key(|&(_, id)| id);
         Ok(SeriesCursor {
             db,
             head,
             series,
+            relabel: None,
             next: 0,
             snaps: VecDeque::new(),
             it: None,
@@ -198,12 +197,10 @@ impl<'a> SeriesCursor<'a> {
         self.series.len() - self.next
     }
 
-    /// Replaces the labels of the series not read yet by `f(labels)` (a caller that
-    /// strips a label every series carries); the read order stays.
-    pub fn relabel(&mut self, mut f: impl FnMut(Labels) -> Labels) {
-        for (labels, _) in &mut self.series[self.next..] {
-            *labels = f(std::mem::take(labels));
-        }
+    /// Replaces the labels of the series not read yet by `f(labels)` as each is read (a
+    /// caller that strips a label every series carries); the read order stays.
+    pub fn relabel(&mut self, f: fn(Labels) -> Labels) {
+        self.relabel = Some(f);
     }
 
     /// Reads the next series: its samples in `[mint, maxt]` in time order, possibly none
@@ -234,8 +231,13 @@ impl<'a> SeriesCursor<'a> {
         let (Some(snap), Some(it)) = (self.snaps.pop_front(), self.it.as_mut()) else {
             return Err(Error::corrupt("select", "series cursor lost its batch"));
         };
-        let labels = std::mem::take(&mut self.series[self.next].0);
+        let encoded = std::mem::take(&mut self.series[self.next].0);
         self.next += 1;
+        let labels = labels_codec::decode_label_set(&encoded)?;
+        let labels = match self.relabel {
+            Some(f) => f(labels),
+            None => labels,
+        };
         let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, self.last_len);
         for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, bytes| samples.add(enc, bytes))
             .map_err(|e| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain())))?;

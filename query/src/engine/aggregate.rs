@@ -501,14 +501,10 @@ impl Evaluator<'_> {
                 }
                 continue;
             }
-            if !(-9.223372036854776e18..9.223372036854776e18).contains(&p) {
-                return Err(QueryError::execution(format!("Scalar value {} overflows int64", format_go_g(p))));
-            }
-            let kk = p as i64;
-            if kk < 1 {
+            let kk = k_of(p).ok_or_else(|| k_overflow(p))?;
+            if kk == 0 {
                 continue;
             }
-            let kk = kk as usize;
             let mut groups: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ngroups];
             let mut gorder: Vec<usize> = Vec::new();
             for &(i, v) in &present {
@@ -527,37 +523,11 @@ impl Evaluator<'_> {
                             h.push((i, v));
                         }
                     }
-                    _ => {
-                        let top = op == "topk";
-                        // `better(a, b)`: a ranks before b. NaN ranks last either way.
-                        let better = |a: f64, b: f64| -> bool {
-                            if a.is_nan() {
-                                return false;
-                            }
-                            if b.is_nan() {
-                                return true;
-                            }
-                            if top {
-                                a > b
-                            } else {
-                                a < b
-                            }
-                        };
-                        if h.len() < kk {
-                            h.push((i, v));
-                        } else {
-                            // Replace the worst kept element if the new one ranks better.
-                            let mut worst = 0;
-                            for j in 1..h.len() {
-                                if better(h[worst].1, h[j].1) {
-                                    worst = j;
-                                }
-                            }
-                            if better(v, h[worst].1) {
-                                h[worst] = (i, v);
-                            }
-                        }
-                    }
+                    _ => match k_slot(h, kk, op == "topk", v) {
+                        Some(KSlot::Push) => h.push((i, v)),
+                        Some(KSlot::Replace(w)) => h[w] = (i, v),
+                        None => {}
+                    },
                 }
             }
             for g in gorder {
@@ -585,4 +555,41 @@ impl Evaluator<'_> {
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
     }
+}
+
+/// `topk`/`bottomk`'s k at one step from its parameter: 0 below 1 (nothing kept), `None`
+/// when it overflows int64 (an error, see [`k_overflow`], once the step has input).
+pub(crate) fn k_of(p: f64) -> Option<usize> {
+    (-9.223372036854776e18..9.223372036854776e18).contains(&p).then(|| (p as i64).max(0) as usize)
+}
+
+/// The error for a `topk`/`bottomk` parameter that overflows int64.
+pub(crate) fn k_overflow(p: f64) -> QueryError {
+    QueryError::execution(format!("Scalar value {} overflows int64", format_go_g(p)))
+}
+
+/// Where a `topk`/`bottomk` point goes among the `k` a group keeps at one step.
+pub(crate) enum KSlot {
+    Push,
+    /// Replaces the kept point at this index.
+    Replace(usize),
+}
+
+/// Prometheus' rule for one group at one step: the first `k` points enter; after that a
+/// point replaces the worst kept one (the first of equally bad ones) if it ranks strictly
+/// better. `top`: by value descending (`topk`), else ascending; NaN ranks last either
+/// way. `None`: the point is not kept.
+pub(crate) fn k_slot<I>(kept: &[(I, f64)], k: usize, top: bool, v: f64) -> Option<KSlot> {
+    if kept.len() < k {
+        return Some(KSlot::Push);
+    }
+    // `better(a, b)`: a ranks before b.
+    let better = |a: f64, b: f64| !a.is_nan() && (b.is_nan() || if top { a > b } else { a < b });
+    let mut worst = 0;
+    for j in 1..kept.len() {
+        if better(kept[worst].1, kept[j].1) {
+            worst = j;
+        }
+    }
+    better(v, kept[worst].1).then_some(KSlot::Replace(worst))
 }

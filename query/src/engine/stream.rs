@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use promql_parser::parser::value::ValueType;
 use promql_parser::parser::{AggregateExpr, Expr, MatrixSelector, VectorSelector};
 
-use super::aggregate::{Acc, Grouping};
+use super::aggregate::{k_of, k_overflow, k_slot, Acc, Grouping, KSlot};
 use super::call::{range_fn_args, RangeFnPlan};
 use super::eval::{dur_ms, Evaluator};
 use super::labels_util::is_histogram_marker;
@@ -49,7 +49,6 @@ use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
-use crate::functions::format::format_go_g;
 use tessera_model::Labels;
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
@@ -220,15 +219,15 @@ impl Sink for Fold {
 /// path's when the source streams in label order, and are one of the tie choices
 /// Prometheus allows otherwise.
 struct TopK {
+    /// `topk` (else `bottomk`).
     top: bool,
     op: String,
     pos: String,
     grouping: Grouping,
     steps: usize,
-    /// Per step: k, 0 when the parameter is below 1 (no output at that step).
-    k: Vec<usize>,
-    /// Per step: whether the parameter overflows int64 (an error once a step has input).
-    overflows: Vec<bool>,
+    /// Per step: k (0 when the parameter is below 1: no output at that step), `None`
+    /// when the parameter overflows int64 (an error once the step has input).
+    k: Vec<Option<usize>>,
     /// The earliest step with input whose parameter overflows.
     overflow_at: Option<usize>,
     index: HashMap<Labels, usize>,
@@ -239,23 +238,6 @@ struct TopK {
     /// Series that entered a heap: labels and whether the name is still to drop.
     candidates: Vec<(Labels, bool)>,
     held: usize,
-}
-
-impl TopK {
-    /// Whether `a` ranks before `b`: NaN ranks last either way.
-    fn better(&self, a: f64, b: f64) -> bool {
-        if a.is_nan() {
-            return false;
-        }
-        if b.is_nan() {
-            return true;
-        }
-        if self.top {
-            a > b
-        } else {
-            a < b
-        }
-    }
 }
 
 impl Sink for TopK {
@@ -285,11 +267,10 @@ impl Sink for TopK {
             while k + 1 < self.steps && ev.ts(k + 1) <= t {
                 k += 1;
             }
-            if self.overflows[k] {
+            let Some(kk) = self.k[k] else {
                 self.overflow_at = Some(self.overflow_at.map_or(k, |o| o.min(k)));
                 continue;
-            }
-            let kk = self.k[k];
+            };
             if kk == 0 {
                 continue;
             }
@@ -297,33 +278,18 @@ impl Sink for TopK {
                 ev.ctx.info(format!("PromQL info: ignored histogram in {} aggregation {}", self.op, self.pos));
                 continue;
             }
-            let h = &self.heaps[g * self.steps + k];
-            let slot = if h.len() < kk {
-                None
-            } else {
-                // The worst kept point; the first of equals, as the materialising scan.
-                let mut worst = 0;
-                for j in 1..h.len() {
-                    if self.better(h[worst].1, h[j].1) {
-                        worst = j;
-                    }
-                }
-                if !self.better(v, h[worst].1) {
-                    continue;
-                }
-                Some(worst)
-            };
+            let Some(slot) = k_slot(&self.heaps[g * self.steps + k], kk, self.top, v) else { continue };
             let c = *id.get_or_insert_with(|| {
                 self.candidates.push((s.labels.clone(), s.drop_name));
                 (self.candidates.len() - 1) as u32
             });
             let h = &mut self.heaps[g * self.steps + k];
             match slot {
-                None => {
+                KSlot::Push => {
                     h.push((c, v));
                     self.held += 1;
                 }
-                Some(w) => h[w] = (c, v),
+                KSlot::Replace(w) => h[w] = (c, v),
             }
         }
     }
@@ -389,7 +355,7 @@ impl Evaluator<'_> {
     /// are among the k best of their group at some step, with their points at those
     /// steps, and per group its first float input series (by labels); `None` when `a`'s
     /// input is not a chain (the caller evaluates it materialised). `k` holds the
-    /// parameter per step, evaluated by the querier.
+    /// parameter per step (one per step of the grid), evaluated by the querier.
     pub(crate) fn top_streamed(
         &mut self,
         a: &AggregateExpr,
@@ -401,18 +367,16 @@ impl Evaluator<'_> {
         }
         let n = self.n_steps();
         // As the materialising path: a NaN parameter fails at any step, input or not.
-        if k.iter().take(n).any(|p| p.is_nan()) || k.len() < n {
+        if k.iter().any(|p| p.is_nan()) {
             return Err(QueryError::execution("Parameter value is NaN"));
         }
-        let in_range = |p: f64| (-9.223372036854776e18..9.223372036854776e18).contains(&p);
         let mut sink = TopK {
             top: op == "topk",
             pos: self.ctx.pos_of_first_arg(&op),
             op,
             grouping: Grouping::of(a),
             steps: n,
-            k: k[..n].iter().map(|&p| if in_range(p) && p as i64 >= 1 { p as i64 as usize } else { 0 }).collect(),
-            overflows: k[..n].iter().map(|&p| !in_range(p)).collect(),
+            k: k.iter().map(|&p| k_of(p)).collect(),
             overflow_at: None,
             index: HashMap::new(),
             groups: Vec::new(),
@@ -423,7 +387,7 @@ impl Evaluator<'_> {
         let chain = self.chain(&a.expr)?;
         self.run_chain(&chain, &mut sink)?;
         if let Some(at) = sink.overflow_at {
-            return Err(QueryError::execution(format!("Scalar value {} overflows int64", format_go_g(k[at]))));
+            return Err(k_overflow(k[at]));
         }
         let mut out: Vec<StepSeries> =
             sink.candidates.into_iter().map(|(labels, drop_name)| StepSeries::new(labels, drop_name)).collect();
