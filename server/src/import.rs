@@ -31,7 +31,7 @@
 pub mod parse;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -39,6 +39,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use anyhow::Context;
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use tessera_model::{Label, Sample};
 use tessera_storage::WalFsync;
 use xxhash_rust::xxh3::Xxh3DefaultBuilder;
@@ -172,7 +173,7 @@ fn warn_about_retention(config: &Config, s: &ImportSummary) {
 /// is the operator's own files, so there is no hash-flooding adversary to defend against.
 #[derive(Default)]
 struct SeriesIndex {
-    by_text: HashMap<String, u32, Xxh3DefaultBuilder>,
+    by_text: HashMap<Box<[u8]>, u32, Xxh3DefaultBuilder>,
     by_labels: HashMap<Vec<Label>, u32, Xxh3DefaultBuilder>,
     /// Sorted labels (without the tenant) and `series_hash`, by id.
     series: Vec<(Vec<Label>, u64)>,
@@ -180,7 +181,7 @@ struct SeriesIndex {
 
 impl SeriesIndex {
     fn resolve(&mut self, s: &SampleLine<'_>, tenant: &str, config: &Config) -> Result<u32, String> {
-        if let Some(&id) = self.by_text.get(s.series_text) {
+        if let Some(&id) = self.by_text.get(s.series_text.as_bytes()) {
             return Ok(id);
         }
         let parsed = s.labels()?;
@@ -199,7 +200,7 @@ impl SeriesIndex {
                 id
             }
         };
-        self.by_text.insert(s.series_text.to_owned(), id);
+        self.by_text.insert(s.series_text.as_bytes().into(), id);
         Ok(id)
     }
 }
@@ -231,69 +232,135 @@ enum Entry {
 /// Bytes per block a parsing worker takes (cut at a line end).
 const BLOCK_BYTES: usize = 4 << 20;
 
-/// Pass 1's reader: parses the file in blocks on several threads, then hands the
-/// results to `f` (samples) and `bad` (refused lines) in file order, one block after
-/// the other, with 1-based line numbers. Workers only read the index; `f` may extend it.
+/// The series index as pass 1's sequential checks see it: parsing workers read it
+/// concurrently, and the write lock is taken only when a block brings a new series
+/// spelling (and held until that block is done).
+struct IndexAccess<'a> {
+    lock: &'a RwLock<SeriesIndex>,
+    guard: Option<RwLockWriteGuard<'a, SeriesIndex>>,
+}
+
+impl IndexAccess<'_> {
+    fn get(&mut self) -> &mut SeriesIndex {
+        self.guard.get_or_insert_with(|| self.lock.write())
+    }
+}
+
+/// A parsed block on its way to the sequential checks: its place in the file, its
+/// buffer (for reuse), its entries and its line count.
+type ParsedBlock = (u64, Vec<u8>, Vec<Entry>, u64);
+
+/// Pass 1's reader: one thread reads the file in blocks cut at line ends, parsing
+/// workers (up to 4) parse them concurrently, and this thread hands the results to `f`
+/// (samples) and `bad` (refused lines) in file order, with 1-based line numbers, while
+/// the workers go on with the next blocks. Workers only read the index; `f` may extend
+/// it through [`IndexAccess`].
 fn parse_parallel(
     path: &Path,
     format: Format,
     index: &mut SeriesIndex,
     bad: &dyn Fn(u64, String),
-    mut f: impl FnMut(&mut SeriesIndex, u64, Parsed),
+    mut f: impl FnMut(&mut IndexAccess<'_>, u64, Parsed),
 ) -> anyhow::Result<()> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
-    let mut file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut carry: Vec<u8> = Vec::new();
-    let mut at_end = false;
-    let mut first_line = 0u64;
-    let mut seen_eof = false;
-    while !at_end {
-        let mut blocks: Vec<Vec<u8>> = Vec::with_capacity(threads);
-        while blocks.len() < threads && !at_end {
-            let mut buf = std::mem::take(&mut carry);
-            let want = buf.len() + BLOCK_BYTES;
-            while buf.len() < want {
-                let old = buf.len();
-                buf.resize(want, 0);
-                let n = file.read(&mut buf[old..]).with_context(|| format!("cannot read {}", path.display()))?;
-                buf.truncate(old + n);
-                if n == 0 {
-                    at_end = true;
-                    break;
+    let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+    let lock = RwLock::new(std::mem::take(index));
+    // Bounded queues keep at most a few blocks in flight; used buffers go back to the
+    // reader so that their pages are not faulted in again.
+    let (work_tx, work_rx) = mpsc::sync_channel::<(u64, Vec<u8>)>(threads);
+    let (done_tx, done_rx) = mpsc::sync_channel::<ParsedBlock>(threads);
+    let (reuse_tx, reuse_rx) = mpsc::channel::<Vec<u8>>();
+    let work_rx = Mutex::new(work_rx);
+    let read = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || read_blocks(file, path, &work_tx, &reuse_rx));
+        for _ in 0..threads {
+            let (work_rx, done_tx, lock) = (&work_rx, done_tx.clone(), &lock);
+            scope.spawn(move || loop {
+                let next = work_rx.lock().recv();
+                let Ok((seq, block)) = next else { return };
+                let (entries, lines) = parse_block(&block, format, &lock.read().by_text);
+                if done_tx.send((seq, block, entries, lines)).is_err() {
+                    return;
                 }
-            }
-            if !at_end {
-                match buf.iter().rposition(|&c| c == b'\n') {
-                    Some(p) => carry = buf.split_off(p + 1),
-                    // A line longer than a block: keep reading into it.
-                    None => {
-                        carry = buf;
-                        continue;
+            });
+        }
+        drop(done_tx);
+        let mut waiting: BTreeMap<u64, ParsedBlock> = BTreeMap::new();
+        let mut next_seq = 0u64;
+        let mut first_line = 0u64;
+        let mut seen_eof = false;
+        for parsed in done_rx {
+            waiting.insert(parsed.0, parsed);
+            while let Some((_, block, entries, lines)) = waiting.remove(&next_seq) {
+                let mut access = IndexAccess { lock: &lock, guard: None };
+                for entry in entries {
+                    match entry {
+                        Entry::Sample(l, _) | Entry::Bad(l, _) | Entry::Other(l) | Entry::Eof(l) if seen_eof => {
+                            bad(first_line + l, "content after `# EOF`".into());
+                        }
+                        Entry::Sample(l, p) => f(&mut access, first_line + l, p),
+                        Entry::Bad(l, msg) => bad(first_line + l, msg),
+                        Entry::Eof(_) => seen_eof = true,
+                        Entry::Other(_) => {}
                     }
                 }
-            }
-            if !buf.is_empty() {
-                blocks.push(buf);
+                first_line += lines;
+                next_seq += 1;
+                // The reader may have finished; then the buffer is simply dropped.
+                let _ = reuse_tx.send(block);
             }
         }
-        let by_text = &index.by_text;
-        let results: Vec<(Vec<Entry>, u64)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = blocks.iter().map(|b| scope.spawn(move || parse_block(b, format, by_text))).collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-        });
-        for (entries, lines) in results {
-            for entry in entries {
-                match entry {
-                    Entry::Sample(l, _) | Entry::Bad(l, _) | Entry::Other(l) | Entry::Eof(l) if seen_eof => {
-                        bad(first_line + l, "content after `# EOF`".into());
-                    }
-                    Entry::Sample(l, p) => f(index, first_line + l, p),
-                    Entry::Bad(l, msg) => bad(first_line + l, msg),
-                    Entry::Eof(_) => seen_eof = true,
-                    Entry::Other(_) => {}
+        reader.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
+    *index = lock.into_inner();
+    read
+}
+
+/// The reader thread of [`parse_parallel`]: sends the file's blocks, numbered, each cut
+/// after its last line end (a line longer than a block makes the block longer).
+fn read_blocks(
+    mut file: File,
+    path: &Path,
+    work: &mpsc::SyncSender<(u64, Vec<u8>)>,
+    reuse: &mpsc::Receiver<Vec<u8>>,
+) -> anyhow::Result<()> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut seq = 0u64;
+    let mut at_end = false;
+    while !at_end {
+        let mut buf = reuse.try_recv().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(&carry);
+        carry.clear();
+        let want = buf.len() + BLOCK_BYTES;
+        while buf.len() < want {
+            // `read_to_end` fills the spare capacity without zeroing it first.
+            let room = (want - buf.len()) as u64;
+            let n = (&mut file)
+                .take(room)
+                .read_to_end(&mut buf)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            if n == 0 {
+                at_end = true;
+                break;
+            }
+        }
+        if !at_end {
+            match memchr::memrchr(b'\n', &buf) {
+                Some(p) => carry.extend_from_slice(&buf[p + 1..]),
+                // A line longer than a block: keep reading into it.
+                None => {
+                    carry = buf;
+                    continue;
                 }
             }
-            first_line += lines;
+            buf.truncate(buf.len() - carry.len());
+        }
+        if !buf.is_empty() {
+            if work.send((seq, buf)).is_err() {
+                break;
+            }
+            seq += 1;
         }
     }
     Ok(())
@@ -301,12 +368,29 @@ fn parse_parallel(
 
 /// Parses the lines of one block; line numbers in the entries are 1-based within it.
 /// Returns the entries and the number of lines.
-fn parse_block(block: &[u8], format: Format, by_text: &HashMap<String, u32, Xxh3DefaultBuilder>) -> (Vec<Entry>, u64) {
+///
+/// A line that repeats a known series spelling in the common `series value timestamp`
+/// shape is read from its end ([`parse::split_tail`]) without scanning its label set.
+fn parse_block(
+    block: &[u8],
+    format: Format,
+    by_text: &HashMap<Box<[u8]>, u32, Xxh3DefaultBuilder>,
+) -> (Vec<Entry>, u64) {
     let body = block.strip_suffix(b"\n").unwrap_or(block);
     let mut entries = Vec::with_capacity(block.len() / 64);
     let mut lines = 0u64;
-    for raw in body.split(|&c| c == b'\n') {
+    let mut from = 0;
+    let ends = memchr::memchr_iter(b'\n', body).chain(std::iter::once(body.len()));
+    for end in ends {
+        let raw = &body[from..end];
+        from = end + 1;
         lines += 1;
+        if let Some((text, v, t)) = parse::split_tail(raw, format) {
+            if let Some(&id) = by_text.get(text) {
+                entries.push(Entry::Sample(lines, Parsed::Known { id, t, v }));
+                continue;
+            }
+        }
         let Ok(text) = std::str::from_utf8(raw) else {
             entries.push(Entry::Bad(lines, "line is not valid UTF-8".into()));
             continue;
@@ -319,7 +403,7 @@ fn parse_block(block: &[u8], format: Format, by_text: &HashMap<String, u32, Xxh3
             }
             Ok(Line::Eof) => entries.push(Entry::Eof(lines)),
             Ok(Line::Sample(s)) => {
-                let parsed = match by_text.get(s.series_text) {
+                let parsed = match by_text.get(s.series_text.as_bytes()) {
                     Some(&id) => Parsed::Known { id, t: s.t, v: s.value },
                     None => Parsed::New(text.to_owned()),
                 };
@@ -436,7 +520,7 @@ fn validate_all(
                 e.0.push(format!("{shown}:{line}: {msg}"));
             }
         };
-        parse_parallel(path, format, index, &report, |index, line, s| {
+        parse_parallel(path, format, index, &report, |access, line, s| {
             let (id, t, v) = match s {
                 Parsed::Known { id, t, v } => (id as usize, t, v),
                 Parsed::New(text) => {
@@ -444,7 +528,7 @@ fn validate_all(
                         Ok(Line::Sample(s)) => s,
                         _ => return report(line, "line changed while it was read".into()),
                     };
-                    match index.resolve(&s, tenant, &opts.config) {
+                    match access.get().resolve(&s, tenant, &opts.config) {
                         Ok(id) => (id as usize, s.t, s.value),
                         Err(e) => return report(line, e),
                     }
@@ -696,7 +780,7 @@ fn feed_batches(
             if batcher.writer_gone || changed.borrow().is_some() {
                 return;
             }
-            match index.by_text.get(s.series_text) {
+            match index.by_text.get(s.series_text.as_bytes()) {
                 Some(&id) => batcher.push(id, Sample { t: s.t, v: s.value }),
                 None => bad(line, "a series that was not in the file when it was validated".into()),
             }

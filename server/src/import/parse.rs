@@ -213,10 +213,10 @@ fn parse_sample(line: &str, format: Format) -> Result<SampleLine<'_>, String> {
     if !rest.starts_with([' ', '\t']) {
         return Err(format!("expected a space and a value after {:?}", excerpt(series_text)));
     }
-    let body = match (format, rest.find(" # ")) {
-        // An OpenMetrics exemplar follows ` # `; it is not stored.
-        (Format::OpenMetrics, Some(p)) => &rest[..p],
-        _ => rest,
+    // An OpenMetrics exemplar follows ` # `; it is not stored.
+    let body = match format {
+        Format::OpenMetrics => rest.find(" # ").map_or(rest, |p| &rest[..p]),
+        Format::PrometheusText => rest,
     };
     let mut fields = body.split_ascii_whitespace();
     let value_text = fields.next().ok_or("missing value")?;
@@ -224,16 +224,44 @@ fn parse_sample(line: &str, format: Format) -> Result<SampleLine<'_>, String> {
     let Some(ts_text) = fields.next() else {
         return Err("sample has no timestamp (an import needs one on every sample)".into());
     };
-    let t = match format {
-        Format::OpenMetrics => parse_seconds(ts_text)?,
-        Format::PrometheusText => ts_text.parse::<i64>().map_err(|_| {
-            format!("invalid timestamp {ts_text:?}: Prometheus text timestamps are integer milliseconds (an OpenMetrics file, with seconds, ends with `# EOF`)")
-        })?,
-    };
+    let t = parse_timestamp(ts_text, format)?;
     if let Some(extra) = fields.next() {
         return Err(format!("unexpected {:?} after the timestamp", excerpt(extra)));
     }
     Ok(SampleLine { series_text, name, labels_text, value, t })
+}
+
+/// The common shape of a sample line, read from its end: `series value timestamp`,
+/// single spaces, no exemplar. Returns the series text (unchecked) with the value and
+/// the timestamp, or `None` when the line has another shape or its value or timestamp
+/// does not parse.
+///
+/// This is the importer's fast path for lines that repeat a series spelling: when the
+/// returned text is a `series_text` that [`parse_line`] produced for an earlier line,
+/// `parse_line` would read this line as that series with this value and timestamp.
+/// (A series text ends at its first `}` outside quotes, so no longer prefix of a line,
+/// such as one running into an exemplar, can equal one.) Other texts must go through
+/// `parse_line`.
+pub fn split_tail(line: &[u8], format: Format) -> Option<(&[u8], f64, i64)> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let ts_at = line.iter().rposition(|&c| c == b' ')?;
+    let value_at = line[..ts_at].iter().rposition(|&c| c == b' ')?;
+    let value = std::str::from_utf8(&line[value_at + 1..ts_at]).ok()?;
+    let ts = std::str::from_utf8(&line[ts_at + 1..]).ok()?;
+    if value.contains(|c: char| c.is_ascii_whitespace()) || ts.contains(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    Some((&line[..value_at], parse_value(value).ok()?, parse_timestamp(ts, format).ok()?))
+}
+
+/// A sample's timestamp in milliseconds, in the unit of `format`.
+fn parse_timestamp(ts_text: &str, format: Format) -> Result<i64, String> {
+    match format {
+        Format::OpenMetrics => parse_seconds(ts_text),
+        Format::PrometheusText => ts_text.parse::<i64>().map_err(|_| {
+            format!("invalid timestamp {ts_text:?}: Prometheus text timestamps are integer milliseconds (an OpenMetrics file, with seconds, ends with `# EOF`)")
+        }),
+    }
 }
 
 /// A quoted label value starting after the opening quote at byte `i`; returns the value

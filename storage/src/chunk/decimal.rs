@@ -154,21 +154,36 @@ struct Plan {
 }
 
 impl Plan {
-    /// Picks the width that minimises the stream.
+    /// Picks the width that minimises the stream (the narrowest of equal costs).
     fn new(res: Vec<u64>) -> Plan {
-        if res.iter().all(|&r| r == 0) {
-            return Plan { res, width: ALL_ZERO, bits: 8 };
-        }
         let mut hist = [0u64; 65];
         for &r in &res {
             hist[bit_len(r) as usize] += 1;
         }
         let n = res.len() as u64;
+        if hist[0] == n {
+            return Plan { res, width: ALL_ZERO, bits: 8 };
+        }
+        // Only the bit lengths that occur cost exceptions, and no width beyond the
+        // longest can be cheaper than the longest itself (it has no exceptions).
+        let mut present = [(0u32, 0u64); 64];
+        let mut kinds = 0;
+        for (l, &count) in hist.iter().enumerate().skip(1) {
+            if count > 0 {
+                present[kinds] = (l as u32, count);
+                kinds += 1;
+            }
+        }
+        let present = &present[..kinds];
+        let longest = present[kinds - 1].0;
         let mut best = (0u8, u64::MAX);
-        for w in 0..=64u32 {
+        for w in 0..=longest {
             // An exception: a 1-byte position gap (usually) and its high bits as a uvarint.
-            let exceptions: u64 =
-                (w as usize + 1..=64).map(|l| hist[l] * 8 * (1 + u64::from((l as u32 - w).div_ceil(7)))).sum();
+            let exceptions: u64 = present
+                .iter()
+                .filter(|&&(l, _)| l > w)
+                .map(|&(l, count)| count * 8 * (1 + u64::from((l - w).div_ceil(7))))
+                .sum();
             let cost = 16 + n * u64::from(w) + exceptions;
             if cost < best.1 {
                 best = (w as u8, cost);

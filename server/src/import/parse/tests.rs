@@ -94,3 +94,32 @@ fn bad_lines_are_refused_with_a_reason() {
         assert!(e.contains(want), "{line:?}: {e:?} should mention {want:?}");
     }
 }
+
+#[test]
+fn the_tail_split_agrees_with_the_parser_whenever_it_names_the_parsed_series() {
+    let lines = [
+        (r#"m{a="x y",b="}"} 2.5 10"#, Format::PrometheusText),
+        ("m 2.5 10\r", Format::PrometheusText),
+        ("m{} NaN 10", Format::PrometheusText),
+        ("m{a=\"b\"} +Inf 1700000000.5", Format::OpenMetrics),
+        (r#"m{a="b"} 1 5 # {trace="x y"} 2 3"#, Format::OpenMetrics),
+        (r#"m{a="b"} 1 5 # {} 2"#, Format::OpenMetrics),
+        ("m  1 10", Format::PrometheusText),
+        ("m 1\t 10", Format::PrometheusText),
+        ("m\t1 10", Format::PrometheusText),
+    ];
+    for (line, format) in lines {
+        let parsed = sample(line, format);
+        match split_tail(line.as_bytes(), format) {
+            Some((text, v, t)) if text == parsed.series_text.as_bytes() => {
+                assert_eq!((v.to_bits(), t), (parsed.value.to_bits(), parsed.t), "{line:?}");
+            }
+            // Another text is never a series spelling, so the importer parses the line.
+            Some((text, _, _)) => assert!(text.contains(&b' ') || text.contains(&b'\t'), "{line:?}"),
+            None => {}
+        }
+    }
+    // The common line is read from its end.
+    let (text, v, t) = split_tail(br#"m{a="x y"} 2.5 10"#, Format::PrometheusText).expect("split");
+    assert_eq!((text, v, t), (&br#"m{a="x y"}"#[..], 2.5, 10));
+}

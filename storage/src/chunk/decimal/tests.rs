@@ -223,8 +223,36 @@ fn decodes_or_is_corrupt(bytes: &[u8]) -> std::result::Result<(), TestCaseError>
     }
 }
 
+/// The width choice by brute force over all 65 widths: what `Plan::new` must pick.
+fn cheapest_width(res: &[u64]) -> (u8, u64) {
+    if res.iter().all(|&r| r == 0) {
+        return (ALL_ZERO, 8);
+    }
+    let mut best = (0u8, u64::MAX);
+    for w in 0..=64u32 {
+        let exceptions: u64 =
+            res.iter().filter(|&&r| bit_len(r) > w).map(|&r| 8 * (1 + u64::from((bit_len(r) - w).div_ceil(7)))).sum();
+        let cost = 16 + res.len() as u64 * u64::from(w) + exceptions;
+        if cost < best.1 {
+            best = (w as u8, cost);
+        }
+    }
+    best
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn the_width_is_the_cheapest_of_all_widths(
+        res in proptest::collection::vec(prop_oneof![Just(0u64), 0u64..16, 0u64..5000, any::<u64>()], 1..200),
+        shift in 0u32..64,
+    ) {
+        for res in [res.clone(), res.iter().map(|r| r >> shift).collect()] {
+            let plan = Plan::new(res.clone());
+            prop_assert_eq!((plan.width, plan.bits), cheapest_width(&res));
+        }
+    }
 
     #[test]
     fn decimal_values_always_encode_and_round_trip(vals in decimal_values(1..300), ts in any::<[i64; 4]>()) {
