@@ -24,8 +24,8 @@ pub enum FragmentMode {
     /// Per-series results ([`FragmentData::Series`]); the merge concatenates them.
     Concat,
     /// An aggregation node: shards return partial aggregates ([`FragmentData::Groups`]
-    /// for `sum`/`count`/`group`/`min`/`max`/`avg`, and for `count_values` with one
-    /// group per output series and counted steps; [`FragmentData::Candidates`] for
+    /// for `sum`/`count`/`group`/`min`/`max`/`avg`/`quantile`, and for `count_values`
+    /// with one group per output series and counted steps; [`FragmentData::Candidates`] for
     /// `topk`/`bottomk`); the merge finishes them as the single-node engine would.
     Partial,
 }
@@ -110,6 +110,19 @@ pub enum PartialState {
     Max(f64),
     /// `count` and `group`: nothing beyond [`StepPartial::count`].
     Counted,
+    /// `quantile`: every float value of the group at this step, in arrival order (the
+    /// querier sorts them all, so a quantile cannot be summarised any smaller).
+    Values(Vec<f64>),
+}
+
+impl StepPartial {
+    /// Values this partial holds, for the sample limit: one, or `quantile`'s values.
+    pub fn held(&self) -> usize {
+        match &self.state {
+            PartialState::Values(v) => v.len().max(1),
+            _ => 1,
+        }
+    }
 }
 
 /// One aggregation group's partial state over the steps where it had input.

@@ -46,34 +46,36 @@ pub(crate) enum AccState {
 
 impl Acc {
     /// This step's state as plain data, for a shard's partial result.
-    pub(crate) fn to_partial(&self, t: i64) -> StepPartial {
-        let state = match &self.state {
+    pub(crate) fn into_partial(self, t: i64) -> StepPartial {
+        let state = match self.state {
             AccState::Empty => PartialState::Empty,
-            AccState::Sum(k) => PartialState::Sum { sum: k.raw_sum(), c: k.compensation() },
+            AccState::Sum(ref k) => PartialState::Sum { sum: k.raw_sum(), c: k.compensation() },
             AccState::Avg(a) => {
                 let (sum, c, mean, count, incremental) = a.parts();
                 PartialState::Avg { sum, c, mean, count, incremental }
             }
-            AccState::Min(m) => PartialState::Min(*m),
-            AccState::Max(m) => PartialState::Max(*m),
-            // Stdvar and quantile are never pushed down (the planner keeps them at the
-            // querier), so their state never needs to travel; counted ops carry none.
-            AccState::Stdvar(_) | AccState::Quantile(_) | AccState::Counted => PartialState::Counted,
+            AccState::Min(m) => PartialState::Min(m),
+            AccState::Max(m) => PartialState::Max(m),
+            AccState::Quantile(v) => PartialState::Values(v),
+            // Stdvar is never pushed down (the planner keeps it at the querier), so its
+            // state never needs to travel; counted ops carry none.
+            AccState::Stdvar(_) | AccState::Counted => PartialState::Counted,
         };
         StepPartial { t, count: self.count, histograms: self.hist as u64, drop_name: self.drop_name, state }
     }
 
     /// Rebuilds an accumulator from a shard's partial state.
-    pub(crate) fn from_partial(p: &StepPartial) -> Self {
-        let state = match &p.state {
+    pub(crate) fn from_partial(p: StepPartial) -> Self {
+        let state = match p.state {
             PartialState::Empty => AccState::Empty,
-            PartialState::Sum { sum, c } => AccState::Sum(KahanSum::from_parts(*sum, *c)),
+            PartialState::Sum { sum, c } => AccState::Sum(KahanSum::from_parts(sum, c)),
             PartialState::Avg { sum, c, mean, count, incremental } => {
-                AccState::Avg(AvgAccumulator::from_parts(*sum, *c, *mean, *count, *incremental))
+                AccState::Avg(AvgAccumulator::from_parts(sum, c, mean, count, incremental))
             }
-            PartialState::Min(m) => AccState::Min(*m),
-            PartialState::Max(m) => AccState::Max(*m),
+            PartialState::Min(m) => AccState::Min(m),
+            PartialState::Max(m) => AccState::Max(m),
             PartialState::Counted => AccState::Counted,
+            PartialState::Values(v) => AccState::Quantile(v),
         };
         Acc { count: p.count, state, drop_name: p.drop_name, hist: usize::try_from(p.histograms).unwrap_or(usize::MAX) }
     }
@@ -92,6 +94,8 @@ impl Acc {
             // The rule of `add`: a NaN is replaced by any later value.
             (AccState::Min(m), AccState::Min(f)) if *m > f || m.is_nan() => *m = f,
             (AccState::Max(m), AccState::Max(f)) if *m < f || m.is_nan() => *m = f,
+            // The quantile sorts all values, so their order does not matter.
+            (AccState::Quantile(a), AccState::Quantile(b)) => a.extend(b),
             _ => {}
         }
     }
@@ -267,17 +271,7 @@ impl Evaluator<'_> {
             }
             _ => {
                 if op == "quantile" {
-                    if let Some(p) = &fparam {
-                        for &q in p {
-                            if q.is_nan() || !(0.0..=1.0).contains(&q) {
-                                self.ctx.warn(format!(
-                                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
-                                    format_go_g(q),
-                                    pos
-                                ));
-                            }
-                        }
-                    }
+                    self.warn_quantile_params(fparam.as_deref().unwrap_or_default());
                 }
                 let name_in_group = grouping.name_in_group();
                 let mut out: Vec<StepSeries> = glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
@@ -288,6 +282,20 @@ impl Evaluator<'_> {
                 })?;
                 out.retain(|s| !s.pts.is_empty());
                 Ok(Val::Vector(out))
+            }
+        }
+    }
+
+    /// Prometheus' warning for every `quantile` parameter outside [0, 1] (NaN included).
+    pub(crate) fn warn_quantile_params(&self, params: &[f64]) {
+        let pos = self.ctx.pos_of_first_arg("quantile");
+        for &q in params {
+            if q.is_nan() || !(0.0..=1.0).contains(&q) {
+                self.ctx.warn(format!(
+                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
+                    format_go_g(q),
+                    pos
+                ));
             }
         }
     }

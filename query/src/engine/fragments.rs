@@ -15,7 +15,7 @@ use super::types::{StepSeries, Val};
 use super::{hints, parse_with_limits, Engine, EngineOptions, QueryOptions};
 use crate::error::QueryError;
 use crate::fragment::{
-    Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, ShardEvaluator,
+    Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, ShardEvaluator, StepPartial,
 };
 use crate::model::Queryable;
 use tessera_model::{Labels, Sample};
@@ -105,6 +105,10 @@ impl Evaluator<'_> {
                         self.merge_counts(outs).map(Val::Vector)
                     }
                     _ => {
+                        // `quantile`'s parameter stays here: the shards only collect values.
+                        if let Some(p) = &fparam {
+                            self.warn_quantile_params(p);
+                        }
                         let outs = self.run_fragment(se, &frag, &ctl)?;
                         let mut parts = Vec::with_capacity(outs.len());
                         for o in outs {
@@ -117,7 +121,7 @@ impl Evaluator<'_> {
                                 }
                             }
                         }
-                        self.merge_groups(a, parts).map(Val::Vector)
+                        self.merge_groups(a, fparam.as_deref(), parts).map(Val::Vector)
                     }
                 }
             }
@@ -144,11 +148,18 @@ impl Evaluator<'_> {
         Ok(outs)
     }
 
-    /// Finishes `sum`/`count`/`group`/`min`/`max`/`avg` from the shards' partial groups:
-    /// per step, the states of one group merge in shard order and then finish with the
-    /// single node's code. Groups are numbered by their first input series, as the
-    /// single node numbers them by first appearance.
-    fn merge_groups(&self, a: &AggregateExpr, parts: Vec<Vec<GroupPartial>>) -> Result<Vec<StepSeries>, QueryError> {
+    /// Finishes `sum`/`count`/`group`/`min`/`max`/`avg`/`quantile` from the shards'
+    /// partial groups: per step, the states of one group merge in shard order and then
+    /// finish with the single node's code (`param`: `quantile`'s per step). Groups are
+    /// numbered by their first input series, as the single node numbers them by first
+    /// appearance. A group may come in several pieces from one shard (a remote shard
+    /// cuts a large one by steps).
+    fn merge_groups(
+        &self,
+        a: &AggregateExpr,
+        param: Option<&[f64]>,
+        parts: Vec<Vec<GroupPartial>>,
+    ) -> Result<Vec<StepSeries>, QueryError> {
         let op = a.op.to_string();
         let grouping = Grouping::of(a);
         let mut index: HashMap<Labels, usize> = HashMap::new();
@@ -157,7 +168,7 @@ impl Evaluator<'_> {
         let mut entries = 0usize;
         for shard in &parts {
             for g in shard {
-                entries += g.steps.len();
+                entries += g.steps.iter().map(StepPartial::held).sum::<usize>();
                 match index.get(&g.labels) {
                     Some(&i) => {
                         if g.first < groups[i].0 {
@@ -184,7 +195,7 @@ impl Evaluator<'_> {
         for shard in parts {
             for g in shard {
                 let gi = pos[index[&g.labels]];
-                for sp in &g.steps {
+                for sp in g.steps {
                     let k = self.step_index(sp.t)?;
                     by_step[k].push((gi, Acc::from_partial(sp)));
                 }
@@ -204,7 +215,8 @@ impl Evaluator<'_> {
                     slot @ None => *slot = Some(acc),
                 }
             }
-            self.finish_step(&op, self.ts(k), 0.0, name_in_group, &mut accs, &mut out);
+            let q = param.map_or(0.0, |p| super::labels_util::at_step(p, k));
+            self.finish_step(&op, self.ts(k), q, name_in_group, &mut accs, &mut out);
         }
         out.retain(|s| !s.pts.is_empty());
         Ok(out)
@@ -280,7 +292,7 @@ impl Evaluator<'_> {
         self.fold_steps(&op, input, &series_group, groups.len(), |_, _, t, accs| {
             for (g, acc) in accs.iter_mut().enumerate() {
                 if let Some(acc) = acc.take() {
-                    groups[g].steps.push(acc.to_partial(t));
+                    groups[g].steps.push(acc.into_partial(t));
                 }
             }
             Ok(())
@@ -378,7 +390,7 @@ impl Engine {
             (FragmentMode::Concat, _) => FragmentData::Series(to_partial_series(ev.eval_vector(node)?)),
             (FragmentMode::Partial, Expr::Aggregate(a)) => {
                 let op = a.op.to_string();
-                let partial = matches!(op.as_str(), "sum" | "count" | "group" | "min" | "max" | "avg");
+                let partial = matches!(op.as_str(), "sum" | "count" | "group" | "min" | "max" | "avg" | "quantile");
                 if let Some(groups) = if partial { ev.partial_streamed(a)? } else { None } {
                     let (warnings, infos) = ctx.into_annotations();
                     return Ok(FragmentOutput { data: FragmentData::Groups(groups), warnings, infos });
@@ -414,7 +426,7 @@ impl Engine {
                             .ok_or_else(|| QueryError::bad_data("count_values fragment without its label"))?;
                         FragmentData::Groups(ev.count_values_partial(a, &label, &input)?)
                     }
-                    "sum" | "count" | "group" | "min" | "max" | "avg" => {
+                    "sum" | "count" | "group" | "min" | "max" | "avg" | "quantile" => {
                         FragmentData::Groups(ev.partial_groups(a, &input)?)
                     }
                     _ => {

@@ -28,20 +28,23 @@
 //!   `max`, `avg` return each group's running state per step (Kahan sum and
 //!   compensation, count, min/max, avg's sum or incremental mean, the histogram count
 //!   and name-drop flag); the querier merges them in shard order and finishes each step
-//!   with the single node's code (mix rule, annotations, `result`). `topk`/`bottomk`
+//!   with the single node's code (mix rule, annotations, `result`). `quantile` returns
+//!   every value of each group and step (a quantile needs them all); the querier joins
+//!   them and finishes each step with its parameter, which it evaluates itself (the
+//!   shards never see it). `topk`/`bottomk`
 //!   return each shard's top k per group and step, and the querier runs the same
 //!   `topk` over the candidates in label order (its k is evaluated at the querier and
 //!   shipped per step, so `topk(scalar(x), ...)` works). `count_values` returns
 //!   per-shard counts; the querier adds them.
-//! - **Never pushed (inputs pushed instead):** `quantile`, `stddev`, `stdvar`, `limitk`,
+//! - **Never pushed (inputs pushed instead):** `stddev`, `stdvar`, `limitk`,
 //!   `limit_ratio`, label functions, `histogram_quantile`/`_fraction` (buckets are
 //!   separate series), `absent*`, `scalar`, `vector`, `sort*`, any other vector ⊕ vector,
 //!   a top-level range vector, and anything whose scalar argument reads data. `or`
 //!   runs at the querier over its pushed sides (its output order, left then the right's
 //!   unmatched series, is not a label order the merge could restore).
 //!
-//! Exactness: CONCAT, `count`, `group`, `min`, `max`, `count_values`, `topk` and
-//! `bottomk` give the single node's values. `sum` and `avg` add per-shard compensated sums
+//! Exactness: CONCAT, `count`, `group`, `min`, `max`, `quantile` (it sorts the joined
+//! values), `count_values`, `topk` and `bottomk` give the single node's values. `sum` and `avg` add per-shard compensated sums
 //! in shard order instead of one sequence, which agrees with the single node to the
 //! last bits (the differential tests allow a relative 1e-9).
 
@@ -126,7 +129,7 @@ fn walk(e: &Expr, vector_matching: bool, path: &mut Vec<u32>, out: &mut HashMap<
 
 /// Aggregations that merge as partial states or per-shard candidates.
 const PARTIAL_AGGREGATIONS: &[&str] =
-    &["sum", "count", "group", "min", "max", "avg", "topk", "bottomk", "count_values"];
+    &["sum", "count", "group", "min", "max", "avg", "quantile", "topk", "bottomk", "count_values"];
 
 /// How `e` would run on the shards, if it can; `vm`: whether vector ⊕ vector operations
 /// may be pushed (see [`plan`]).

@@ -11,9 +11,10 @@
 //! labels, so a chain can be evaluated one series at a time. What streams:
 //!
 //! - a chain on its own: its output series are collected (the raw samples are not);
-//! - `sum`, `count`, `group`, `min`, `max`, `avg`, `stddev`, `stdvar` (with `by` or
-//!   `without`) over a chain: each output series is folded into one accumulator per group
-//!   and step, then dropped; the steps finish with the materialising path's code;
+//! - `sum`, `count`, `group`, `min`, `max`, `avg`, `stddev`, `stdvar`, `quantile` (with
+//!   `by` or `without`) over a chain: each output series is folded into one accumulator
+//!   per group and step, then dropped; the steps finish with the materialising path's
+//!   code (`quantile`'s accumulator keeps the values of its group and step);
 //! - the same aggregations as a shard's partial fragment (their states become the
 //!   fragment's partial groups), a chain as a per-series fragment, and `topk`/`bottomk`
 //!   over a chain as a shard's candidates ([`TopK`]).
@@ -52,7 +53,9 @@ use crate::functions;
 use tessera_model::Labels;
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
-const FOLDED: &[&str] = &["sum", "count", "group", "min", "max", "avg", "stddev", "stdvar"];
+/// (`quantile`'s state is every value of the group at the step, which is still less than
+/// its input: no labels, no timestamps, no per-series buffers.)
+const FOLDED: &[&str] = &["sum", "count", "group", "min", "max", "avg", "stddev", "stdvar", "quantile"];
 
 /// Whether `e` is a chain (see the module doc). With `one_step` (an instant grid) a
 /// selector may carry `@`; on a longer grid an `@` makes its chain step invariant, which
@@ -160,6 +163,8 @@ struct Fold {
     /// Per group: its labels and the smallest labels of its input series.
     groups: Vec<(Labels, Labels)>,
     accs: Vec<Option<Acc>>,
+    /// Values kept by `quantile`'s accumulators (the others keep a fixed state).
+    values: usize,
 }
 
 impl Fold {
@@ -171,15 +176,19 @@ impl Fold {
             index: HashMap::new(),
             groups: Vec::new(),
             accs: Vec::new(),
+            values: 0,
         }
     }
 }
 
 impl Sink for Fold {
     fn held(&self) -> usize {
-        self.accs.len()
+        self.accs.len() + self.values
     }
     fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) {
+        if self.op == "quantile" {
+            self.values += s.pts.len();
+        }
         let key = self.grouping.labels(&s.labels);
         let g = match self.index.get(&key) {
             Some(&g) => {
@@ -316,8 +325,13 @@ impl Evaluator<'_> {
         let one_step = self.n_steps() == 1;
         match e {
             Expr::Aggregate(a) if self.folds(a) => {
+                // As the materialising path: the parameter first, then the input.
+                let (param, _) = self.aggregate_params(a)?;
                 let fold = self.fold(a)?;
-                Ok(Some(Val::Vector(self.finish_fold(fold)?)))
+                if let Some(p) = &param {
+                    self.warn_quantile_params(p);
+                }
+                Ok(Some(Val::Vector(self.finish_fold(fold, param.as_deref())?)))
             }
             Expr::VectorSelector(_) | Expr::Call(_) | Expr::Unary(_) | Expr::Binary(_) if is_chain(e, one_step) => {
                 let chain = self.chain(e)?;
@@ -343,7 +357,7 @@ impl Evaluator<'_> {
         let mut out = Vec::with_capacity(fold.groups.len());
         for (g, (labels, first)) in fold.groups.into_iter().enumerate() {
             let steps: Vec<_> =
-                (0..n).filter_map(|k| accs[g * n + k].take().map(|acc| acc.to_partial(self.ts(k)))).collect();
+                (0..n).filter_map(|k| accs[g * n + k].take().map(|acc| acc.into_partial(self.ts(k)))).collect();
             if !steps.is_empty() {
                 out.push(GroupPartial { labels, first, steps });
             }
@@ -409,7 +423,10 @@ impl Evaluator<'_> {
     }
 
     fn folds(&self, a: &AggregateExpr) -> bool {
-        a.param.is_none() && FOLDED.contains(&a.op.to_string().as_str()) && is_chain(&a.expr, self.n_steps() == 1)
+        let op = a.op.to_string();
+        (a.param.is_none() || op == "quantile")
+            && FOLDED.contains(&op.as_str())
+            && is_chain(&a.expr, self.n_steps() == 1)
     }
 
     /// Streams `a`'s input chain into one accumulator per group and step.
@@ -421,8 +438,8 @@ impl Evaluator<'_> {
     }
 
     /// Finishes every step of a fold with the materialising path's code (mix rule,
-    /// annotations, results), step by step as it does.
-    fn finish_fold(&self, fold: Fold) -> Result<Vec<StepSeries>, QueryError> {
+    /// annotations, results), step by step as it does; `param`: `quantile`'s per step.
+    fn finish_fold(&self, fold: Fold, param: Option<&[f64]>) -> Result<Vec<StepSeries>, QueryError> {
         let name_in_group = fold.grouping.name_in_group();
         // Groups in order of their first input series in label order, as the
         // materialising path numbers them, whatever order the source streamed in.
@@ -441,7 +458,8 @@ impl Evaluator<'_> {
                 any |= slot.is_some();
             }
             if any {
-                self.finish_step(&fold.op, self.ts(k), 0.0, name_in_group, &mut column, &mut out);
+                let q = param.map_or(0.0, |p| super::labels_util::at_step(p, k));
+                self.finish_step(&fold.op, self.ts(k), q, name_in_group, &mut column, &mut out);
             }
         }
         out.retain(|s| !s.pts.is_empty());

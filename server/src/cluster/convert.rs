@@ -396,7 +396,7 @@ fn partial_series_from_pb(s: pb::PartialSeries) -> Result<PartialSeries, String>
     Ok(PartialSeries { labels: labels_from_pb_set(s.labels), drop_name: s.drop_name, points })
 }
 
-fn step_to_pb(s: &StepPartial) -> pb::StepPartial {
+fn step_to_pb(s: StepPartial) -> pb::StepPartial {
     use pb::step_partial::State;
     let state = match s.state {
         PartialState::Empty => State::Empty(pb::NoState {}),
@@ -407,6 +407,7 @@ fn step_to_pb(s: &StepPartial) -> pb::StepPartial {
         PartialState::Min(v) => State::Min(v),
         PartialState::Max(v) => State::Max(v),
         PartialState::Counted => State::Counted(pb::NoState {}),
+        PartialState::Values(values) => State::Values(pb::ValuesState { values }),
     };
     pb::StepPartial {
         t_ms: s.t,
@@ -432,6 +433,7 @@ fn step_from_pb(s: pb::StepPartial) -> Result<StepPartial, String> {
         Some(State::Min(v)) => PartialState::Min(v),
         Some(State::Max(v)) => PartialState::Max(v),
         Some(State::Counted(_)) => PartialState::Counted,
+        Some(State::Values(x)) => PartialState::Values(x.values),
         None => return Err(format!("partial state at {} ms has no state", s.t_ms)),
     };
     Ok(StepPartial {
@@ -447,7 +449,7 @@ fn group_to_pb(g: GroupPartial) -> pb::GroupPartial {
     pb::GroupPartial {
         labels: g.labels.iter().map(label_to_pb).collect(),
         first: g.first.iter().map(label_to_pb).collect(),
-        steps: g.steps.iter().map(step_to_pb).collect(),
+        steps: g.steps.into_iter().map(step_to_pb).collect(),
     }
 }
 
@@ -487,8 +489,48 @@ enum EvalItem {
 fn eval_item_size(item: &EvalItem) -> usize {
     match item {
         EvalItem::Series(s) => labels_wire_size(&s.labels) + s.points.len() * 17 + 8,
-        EvalItem::Group(g) => labels_wire_size(&g.labels) + labels_wire_size(&g.first) + g.steps.len() * 48 + 8,
+        EvalItem::Group(g) => {
+            labels_wire_size(&g.labels)
+                + labels_wire_size(&g.first)
+                + g.steps.iter().map(step_wire_size).sum::<usize>()
+                + 8
+        }
     }
+}
+
+fn step_wire_size(s: &StepPartial) -> usize {
+    match &s.state {
+        PartialState::Values(v) => 40 + v.len() * 8,
+        _ => 48,
+    }
+}
+
+/// `g` cut by steps into pieces of about `budget` bytes at most (a step larger than
+/// that travels alone), each with the group's labels: `quantile`'s values per step can
+/// make one group larger than a message may be. The querier's merge joins the pieces.
+fn split_group(g: GroupPartial, budget: usize) -> Vec<GroupPartial> {
+    let head = labels_wire_size(&g.labels) + labels_wire_size(&g.first) + 8;
+    if head + g.steps.iter().map(step_wire_size).sum::<usize>() <= budget {
+        return vec![g];
+    }
+    let mut pieces = Vec::new();
+    let mut steps = Vec::new();
+    let mut bytes = head;
+    for s in g.steps {
+        let size = step_wire_size(&s);
+        if !steps.is_empty() && bytes + size > budget {
+            pieces.push(GroupPartial {
+                labels: g.labels.clone(),
+                first: g.first.clone(),
+                steps: std::mem::take(&mut steps),
+            });
+            bytes = head;
+        }
+        bytes += size;
+        steps.push(s);
+    }
+    pieces.push(GroupPartial { labels: g.labels, first: g.first, steps });
+    pieces
 }
 
 /// A fragment's output as the frames of an `Eval` answer, each about `budget` bytes at
@@ -500,8 +542,11 @@ pub fn eval_frames(out: FragmentOutput, budget: usize) -> Vec<pb::EvalResponse> 
         FragmentData::Groups(g) => (pb::EvalDataKind::Groups, Vec::new(), g),
         FragmentData::Candidates { series, groups } => (pb::EvalDataKind::Candidates, series, groups),
     };
-    let items: Vec<EvalItem> =
-        series.into_iter().map(EvalItem::Series).chain(groups.into_iter().map(EvalItem::Group)).collect();
+    let items: Vec<EvalItem> = series
+        .into_iter()
+        .map(EvalItem::Series)
+        .chain(groups.into_iter().flat_map(|g| split_group(g, budget)).map(EvalItem::Group))
+        .collect();
     let mut frames: Vec<pb::EvalResponse> = batches(items, budget, eval_item_size)
         .map(|batch| {
             let mut frame = pb::EvalResponse { kind: kind as i32, ..Default::default() };

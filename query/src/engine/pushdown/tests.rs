@@ -28,6 +28,8 @@ fn mergeable_aggregations_over_per_series_chains_are_pushed_whole() {
         "max(abs(x))",
         "topk(3, x)",
         "bottomk(scalar(y), x)",
+        "quantile(0.9, rate(x_total[5m]))",
+        "quantile by (a) (scalar(y), x)",
         "count_values(\"v\", x)",
         "sum(max_over_time(rate(x_total[5m])[1h:1m]))",
         "sum(x - x offset 1d)",
@@ -72,7 +74,6 @@ fn vector_operations_are_pushed_whole_only_on_one_step_grids() {
 
 #[test]
 fn what_cannot_be_pushed_gets_its_inputs_pushed() {
-    assert_eq!(planned("quantile(0.9, rate(x_total[5m]))"), vec![(vec![0], Concat)]);
     assert_eq!(planned("stddev(x)"), vec![(vec![0], Concat)]);
     assert_eq!(planned("histogram_quantile(0.9, sum by (le) (rate(x_bucket[5m])))"), vec![(vec![1], Partial)]);
     assert_eq!(planned("label_replace(x, \"a\", \"$1\", \"b\", \"(.*)\")"), vec![(vec![0], Concat)]);

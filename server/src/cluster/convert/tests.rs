@@ -85,26 +85,38 @@ fn bits(o: &FragmentOutput) -> String {
             .steps
             .iter()
             .map(|s| {
-                let st = match s.state {
+                let st = match &s.state {
                     PartialState::Empty => "e".to_owned(),
-                    PartialState::Sum { sum, c } => format!("s{},{}", f(sum), f(c)),
+                    PartialState::Sum { sum, c } => format!("s{},{}", f(*sum), f(*c)),
                     PartialState::Avg { sum, c, mean, count, incremental } => {
-                        format!("a{},{},{},{},{incremental}", f(sum), f(c), f(mean), f(count))
+                        format!("a{},{},{},{},{incremental}", f(*sum), f(*c), f(*mean), f(*count))
                     }
-                    PartialState::Min(v) => format!("m{}", f(v)),
-                    PartialState::Max(v) => format!("M{}", f(v)),
+                    PartialState::Min(v) => format!("m{}", f(*v)),
+                    PartialState::Max(v) => format!("M{}", f(*v)),
                     PartialState::Counted => "c".to_owned(),
+                    PartialState::Values(v) => format!("v{:?}", v.iter().map(|&x| f(x)).collect::<Vec<_>>()),
                 };
                 format!("{}:{}:{}:{}:{st}", s.t, f(s.count), s.histograms, s.drop_name)
             })
             .collect();
         format!("{}|{}|{}", g.labels, g.first, steps.join(","))
     }
+    /// A group cut into pieces by steps (large groups travel so) reads as one group.
+    fn groups(gs: &[GroupPartial]) -> Vec<String> {
+        let mut joined: Vec<GroupPartial> = Vec::new();
+        for g in gs {
+            match joined.last_mut() {
+                Some(p) if p.labels == g.labels && p.first == g.first => p.steps.extend(g.steps.iter().cloned()),
+                _ => joined.push(g.clone()),
+            }
+        }
+        joined.iter().map(group).collect()
+    }
     let data = match &o.data {
         FragmentData::Series(s) => format!("S{:?}", s.iter().map(series).collect::<Vec<_>>()),
-        FragmentData::Groups(g) => format!("G{:?}", g.iter().map(group).collect::<Vec<_>>()),
+        FragmentData::Groups(g) => format!("G{:?}", groups(g)),
         FragmentData::Candidates { series: s, groups: g } => {
-            format!("C{:?}{:?}", s.iter().map(series).collect::<Vec<_>>(), g.iter().map(group).collect::<Vec<_>>())
+            format!("C{:?}{:?}", s.iter().map(series).collect::<Vec<_>>(), groups(g))
         }
     };
     format!("{data} W{:?} I{:?}", o.warnings, o.infos)
@@ -148,6 +160,7 @@ mod round_trip {
             float().prop_map(PartialState::Min),
             float().prop_map(PartialState::Max),
             Just(PartialState::Counted),
+            proptest::collection::vec(float(), 0..40).prop_map(PartialState::Values),
         ]
     }
 
