@@ -36,6 +36,7 @@ OUT=""
 BUILD=1
 START_ARG=""
 REUSE=""
+KEEP=""
 
 usage() {
     sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
@@ -57,6 +58,8 @@ Options (defaults in brackets):
                          the same dataset flags and --start) instead of loading; the
                          folder is not modified (its SST files are hard-linked, the
                          rest copied)
+  --keep-tessera-data DIR  after the run, move the Tessera data folder it loaded to DIR
+                         (must not exist) for later --reuse-tessera-data runs
   --out DIR              results folder [a new folder under /tmp]
   --no-build             use existing release binaries (TESSERA_BIN, BENCH_BIN or target/release)
 EOF
@@ -76,6 +79,7 @@ while [ $# -gt 0 ]; do
         --out) OUT="$2"; shift 2 ;;
         --start) START_ARG="$2"; shift 2 ;;
         --reuse-tessera-data) REUSE="$2"; shift 2 ;;
+        --keep-tessera-data) KEEP="$2"; shift 2 ;;
         --no-build) BUILD=0; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "billion.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -85,6 +89,7 @@ done
 log() { printf '[billion %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+[ -z "$KEEP" ] || [ ! -e "$KEEP" ] || die "--keep-tessera-data: $KEEP exists already"
 SPAN_S=$(to_seconds "$SPAN")
 INTERVAL_S=$(to_seconds "$INTERVAL")
 command -v jq >/dev/null || die "needs jq (apt-get install jq)"
@@ -206,6 +211,10 @@ run_system() {
         load_system "$sys" "$dir" "$data"
     fi
     query_system "$sys" "$dir" "$data"
+    if [ "$sys" = tessera ] && [ -n "$KEEP" ]; then
+        mv "$data" "$KEEP"
+        log "tessera: data kept in $KEEP (query it again with --reuse-tessera-data $KEEP --start $START)"
+    fi
     rm -rf "$data"
 }
 
