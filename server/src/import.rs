@@ -16,8 +16,11 @@
 //! hashed to shards by `shards::series_hash` through [`Shards::push`], so a server
 //! started on the directory afterwards finds them.
 //!
-//! **Fast.** Pass 1 parses each file in 4 MiB blocks on up to 4 threads (the checks
-//! that depend on order then run over the blocks in file order). When the samples fit
+//! **Fast.** Pass 1 reads each file in 4 MiB blocks on one thread, parses them on up to
+//! 4 others, and runs the checks that depend on order over the parsed blocks in file
+//! order while the next blocks are being parsed. A line that repeats a series spelling
+//! already seen is read from its end (value and timestamp), without scanning its label
+//! set again ([`parse::split_tail`]). When the samples fit
 //! in `cache_bytes` (24 bytes each), pass 1 keeps them
 //! and pass 2 does not parse the files again. Pass 2 groups samples by series in batches of `batch_samples`, sorts each
 //! series' samples by time, and hands each batch to a writer thread (parsing the next

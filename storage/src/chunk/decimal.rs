@@ -278,24 +278,39 @@ impl<'a> Stream<'a> {
         Ok(())
     }
 
-    /// The next residual. Reads are not bounds-checked one by one: `parse` took exactly
-    /// `count × width` bits for the stream, so the first `count` reads stay inside it
-    /// (and the decoder reads no more).
+    /// The next `out.len()` residuals: the packed bits in one tight loop, then the
+    /// exceptions that fall among them. Reads are not bounds-checked one by one: `parse`
+    /// took exactly `count × width` bits for the stream, so the first `count` reads stay
+    /// inside it (and the decoder reads no more). An exception past the last residual
+    /// is corrupt (the decoder's last block finds it).
     #[inline(always)]
-    fn next(&mut self) -> Result<u64> {
-        let mut r = match self.width {
-            ALL_ZERO => return Ok(0),
-            0 => 0,
-            w => self.bits.take(u32::from(w)),
-        };
-        if self.pos == self.next_exc {
-            r |= self.next_high << self.width;
-            self.load_exception(self.pos + 1)?;
+    fn read_block(&mut self, out: &mut [u64], last: bool) -> Result<()> {
+        match self.width {
+            ALL_ZERO | 0 => out.fill(0),
+            w => {
+                let w = u32::from(w);
+                for r in out.iter_mut() {
+                    *r = self.bits.take(w);
+                }
+            }
         }
-        self.pos += 1;
-        Ok(r)
+        let end = self.pos + out.len() as u64;
+        while self.next_exc < end {
+            // `load_exception` allows no exception on a 64-bit width, so the shift fits.
+            out[(self.next_exc - self.pos) as usize] |= self.next_high << self.width;
+            self.load_exception(self.next_exc + 1)?;
+        }
+        self.pos = end;
+        if last && self.next_exc != u64::MAX {
+            return Err(Error::corrupt("decimal chunk", "exception past the last sample"));
+        }
+        Ok(())
     }
 }
+
+/// Samples decoded per block: the residuals of a block are unpacked into two arrays
+/// first, then turned into samples in a loop without branches.
+const BLOCK: usize = 128;
 
 /// A parsed chunk header and its two residual streams.
 struct Decoder<'a> {
@@ -385,21 +400,30 @@ impl Decoder<'_> {
         *first = Sample { t: self.t0, v: self.m as f64 / self.p };
         let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
         let (mut t, mut m, mut d) = (t0, self.m, 0i64);
-        for (i, slot) in rest.iter_mut().enumerate() {
-            let rt = varint::unzigzag(self.ts.next()?) as u64;
-            t = if GRID {
-                t0.wrapping_add(off).wrapping_add(interval.wrapping_mul(i as u64 + 1)).wrapping_add(rt)
-            } else {
-                t.wrapping_add(interval).wrapping_add(rt)
-            };
-            let rv = varint::unzigzag(self.vs.next()?);
-            if ORDER2 {
-                d = d.wrapping_add(rv);
-                m = m.wrapping_add(d);
-            } else {
-                m = m.wrapping_add(rv);
+        let (mut rts, mut rvs) = ([0u64; BLOCK], [0u64; BLOCK]);
+        let blocks = rest.len().div_ceil(BLOCK);
+        for (b, block) in rest.chunks_mut(BLOCK).enumerate() {
+            let n = block.len();
+            let last = b + 1 == blocks;
+            self.ts.read_block(&mut rts[..n], last)?;
+            self.vs.read_block(&mut rvs[..n], last)?;
+            let base = (b * BLOCK) as u64 + 1;
+            for (j, ((slot, &zt), &zv)) in block.iter_mut().zip(&rts[..n]).zip(&rvs[..n]).enumerate() {
+                let rt = varint::unzigzag(zt) as u64;
+                t = if GRID {
+                    t0.wrapping_add(off).wrapping_add(interval.wrapping_mul(base + j as u64)).wrapping_add(rt)
+                } else {
+                    t.wrapping_add(interval).wrapping_add(rt)
+                };
+                let rv = varint::unzigzag(zv);
+                if ORDER2 {
+                    d = d.wrapping_add(rv);
+                    m = m.wrapping_add(d);
+                } else {
+                    m = m.wrapping_add(rv);
+                }
+                *slot = Sample { t: t as i64, v: m as f64 / self.p };
             }
-            *slot = Sample { t: t as i64, v: m as f64 / self.p };
         }
         Ok(())
     }
