@@ -212,3 +212,41 @@ fn content_after_eof_is_refused() {
     let e = run(&opts(&tmp.path().join("d"), vec![f.clone()], 10)).expect_err("after EOF").to_string();
     assert!(e.contains(&format!("{}:3: content after `# EOF`", f.display())), "{e}");
 }
+
+#[test]
+fn series_first_seen_in_later_blocks_keep_every_sample_in_order() {
+    // Half the series appear only after the first blocks, one of them in a second
+    // spelling (labels reordered) there: the parsing workers see them as new while the
+    // checks extend the index, block after block.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let t0 = now() - 1_000_000;
+    let pad = "p".repeat(300);
+    let mut text = String::new();
+    for i in 0..1000i64 {
+        for g in 0..40 {
+            if g >= 20 && i < 600 {
+                continue;
+            }
+            let t = t0 + i * 1000;
+            if g == 39 && i % 2 == 1 {
+                text.push_str(&format!("late{{pad=\"{pad}\",g=\"{g}\"}} {}.5 {t}\n", i * 100 + g));
+            } else {
+                text.push_str(&format!("late{{g=\"{g}\",pad=\"{pad}\"}} {}.5 {t}\n", i * 100 + g));
+            }
+        }
+    }
+    assert!(text.len() > 2 * BLOCK_BYTES, "the input must span several blocks");
+    let f = write(tmp.path(), "late.prom", &text);
+    let dir = tmp.path().join("d");
+    let s = run(&opts(&dir, vec![f], DEFAULT_BATCH_SAMPLES)).expect("import");
+    assert_eq!((s.samples, s.series), (20 * 1000 + 20 * 400, 40));
+    let got = select_all(&dir, "anonymous", "late");
+    assert_eq!(got.len(), 40);
+    for series in got {
+        let g: i64 = series.labels.get("g").expect("g").parse().expect("number");
+        let first = if g >= 20 { 600 } else { 0 };
+        let want: Vec<(i64, f64)> = (first..1000).map(|i| (t0 + i * 1000, (i * 100 + g) as f64 + 0.5)).collect();
+        let have: Vec<(i64, f64)> = series.samples.iter().map(|x| (x.t, x.v)).collect();
+        assert_eq!(have, want, "series g={g}");
+    }
+}
