@@ -4,8 +4,10 @@
 //! results (groups × steps), not every sample it scans.
 //!
 //! A **chain** is a per-series expression over one selector: the selector itself, a
-//! range function (every one but `absent_over_time`) over a matrix selector, and over
-//! either any number of math and date functions (`abs`, `round(x, 5)`, `clamp*`,
+//! range function (every one but `absent_over_time`) over a matrix selector or over a
+//! subquery of a chain (`max_over_time(rate(x[5m])[1h:1m])`: the inner chain runs on the
+//! subquery's grid, and each inner series goes through the range function as soon as
+//! it is complete), and over either any number of math and date functions (`abs`, `round(x, 5)`, `clamp*`,
 //! `hour(x)`), unary minus, and operators with a data-independent scalar (`x * 8`,
 //! `x > bool 1`). Each selected series becomes at most one output series with the same
 //! labels, so a chain can be evaluated one series at a time. What streams:
@@ -31,22 +33,22 @@
 //! chain outputs are sorted by labels. `topk` keeps the first of equal values to arrive,
 //! so its tie choices follow the source's order.
 //!
-//! Anything else (subqueries, `@` over many steps, vector ⊕ vector, other
+//! Anything else (subqueries of anything but a chain, `@` over many steps, vector ⊕ vector, other
 //! aggregations, `or` selectors read as a union) takes the materialising path. A source
 //! with pushdown streams inside the fragments its shards evaluate, not at the querier.
 
 use std::collections::HashMap;
 
 use promql_parser::parser::value::ValueType;
-use promql_parser::parser::{AggregateExpr, Expr, MatrixSelector, VectorSelector};
+use promql_parser::parser::{AggregateExpr, Expr, MatrixSelector, SubqueryExpr, VectorSelector};
 
 use super::aggregate::{k_of, k_overflow, k_slot, Acc, Grouping, KSlot};
 use super::call::{range_fn_args, RangeFnPlan};
-use super::eval::{dur_ms, Evaluator};
+use super::eval::{dur_ms, Evaluator, RangeSeries, SubqueryGrid};
 use super::labels_util::is_histogram_marker;
 use super::pushdown::data_independent_scalar;
 use super::selector::range_series;
-use super::types::{StepSeries, Val};
+use super::types::{to_samples, StepSeries, Val};
 use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
@@ -70,10 +72,15 @@ fn is_chain(e: &Expr, one_step: bool) -> bool {
             let args: Vec<&Expr> = c.args.args.iter().map(|a| a.as_ref()).collect();
             if functions::range::is_range_fn(name) {
                 let (range_idx, scalar_idx) = range_fn_args(name);
+                let range_arg = match args.get(range_idx).map(|a| unwrap_parens(a)) {
+                    Some(Expr::MatrixSelector(ms)) => ms.vs.at.is_none() || one_step,
+                    // The inner chain runs on the subquery's own (many-step) grid.
+                    Some(Expr::Subquery(sq)) => (sq.at.is_none() || one_step) && is_chain(&sq.expr, false),
+                    _ => false,
+                };
                 name != "absent_over_time"
                     && args.len() == scalar_idx.len() + 1
-                    && matches!(args.get(range_idx).map(|a| unwrap_parens(a)),
-                        Some(Expr::MatrixSelector(ms)) if ms.vs.at.is_none() || one_step)
+                    && range_arg
                     && args.iter().enumerate().all(|(i, a)| i == range_idx || data_independent_scalar(a))
             } else {
                 functions::math::is_scalar_fn(name)
@@ -108,6 +115,10 @@ struct Chain<'e> {
 enum Leaf<'e> {
     Instant(&'e VectorSelector),
     Range(&'e MatrixSelector, RangeFnPlan),
+    /// A range function over a subquery whose inner expression is a chain: the inner
+    /// chain runs on the subquery's grid, and each of its output series goes through
+    /// the range function as soon as it is complete ([`SubqueryOutput`]).
+    Subquery(&'e SubqueryExpr, RangeFnPlan),
 }
 
 enum Link {
@@ -130,7 +141,7 @@ enum Link {
 trait Sink {
     /// Samples this sink holds now (for the sample limit).
     fn held(&self) -> usize;
-    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries);
+    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError>;
 }
 
 /// A chain's output series, kept.
@@ -144,9 +155,10 @@ impl Sink for Collect {
     fn held(&self) -> usize {
         self.points
     }
-    fn take(&mut self, _: &Evaluator<'_>, s: StepSeries) {
+    fn take(&mut self, _: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError> {
         self.points += s.pts.len();
         self.series.push(s);
+        Ok(())
     }
 }
 
@@ -185,7 +197,7 @@ impl Sink for Fold {
     fn held(&self) -> usize {
         self.accs.len() + self.values
     }
-    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) {
+    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError> {
         if self.op == "quantile" {
             self.values += s.pts.len();
         }
@@ -216,6 +228,7 @@ impl Sink for Fold {
             debug_assert_eq!(k, ev.step_of(t));
             row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
         }
+        Ok(())
     }
 }
 
@@ -253,7 +266,7 @@ impl Sink for TopK {
     fn held(&self) -> usize {
         self.held
     }
-    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) {
+    fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError> {
         let key = self.grouping.labels(&s.labels);
         let g = match self.index.get(&key) {
             Some(&g) => g,
@@ -301,6 +314,30 @@ impl Sink for TopK {
                 KSlot::Replace(w) => h[w] = (c, v),
             }
         }
+        Ok(())
+    }
+}
+
+/// The inner chain's sink of a [`Leaf::Subquery`]: each inner output series (its points
+/// on the subquery's grid) becomes the range function's input, as the materialising
+/// path's subquery hands it over, and the function's output goes up the outer chain.
+struct SubqueryOutput<'o, 'a> {
+    outer: &'o Evaluator<'a>,
+    plan: &'o RangeFnPlan,
+    grid: SubqueryGrid,
+    links: &'o [Link],
+    sink: &'o mut dyn Sink,
+}
+
+impl Sink for SubqueryOutput<'_, '_> {
+    fn held(&self) -> usize {
+        self.sink.held()
+    }
+    fn take(&mut self, _: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError> {
+        let rs = RangeSeries { labels: s.labels, drop_name: s.drop_name, samples: to_samples(s.pts) };
+        let g = &self.grid;
+        let out = self.outer.apply_range_fn(self.plan, rs, g.range, g.offset, g.at)?;
+        self.outer.feed(self.links, out, &mut *self.sink)
     }
 }
 
@@ -484,10 +521,16 @@ impl Evaluator<'_> {
                     let args: Vec<&'e Expr> = c.args.args.iter().map(|a| a.as_ref()).collect();
                     if functions::range::is_range_fn(name) {
                         let (plan, range_expr) = self.range_fn_plan(name, &args)?;
-                        let Expr::MatrixSelector(ms) = unwrap_parens(range_expr) else {
-                            return Err(QueryError::internal(format!("{name}() streamed without a matrix selector")));
+                        let leaf = match unwrap_parens(range_expr) {
+                            Expr::MatrixSelector(ms) => Leaf::Range(ms, plan),
+                            Expr::Subquery(sq) => Leaf::Subquery(sq, plan),
+                            _ => {
+                                return Err(QueryError::internal(format!(
+                                    "{name}() streamed without a matrix selector or subquery"
+                                )))
+                            }
                         };
-                        return Ok(Chain { leaf: Leaf::Range(ms, plan), links });
+                        return Ok(Chain { leaf, links });
                     }
                     let sargs = self.map_args(name, &args)?;
                     links.push(Link::Map { name, sargs });
@@ -539,6 +582,18 @@ impl Evaluator<'_> {
                     }
                 })
             }
+            Leaf::Subquery(sq, plan) => {
+                // As `eval_subquery`: the grid is bounded before anything runs on it.
+                let grid = self.subquery_grid(sq);
+                if grid.start > grid.end {
+                    return Ok(());
+                }
+                self.ctx.check_grid((grid.end - grid.start) / grid.step + 1)?;
+                let mut inner_ev = Evaluator::new(self.q, self.ctx, grid.start, grid.end, grid.step);
+                let inner = inner_ev.chain(&sq.expr)?;
+                let mut out = SubqueryOutput { outer: self, plan, grid, links: &chain.links, sink };
+                inner_ev.run_chain(&inner, &mut out)
+            }
         }
     }
 
@@ -547,7 +602,7 @@ impl Evaluator<'_> {
     fn feed(&self, links: &[Link], s: Option<StepSeries>, sink: &mut dyn Sink) -> Result<(), QueryError> {
         if let Some(s) = s {
             if let Some(s) = self.apply_links(links, s)? {
-                sink.take(self, s);
+                sink.take(self, s)?;
             }
         }
         Ok(())

@@ -227,7 +227,12 @@ fn a_streamed_aggregation_holds_as_much_over_ten_times_the_data() {
     };
     let streaming = Engine::default();
     let materialising = Engine::new(EngineOptions { streaming: false, ..Default::default() });
-    for q in ["sum(rate(x_total[5m]))", "max(abs(x_total) * 2)", "count(max_over_time(x_total[1m]) > 3)"] {
+    for q in [
+        "sum(rate(x_total[5m]))",
+        "max(abs(x_total) * 2)",
+        "count(max_over_time(x_total[1m]) > 3)",
+        "sum(max_over_time(rate(x_total[5m])[5m:1m]))",
+    ] {
         let (small, big) = (peak(&streaming, q, 10), peak(&streaming, q, 100));
         assert_eq!(small, big, "{q}: streamed peak over 10 and 100 series");
         // One series' samples, the group's 11 step states and a scalar operand's 11 points.
