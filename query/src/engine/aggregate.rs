@@ -271,7 +271,7 @@ impl Evaluator<'_> {
             }
             _ => {
                 if op == "quantile" {
-                    self.warn_quantile_params(fparam.as_deref().unwrap_or_default());
+                    self.warn_quantile_params("quantile", fparam.as_deref().unwrap_or_default(), false);
                 }
                 let name_in_group = grouping.name_in_group();
                 let mut out: Vec<StepSeries> = glabels.iter().map(|l| StepSeries::new(l.clone(), false)).collect();
@@ -286,16 +286,19 @@ impl Evaluator<'_> {
         }
     }
 
-    /// Prometheus' warning for every `quantile` parameter outside [0, 1] (NaN included).
-    pub(crate) fn warn_quantile_params(&self, params: &[f64]) {
-        let pos = self.ctx.pos_of_first_arg("quantile");
-        for &q in params {
-            if q.is_nan() || !(0.0..=1.0).contains(&q) {
-                self.ctx.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
-                    format_go_g(q),
-                    pos
-                ));
+    /// Prometheus' warning for a quantile parameter outside [0, 1] (NaN included) of
+    /// function or operator `func`: for every such value, or (`first_only`, as
+    /// `quantile_over_time` and `histogram_quantile` warn) for the first.
+    pub(crate) fn warn_quantile_params(&self, func: &str, params: &[f64], first_only: bool) {
+        let pos = self.ctx.pos_of_first_arg(func);
+        for &q in params.iter().filter(|q| q.is_nan() || !(0.0..=1.0).contains(*q)) {
+            self.ctx.warn(format!(
+                "PromQL warning: quantile value should be between 0 and 1, got {} {}",
+                format_go_g(q),
+                pos
+            ));
+            if first_only {
+                break;
             }
         }
     }

@@ -12,7 +12,7 @@ use super::labels_util::{self, is_histogram_marker};
 use super::types::{StepSeries, Val};
 use crate::error::QueryError;
 use crate::functions;
-use crate::functions::format::{format_go_g, parse_go_float};
+use crate::functions::format::parse_go_float;
 use crate::functions::order;
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
@@ -381,14 +381,7 @@ impl Evaluator<'_> {
             .get(range_idx)
             .ok_or_else(|| QueryError::bad_data(format!("wrong number of arguments for function {name}()")))?;
         if name == "quantile_over_time" {
-            let pos = self.ctx.pos_of_first_arg(name);
-            if let Some(&q) = scalars[0].iter().find(|q| q.is_nan() || !(0.0..=1.0).contains(*q)) {
-                self.ctx.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
-                    format_go_g(q),
-                    pos
-                ));
-            }
+            self.warn_quantile_params(name, &scalars[0], true);
         }
         // Resolved once: the per-window call is then a plain match.
         let func = functions::range::RangeFn::from_name(name)
@@ -495,17 +488,7 @@ impl Evaluator<'_> {
 
     /// `histogram_quantile` over classic buckets.
     fn histogram_quantile(&mut self, q: &[f64], v: Vec<StepSeries>) -> Result<Vec<StepSeries>, QueryError> {
-        let pos_q = self.ctx.pos_of_first_arg("histogram_quantile");
-        for &x in q {
-            if x.is_nan() || !(0.0..=1.0).contains(&x) {
-                self.ctx.warn(format!(
-                    "PromQL warning: quantile value should be between 0 and 1, got {} {}",
-                    format_go_g(x),
-                    pos_q
-                ));
-                break;
-            }
-        }
+        self.warn_quantile_params("histogram_quantile", q, true);
         self.classic_buckets(v, |k, b| functions::histogram::bucket_quantile(labels_util::at_step(q, k), b))
     }
 

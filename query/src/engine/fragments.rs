@@ -107,7 +107,7 @@ impl Evaluator<'_> {
                     _ => {
                         // `quantile`'s parameter stays here: the shards only collect values.
                         if let Some(p) = &fparam {
-                            self.warn_quantile_params(p);
+                            self.warn_quantile_params("quantile", p, false);
                         }
                         let outs = self.run_fragment(se, &frag, &ctl)?;
                         let mut parts = Vec::with_capacity(outs.len());

@@ -366,7 +366,7 @@ impl Evaluator<'_> {
                 let (param, _) = self.aggregate_params(a)?;
                 let fold = self.fold(a)?;
                 if let Some(p) = &param {
-                    self.warn_quantile_params(p);
+                    self.warn_quantile_params("quantile", p, false);
                 }
                 Ok(Some(Val::Vector(self.finish_fold(fold, param.as_deref())?)))
             }
