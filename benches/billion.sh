@@ -123,11 +123,7 @@ mkdir -p "$OUT"
 
 SERVER_PID=""
 cleanup() {
-    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        for _ in $(seq 1 300); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-    fi
+    [ -z "$SERVER_PID" ] || stop_process "$SERVER_PID" 30
     rm -rf "$WORK"/data-* "$WORK/tessera" "$WORK/tessera-bench" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -191,10 +187,7 @@ EOF
 stop_server() {
     [ -n "$SERVER_PID" ] || return 0
     if [ "$1" = victoriametrics ]; then curl -fsS "$BASE/internal/force_flush" >/dev/null 2>&1 || true; fi
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    for _ in $(seq 1 3000); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
+    stop_process "$SERVER_PID" 300 billion
     SERVER_PID=""
 }
 

@@ -163,11 +163,7 @@ SERVER_PID=""
 CLUSTER_DIR=""
 cleanup() {
     if [ -n "$CLUSTER_DIR" ] && [ -d "$CLUSTER_DIR" ]; then "$ROOT/scripts/cluster" stop "$CLUSTER_DIR" >/dev/null 2>&1 || true; fi
-    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
-        kill -TERM "$SERVER_PID" 2>/dev/null || true
-        for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$SERVER_PID" 2>/dev/null || true
-    fi
+    [ -z "$SERVER_PID" ] || stop_process "$SERVER_PID" 10
     # Data folders and the copied binaries are throwaway; results stay.
     rm -rf "$WORK"/data-* "$WORK/tessera" "$WORK/tessera-bench" 2>/dev/null || true
 }
@@ -193,14 +189,7 @@ vmhwm_kib_all() { local t=0 p; for p in "$@"; do t=$(( t + $(vmhwm_kib "$p") ));
 lo_bytes() { awk -F'[: ]+' '$2 == "lo" { print $11 }' /proc/net/dev; }
 
 stop_server() {
-    local pid="$1"
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-        log "pid $pid did not stop within 60 s of SIGTERM; killing it"
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    wait "$pid" 2>/dev/null || true
+    stop_process "$1" 60 compare
     SERVER_PID=""
 }
 

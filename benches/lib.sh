@@ -1,5 +1,5 @@
-# Helpers shared by the benchmark scripts (compare.sh, billion.sh): durations, ports and
-# what /proc says about a process. Sourced, not run.
+# Helpers shared by the benchmark scripts (compare.sh, billion.sh): durations, ports,
+# what /proc says about a process, and stopping one. Sourced, not run.
 
 # "30s", "10m", "24h", "7d", "500ms" -> whole seconds.
 to_seconds() {
@@ -35,3 +35,17 @@ vmhwm_kib() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
 
 # Apparent bytes under a folder.
 du_bytes() { du -sb "$1" | awk '{ print $1 }'; }
+
+# Stops process $1: SIGTERM, up to $2 seconds for it to exit, then SIGKILL (saying so
+# on stderr when $3 is non-empty: the caller's log prefix). Returns at once if it is gone.
+stop_process() {
+    local pid="$1" secs="$2" who="${3:-}"
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 $(( secs * 10 ))); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        [ -z "$who" ] || printf '[%s] pid %s did not stop within %s s of SIGTERM; killing it\n' "$who" "$pid" "$secs" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}

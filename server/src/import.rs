@@ -453,13 +453,16 @@ pub fn detect_format(path: &Path) -> std::io::Result<Format> {
     Ok(if is_om { Format::OpenMetrics } else { Format::PrometheusText })
 }
 
-/// Calls `f(line_number, line)` for every line of `path` in `format`, stopping at the
-/// first error `f` returns. Lines that are not UTF-8 or do not parse go to `bad`.
-fn for_each_line(
+/// Pass 2's reading of a file pass 1 validated: calls `f(line_number, series id,
+/// sample)` for every sample line of `path` in `format`, its series looked up in
+/// `known` (a repeated spelling read from the line's end, as pass 1 does). Lines that
+/// are not UTF-8, do not parse or name a series pass 1 did not see go to `bad`.
+fn for_each_sample(
     path: &Path,
     format: Format,
+    known: &HashMap<Box<[u8]>, u32, Xxh3DefaultBuilder>,
     mut bad: impl FnMut(u64, String),
-    mut f: impl FnMut(u64, SampleLine<'_>),
+    mut f: impl FnMut(u64, u32, Sample),
 ) -> anyhow::Result<()> {
     let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -474,6 +477,14 @@ fn for_each_line(
         }
         lineno += 1;
         let raw = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        if !seen_eof {
+            if let Some((text, v, t)) = parse::split_tail(raw, format) {
+                if let Some(&id) = known.get(text) {
+                    f(lineno, id, Sample { t, v });
+                    continue;
+                }
+            }
+        }
         let Ok(text) = std::str::from_utf8(raw) else {
             bad(lineno, "line is not valid UTF-8".into());
             continue;
@@ -487,7 +498,10 @@ fn for_each_line(
         match parse_line(text, format) {
             Ok(Line::Skip) => {}
             Ok(Line::Eof) => seen_eof = true,
-            Ok(Line::Sample(s)) => f(lineno, s),
+            Ok(Line::Sample(s)) => match known.get(s.series_text.as_bytes()) {
+                Some(&id) => f(lineno, id, Sample { t: s.t, v: s.value }),
+                None => bad(lineno, "a series that was not in the file when it was validated".into()),
+            },
             Err(e) => bad(lineno, e),
         }
     }
@@ -779,13 +793,9 @@ fn feed_batches(
         };
         // The index is complete after pass 1, so every series spelling is known; a miss
         // means the file changed.
-        for_each_line(path, format, &bad, |line, s| {
-            if batcher.writer_gone || changed.borrow().is_some() {
-                return;
-            }
-            match index.by_text.get(s.series_text.as_bytes()) {
-                Some(&id) => batcher.push(id, Sample { t: s.t, v: s.value }),
-                None => bad(line, "a series that was not in the file when it was validated".into()),
+        for_each_sample(path, format, &index.by_text, &bad, |_, id, sample| {
+            if !batcher.writer_gone && changed.borrow().is_none() {
+                batcher.push(id, sample);
             }
         })?;
     }

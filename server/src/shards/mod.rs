@@ -573,28 +573,15 @@ impl Shards {
         engine.select_until(&[all], mint, maxt, stop).map_err(|e| read_error(id, &e))
     }
 
-    /// Flushes every shard (head chunks to RocksDB, memtables to SST files, RocksDB's
-    /// WAL synced). Blocking: call from a blocking thread (shutdown does). The shards
-    /// flush concurrently, a few at a time, so their file syncs overlap; a failure is
-    /// logged per shard and does not stop the others, and the first one is returned.
+    /// Flushes every shard (head chunks to RocksDB). Blocking: call from a blocking
+    /// thread (shutdown does).
     pub fn flush_all(&self) -> std::result::Result<(), tessera_storage::Error> {
-        let engines: Vec<_> = self.engines.iter().collect();
-        let at_once = std::thread::available_parallelism().map_or(1, |n| n.get()) * 4;
         let mut first = Ok(());
-        for group in engines.chunks(at_once) {
-            let results: Vec<_> = std::thread::scope(|scope| {
-                let flushing: Vec<_> = group.iter().map(|(id, e)| (**id, scope.spawn(|| e.flush()))).collect();
-                flushing
-                    .into_iter()
-                    .map(|(id, h)| (id, h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))))
-                    .collect()
-            });
-            for (id, result) in results {
-                if let Err(err) = result {
-                    tracing::error!(shard = id.0, error = %err, "flush failed");
-                    if first.is_ok() {
-                        first = Err(err);
-                    }
+        for (id, e) in &self.engines {
+            if let Err(err) = e.flush() {
+                tracing::error!(shard = id.0, error = %err, "flush failed");
+                if first.is_ok() {
+                    first = Err(err);
                 }
             }
         }
