@@ -43,7 +43,7 @@ use crate::labels_codec;
 use crate::persist::{self, Batch};
 use crate::read::{self, SeriesCursor};
 use crate::types::{
-    AppendReport, DamagedFile, EncodedAppend, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats,
+    AppendReport, DamagedFile, EncodedAppend, RefAppend, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats,
 };
 use crate::wal::{self, record, Damage, TornTail, Wal};
 use tessera_model::{Labels, Matcher, Sample};
@@ -340,32 +340,40 @@ impl Engine {
                 EncodedAppend { labels, samples: s.samples }
             })
             .collect();
-        self.append_checked(&encoded)
+        self.append_checked(&encoded, &[])
     }
 
     /// [`Engine::append`] of label sets already in the canonical encoding
     /// ([`labels_codec`]); each is checked ([`labels_codec::check_canonical`]) before
     /// anything changes, so a malformed one fails the batch with `InvalidInput`.
     pub fn append_encoded(&self, batch: &[EncodedAppend<'_>]) -> Result<AppendReport> {
+        self.append_with_refs(batch, &[])
+    }
+
+    /// [`Engine::append_encoded`] plus series named by id ([`RefAppend`]): one batch,
+    /// one WAL record. In the report, rejections of `refs[j]` carry the series index
+    /// `batch.len() + j`; refs whose id is not in the head are listed in
+    /// [`AppendReport::unknown_refs`] and nothing of them is appended.
+    pub fn append_with_refs(&self, batch: &[EncodedAppend<'_>], refs: &[RefAppend<'_>]) -> Result<AppendReport> {
         for s in batch {
             labels_codec::check_canonical(s.labels).map_err(Error::InvalidInput)?;
         }
-        self.append_checked(batch)
+        self.append_checked(batch, refs)
     }
 
     /// The append itself, of label sets known to be canonical.
-    fn append_checked(&self, batch: &[EncodedAppend<'_>]) -> Result<AppendReport> {
+    fn append_checked(&self, batch: &[EncodedAppend<'_>], refs: &[RefAppend<'_>]) -> Result<AppendReport> {
         self.wal.check_poisoned()?;
         self.handle_background_failures();
         let encoded: Vec<u64> = batch.iter().map(|s| labels_codec::labels_hash(s.labels)).collect();
 
-        let mut report = AppendReport::default();
+        let mut report = AppendReport { ids: Vec::with_capacity(batch.len()), ..AppendReport::default() };
         let mut head = self.head.lock();
         let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut accepted: Vec<record::SampleEntry> = Vec::with_capacity(batch.iter().map(|s| s.samples.len()).sum());
-        let mut sorted: Vec<Sample> = Vec::new();
-        let mut days: Vec<i32> = Vec::new();
+        let samples_in =
+            batch.iter().map(|s| s.samples.len()).sum::<usize>() + refs.iter().map(|r| r.samples.len()).sum::<usize>();
+        let mut pending = Pending { accepted: Vec::with_capacity(samples_in), sorted: Vec::new(), days: Vec::new() };
         // From here on the head changes before the WAL record is written. If anything
         // fails before that record is written, the head holds series and samples the WAL
         // does not (visible yet not durable, and a later record could refer to a series
@@ -390,6 +398,7 @@ impl Engine {
                         for x in s.samples {
                             report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
                         }
+                        report.ids.push(None);
                         continue;
                     }
                 };
@@ -412,58 +421,19 @@ impl Engine {
                         id
                     }
                 };
-                // A series from before this restart is read from disk on first touch. If
-                // that read fails (a damaged chunk or SST block), only this series'
-                // samples are refused: nothing was changed for it, so nothing is undone.
-                let series =
-                    head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
-                if let Err(e) = warm(&self.db, &self.cfg, id, series) {
-                    let cause: Arc<str> = read::unreadable(&series.labels, &e).to_string().into();
-                    if !series.warm_failure_logged {
-                        series.warm_failure_logged = true;
-                        tracing::error!(error = %cause, "storage: refusing samples of a series whose stored chunks cannot be read");
-                    }
-                    for x in s.samples {
-                        report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
-                    }
+                report.ids.push(Some(id));
+                self.append_to(&mut head, &mut ctx, &mut report, &mut pending, i, id, s.samples)?;
+            }
+            for (j, r) in refs.iter().enumerate() {
+                if head.get(r.id).is_none() {
+                    report.unknown_refs.push(j);
                     continue;
                 }
-                // Samples may come in any order; apply them in time order so most take the
-                // cheap in-order path. Stable sort keeps the sender's order for equal times.
-                let samples = if s.samples.windows(2).all(|w| w[0].t <= w[1].t) {
-                    s.samples
-                } else {
-                    sorted.clear();
-                    sorted.extend_from_slice(s.samples);
-                    sorted.sort_by_key(|x| x.t);
-                    &sorted[..]
-                };
-                // The series stays borrowed for all its samples (one head lookup per
-                // series, not per sample); the head-wide newest time and days follow.
-                let mut newest = i64::MIN;
-                let mut last_day = None;
-                for x in samples {
-                    match apply_to(&mut ctx, id, series, x.t, x.v)? {
-                        Outcome::Appended => {
-                            accepted.push(record::SampleEntry { id, t: x.t, v: x.v });
-                            newest = newest.max(x.t);
-                            let day = keys::day_of(x.t);
-                            if last_day != Some(day) {
-                                last_day = Some(day);
-                                days.push(day);
-                            }
-                        }
-                        Outcome::Unchanged => {}
-                        Outcome::Rejected(reason) => report.reject(i, x.t, reason),
-                    }
-                }
-                head.max_t = head.max_t.max(newest);
-                for day in days.drain(..) {
-                    head.note_day(day);
-                }
+                self.append_to(&mut head, &mut ctx, &mut report, &mut pending, batch.len() + j, r.id, r.samples)?;
             }
             Ok(())
         })();
+        let Pending { accepted, .. } = pending;
         report.appended = accepted.len() as u64;
 
         let mut pos = None;
@@ -513,6 +483,71 @@ impl Engine {
         self.counters.rejected_duplicate.fetch_add(report.rejected_duplicate, Ordering::Relaxed);
         self.counters.rejected_unreadable.fetch_add(report.rejected_unreadable, Ordering::Relaxed);
         Ok(report)
+    }
+
+    /// Appends the samples of batch entry `i` to series `id` (in the head): warms a
+    /// cold series first, applies the samples in time order, and notes what was
+    /// accepted in `pending` and refused in `report`.
+    #[allow(clippy::too_many_arguments)]
+    fn append_to(
+        &self,
+        head: &mut Head,
+        ctx: &mut Ctx<'_, Batch<'_>>,
+        report: &mut AppendReport,
+        pending: &mut Pending,
+        i: usize,
+        id: u32,
+        samples: &[Sample],
+    ) -> Result<()> {
+        // A series from before this restart is read from disk on first touch. If
+        // that read fails (a damaged chunk or SST block), only this series'
+        // samples are refused: nothing was changed for it, so nothing is undone.
+        let series = head.get_mut(id).ok_or_else(|| Error::corrupt("head", format!("series id {id} vanished")))?;
+        if let Err(e) = warm(&self.db, &self.cfg, id, series) {
+            let cause: Arc<str> = read::unreadable(&series.labels, &e).to_string().into();
+            if !series.warm_failure_logged {
+                series.warm_failure_logged = true;
+                tracing::error!(error = %cause, "storage: refusing samples of a series whose stored chunks cannot be read");
+            }
+            for x in samples {
+                report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
+            }
+            return Ok(());
+        }
+        // Samples may come in any order; apply them in time order so most take the
+        // cheap in-order path. Stable sort keeps the sender's order for equal times.
+        let samples = if samples.windows(2).all(|w| w[0].t <= w[1].t) {
+            samples
+        } else {
+            pending.sorted.clear();
+            pending.sorted.extend_from_slice(samples);
+            pending.sorted.sort_by_key(|x| x.t);
+            &pending.sorted[..]
+        };
+        // The series stays borrowed for all its samples (one head lookup per
+        // series, not per sample); the head-wide newest time and days follow.
+        let mut newest = i64::MIN;
+        let mut last_day = None;
+        for x in samples {
+            match apply_to(ctx, id, series, x.t, x.v)? {
+                Outcome::Appended => {
+                    pending.accepted.push(record::SampleEntry { id, t: x.t, v: x.v });
+                    newest = newest.max(x.t);
+                    let day = keys::day_of(x.t);
+                    if last_day != Some(day) {
+                        last_day = Some(day);
+                        pending.days.push(day);
+                    }
+                }
+                Outcome::Unchanged => {}
+                Outcome::Rejected(reason) => report.reject(i, x.t, reason),
+            }
+        }
+        head.max_t = head.max_t.max(newest);
+        for day in pending.days.drain(..) {
+            head.note_day(day);
+        }
+        Ok(())
     }
 
     /// Starts a new WAL segment and deletes the segments no open chunk needs any more.
@@ -1113,6 +1148,16 @@ fn parse_series_hash_id(k: &[u8]) -> Result<u32> {
         .filter(|_| k.len() == 12)
         .ok_or_else(|| Error::corrupt("series_by_hash", format!("key of {} bytes, want 12", k.len())))?;
     Ok(u32::from_be_bytes(id))
+}
+
+/// What an append batch has accepted so far, and its reused scratch.
+struct Pending {
+    /// Samples for the WAL record.
+    accepted: Vec<record::SampleEntry>,
+    /// One series' samples sorted by time, when they came out of order.
+    sorted: Vec<Sample>,
+    /// Days one series' samples fell in, for the head's day set.
+    days: Vec<i32>,
 }
 
 /// Warms a cold series with its stored recent chunks; on a read error the series is

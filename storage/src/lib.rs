@@ -52,7 +52,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use interrupt::Interrupt;
 pub use read::{ChunkSamples, SeriesCursor};
 pub use types::{
-    AppendReport, DamagedFile, EncodedAppend, FsyncStats, RawChunk, RejectReason, Rejection, SeriesAppend,
+    AppendReport, DamagedFile, EncodedAppend, FsyncStats, RawChunk, RefAppend, RejectReason, Rejection, SeriesAppend,
     SeriesChunks, SeriesSamples, Stats, FSYNC_BUCKETS_SECONDS,
 };
 pub use wal::{Damage, TornTail};

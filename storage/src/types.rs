@@ -29,6 +29,17 @@ pub struct EncodedAppend<'a> {
     pub samples: &'a [Sample],
 }
 
+/// The samples of one series named by the id this engine gave it (reported in
+/// [`AppendReport::ids`]), for a writer that remembers the ids of the series it sends
+/// again and again and so skips encoding and looking up their labels. Only series in
+/// the in-memory head are found this way; the others are listed in
+/// [`AppendReport::unknown_refs`] and the writer sends their labels instead.
+#[derive(Clone, Copy, Debug)]
+pub struct RefAppend<'a> {
+    pub id: u32,
+    pub samples: &'a [Sample],
+}
+
 /// What happened to one append batch. Rejections are per sample and never fail the batch.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AppendReport {
@@ -43,6 +54,12 @@ pub struct AppendReport {
     pub rejected_unreadable: u64,
     /// The first rejection in batch order, so the server can name it in its 400 message.
     pub first_rejection: Option<Rejection>,
+    /// The series id of every labelled entry of the batch, in batch order (for
+    /// [`RefAppend`]); `None` where the series' index entry could not be read.
+    pub ids: Vec<Option<u32>>,
+    /// Indexes (into the refs passed to `Engine::append_with_refs`) of ids not in the
+    /// head: nothing was appended for them.
+    pub unknown_refs: Vec<usize>,
 }
 
 impl AppendReport {

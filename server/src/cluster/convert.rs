@@ -244,7 +244,7 @@ pub fn outcome_from_pb(o: &pb::ShardOutcome, sent: &[usize], series: &[PushSerie
         rejected_duplicate: o.rejected_duplicate,
         rejected_unreadable: o.rejected_unreadable,
         first_rejection,
-        shard_seconds: Vec::new(),
+        ..PushOutcome::default()
     }
 }
 

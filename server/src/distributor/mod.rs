@@ -26,14 +26,18 @@ use futures::future::BoxFuture;
 use tessera_model::Label;
 use tokio::sync::Semaphore;
 
+pub mod series_refs;
+
 use crate::config::{Config, Limits};
-use crate::ingest::decode::{self, Batch, DecodeError, Version};
+use crate::ingest::decode::{self, Batch, DecodeError, SeriesName, Version};
 use crate::ingest::limits::{ActiveSeries, RateLimiter};
-use crate::ingest::series_labels::SeriesLabels;
 use crate::ingest::window::{self, Window};
 use crate::metadata::{MetadataEntry, MetadataStore};
 use crate::metrics::Metrics;
-use crate::shards::{series_hash_pairs, PushOutcome, PushSeries, ShardError, ShardErrorKind, Shards, WriteSeries};
+use crate::shards::{
+    series_hash_pairs, PushOutcome, PushSeries, ShardError, ShardErrorKind, Shards, WriteLabels, WriteSeries,
+};
+use series_refs::{SeriesRef, SeriesRefs};
 
 /// Where the distributor sends validated series: the local shards, or (in cluster
 /// mode) the ingesters that own them.
@@ -51,7 +55,18 @@ pub trait ShardWriter: Send + Sync {
         tenant: &'a str,
         series: Vec<WriteSeries>,
     ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
-        self.push(tenant, series.into_iter().map(WriteSeries::into_push_series).collect())
+        match series.into_iter().map(WriteSeries::into_push_series).collect::<Option<Vec<_>>>() {
+            Some(owned) => self.push(tenant, owned),
+            None => Box::pin(async {
+                Err(ShardError::internal("a series named by id reached a writer that takes labels only"))
+            }),
+        }
+    }
+
+    /// Whether [`ShardWriter::push_compact`] takes series named by the id their shard
+    /// gave them ([`WriteLabels::Id`]); only the local shards do. Default: no.
+    fn takes_ids(&self) -> bool {
+        false
     }
 
     /// Whether metric metadata travels with the writes to where the series live (a
@@ -85,6 +100,10 @@ impl ShardWriter for Shards {
         series: Vec<WriteSeries>,
     ) -> BoxFuture<'a, Result<PushOutcome, ShardError>> {
         Box::pin(Shards::push_compact_before(self, tenant, series, None))
+    }
+
+    fn takes_ids(&self) -> bool {
+        true
     }
 }
 
@@ -179,6 +198,8 @@ pub struct Distributor {
     inflight_write_kib: Arc<Semaphore>,
     metadata: Arc<MetadataStore>,
     metrics: Arc<Metrics>,
+    /// Ids of series written before, by the label bytes their sender names them with.
+    series_refs: Arc<SeriesRefs>,
 }
 
 impl Distributor {
@@ -198,6 +219,7 @@ impl Distributor {
             inflight_write_kib: Arc::new(Semaphore::new(config.limits.max_inflight_write_bytes.div_ceil(1024) + 1)),
             metadata,
             metrics,
+            series_refs: Arc::new(SeriesRefs::new()),
         }
     }
 
@@ -230,16 +252,27 @@ impl Distributor {
         let window = Window::at(now_ms(), self.max_sample_age_ms, limits.max_future_secs);
         let metadata = Arc::clone(&self.metadata);
         let forward_metadata = writer.forwards_metadata();
+        // Series named by remembered label bytes are written by id (remote write 1.0 to
+        // the local shards; see `series_refs`).
+        let refs = (writer.takes_ids() && version == Version::V1).then(|| Arc::clone(&self.series_refs));
         let t = tenant.to_owned();
         let prepared = tokio::task::spawn_blocking(move || -> Result<_, IngestError> {
             let mut budget = decode::Budget::with_inflight(lim.max_decoded_bytes_per_request, sem, admitted);
-            let mut batch = decode::decode_within(version, &body, &lim, &mut budget)?;
+            let reader = refs.as_ref().map(|r| r.reader(&t));
+            let mut batch = decode::decode_within(version, &body, &lim, &mut budget, reader.as_ref())?;
+            drop(reader);
             drop(body);
             let invalid = batch.problems.samples();
             let refused = window::filter(&mut batch, window);
             let mut scratch = Vec::new();
-            let hashes: Vec<u64> =
-                batch.series.iter().map(|s| series_hash_pairs(&t, s.labels.iter(), &mut scratch)).collect();
+            let hashes: Vec<u64> = batch
+                .series
+                .iter()
+                .map(|s| match &s.name {
+                    SeriesName::Labels(l, _) => series_hash_pairs(&t, l.iter(), &mut scratch),
+                    SeriesName::Known { r, .. } => r.hash,
+                })
+                .collect();
             let entries = std::mem::take(&mut batch.metadata);
             let forwarded = if forward_metadata {
                 entries
@@ -263,7 +296,7 @@ impl Distributor {
         if refused.too_old > 0 {
             m.samples_rejected.inc_by(&["too_far_in_past"], refused.too_old);
         }
-        let Batch { series, mut problems, series_total, samples_total, .. } = batch;
+        let Batch { series, mut problems, series_total, samples_total, raw, .. } = batch;
 
         // Rate limit: all or nothing, so a 429 never leaves a half-written request.
         let valid_samples: u64 = series.iter().map(|s| s.samples.len() as u64).sum();
@@ -282,7 +315,7 @@ impl Distributor {
         // Active-series cap: samples of known series pass, new series beyond the cap do
         // not. The shard hash doubles as the series identity of the limiter.
         let mut push = Vec::with_capacity(series.len());
-        let mut order = Vec::with_capacity(series.len());
+        let mut pushed_info: Vec<Pushed> = Vec::with_capacity(series.len());
         let mut series_limited = false;
         let admitted = self.active_series.admit(tenant, &hashes);
         for ((s, hash), ok) in series.into_iter().zip(hashes).zip(admitted) {
@@ -293,7 +326,7 @@ impl Distributor {
                 problems.add(
                     s.index,
                     n,
-                    || describe_series(&s.labels),
+                    || decode::describe_series(&raw, &s),
                     || {
                         format!(
                             "tenant {tenant:?} already has the maximum of {} active series (limits.max_active_series_per_tenant); \
@@ -304,8 +337,12 @@ impl Distributor {
                 );
                 continue;
             }
-            order.push(s.index);
-            push.push(WriteSeries { labels: s.labels, samples: s.samples, hash });
+            let (labels, key) = match s.name {
+                SeriesName::Labels(l, key) => (WriteLabels::Labels(l), key),
+                SeriesName::Known { key, r } => (WriteLabels::Id(r.id), Some(key)),
+            };
+            pushed_info.push(Pushed { index: s.index, key, hash, wire: s.wire });
+            push.push(WriteSeries { labels, samples: s.samples, hash });
         }
 
         let mut written = WriteOutcome::default();
@@ -314,16 +351,58 @@ impl Distributor {
             let write = if forwarded.is_empty() {
                 writer.push_compact(tenant, push)
             } else {
-                let owned = push.into_iter().map(WriteSeries::into_push_series).collect();
+                let owned = push.into_iter().filter_map(WriteSeries::into_push_series).collect();
                 writer.push_with_metadata(tenant, owned, forwarded)
             };
-            let outcome = match write.await {
+            let mut outcome = match write.await {
                 Ok(o) => o,
                 Err(e) => {
                     m.samples_rejected.inc_by(&["storage_error"], pushed);
                     return Err(e.into());
                 }
             };
+            // Series the shards no longer hold by id (they went idle and left the head):
+            // sent again with their labels, read again from the request.
+            let mut pushed_info = pushed_info;
+            let mut forgotten = Vec::new();
+            if !outcome.unknown_ids.is_empty() {
+                let mut again = Vec::with_capacity(outcome.unknown_ids.len());
+                for (i, samples) in std::mem::take(&mut outcome.unknown_ids) {
+                    let info = &pushed_info[i];
+                    forgotten.extend(info.key);
+                    match decode::known_series_labels(&raw, info.wire.clone(), limits) {
+                        Ok(l) => {
+                            again.push((i, WriteSeries { labels: WriteLabels::Labels(l), samples, hash: info.hash }))
+                        }
+                        Err(reason) => {
+                            let n = samples.len() as u64;
+                            m.samples_rejected.inc_by(&["invalid_series"], n);
+                            problems.add(info.index, n, || decode::describe_wire(&raw, info.wire.clone()), || reason);
+                        }
+                    }
+                }
+                let (order, series): (Vec<usize>, Vec<WriteSeries>) = again.into_iter().unzip();
+                let retried: u64 = series.iter().map(|s| s.samples.len() as u64).sum();
+                let second = match writer.push_compact(tenant, series).await {
+                    Ok(o) => o,
+                    Err(e) => {
+                        m.samples_rejected.inc_by(&["storage_error"], retried);
+                        return Err(e.into());
+                    }
+                };
+                outcome.merge(second, &order);
+            }
+            if let Some(refs) = writer.takes_ids().then_some(&self.series_refs) {
+                let learned: Vec<(u128, SeriesRef)> = outcome
+                    .ids
+                    .iter()
+                    .filter_map(|&(i, id)| {
+                        let info = &pushed_info[i];
+                        info.key.map(|k| (k, SeriesRef { hash: info.hash, id }))
+                    })
+                    .collect();
+                refs.update(tenant, &learned, &forgotten);
+            }
             for (shard, secs) in &outcome.shard_seconds {
                 m.storage_append_duration.observe(&[&shard.to_string()], *secs);
             }
@@ -339,10 +418,18 @@ impl Distributor {
                 }
             }
             if let Some(first) = outcome.first_rejection {
+                let info = &mut pushed_info[first.index];
+                let wire = std::mem::take(&mut info.wire);
                 problems.add(
-                    order[first.index],
+                    info.index,
                     outcome.rejected_too_old + outcome.rejected_duplicate + outcome.rejected_unreadable,
-                    || describe_labels(&first.labels),
+                    || {
+                        if first.labels.is_empty() {
+                            decode::describe_wire(&raw, wire)
+                        } else {
+                            describe_labels(&first.labels)
+                        }
+                    },
                     || format!("sample at t={} ms not written: {}", first.t, first.reason),
                 );
             }
@@ -377,9 +464,15 @@ fn describe_labels(labels: &[Label]) -> String {
     crate::ingest::validate::describe(labels.iter().map(|l| (l.name.as_bytes(), l.value.as_bytes())))
 }
 
-/// [`describe_labels`] of a compact label set.
-fn describe_series(labels: &SeriesLabels) -> String {
-    crate::ingest::validate::describe(labels.iter())
+/// What the distributor keeps of each series it pushes.
+struct Pushed {
+    /// Position in the request.
+    index: usize,
+    /// The key its label bytes are remembered under (see `series_refs`).
+    key: Option<u128>,
+    hash: u64,
+    /// Its message in the request (remote write 1.0).
+    wire: std::ops::Range<usize>,
 }
 
 /// The server's clock in milliseconds since the Unix epoch.

@@ -136,3 +136,80 @@ async fn a_body_that_is_not_snappy_is_invalid() {
     let err = d.push(&w, "t", Version::V1, Bytes::from_static(b"\xff\xff\xff\xff")).await.expect_err("garbage");
     assert!(matches!(&err, IngestError::Invalid(m) if m.contains("snappy")), "{err:?}");
 }
+
+/// A remote-write 1.0 body of one sample at `t` for each series `up{i="<name>"}`.
+fn body_at(names: &[&str], t: i64, v: f64) -> Bytes {
+    let req = prometheus::WriteRequest {
+        timeseries: names
+            .iter()
+            .map(|n| prometheus::TimeSeries {
+                labels: vec![prometheus::Label::new("__name__", "up"), prometheus::Label::new("i", n.to_string())],
+                samples: vec![prometheus::Sample { value: v, timestamp: t }],
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    };
+    Bytes::from(snap::raw::Encoder::new().compress_vec(&req.encode_to_vec()).expect("compress"))
+}
+
+/// `up{i=name}`'s samples in tenant `t` of `shards`.
+fn stored(shards: &Shards, name: &str) -> Vec<(i64, f64)> {
+    let m = [
+        tessera_model::Matcher::new("__name__", tessera_model::MatchOp::Equal, "up").expect("matcher"),
+        tessera_model::Matcher::new("i", tessera_model::MatchOp::Equal, name).expect("matcher"),
+    ];
+    let stop = tessera_storage::Interrupt::none();
+    let got = shards.select(None, "t", &m, i64::MIN, i64::MAX, &stop).expect("select");
+    got.iter().flat_map(|s| s.samples.iter().map(|x| (x.t, x.v))).collect()
+}
+
+fn local_shards(dir: &std::path::Path, count: usize, cfg: tessera_storage::EngineConfig) -> Shards {
+    Shards::open(dir, count, &cfg, 4, &|_, _| {}).expect("shards open")
+}
+
+/// The second request naming a series with the same bytes appends by id; the samples
+/// land in the same series as through its labels, and refusals still name the series.
+#[tokio::test]
+async fn series_sent_again_are_written_by_id_to_the_same_series() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = local_shards(dir.path(), 3, tessera_storage::EngineConfig::default());
+    let (d, _) = distributor(&Config::default());
+    let t = now_ms() - 60_000;
+    d.push(&shards, "t", Version::V1, body_at(&["a", "b", "c"], t, 1.0)).await.expect("first");
+    assert_eq!(d.series_refs.len(), 3, "every written series is remembered");
+    d.push(&shards, "t", Version::V1, body_at(&["a", "b", "c"], t + 15_000, 2.0)).await.expect("by id");
+    for n in ["a", "b", "c"] {
+        assert_eq!(stored(&shards, n), vec![(t, 1.0), (t + 15_000, 2.0)], "series {n}");
+    }
+    // Another tenant's identical bytes are another series.
+    d.push(&shards, "u", Version::V1, body_at(&["a"], t, 9.0)).await.expect("other tenant");
+    assert_eq!(stored(&shards, "a"), vec![(t, 1.0), (t + 15_000, 2.0)]);
+    // A refused sample of a series written by id names that series.
+    let err = d.push(&shards, "t", Version::V1, body_at(&["b"], t, 5.0)).await.expect_err("duplicate");
+    let IngestError::Rejected { message, written } = &err else { panic!("not Rejected: {err:?}") };
+    assert_eq!(*written, 0);
+    assert!(message.contains("up{i=\"b\"}"), "names the series: {message}");
+}
+
+/// A series that left the head (idle) is no longer found by id: its samples are sent
+/// again with its labels and stored, and it is remembered under its new lookup.
+#[tokio::test]
+async fn a_series_evicted_from_the_head_is_written_through_its_labels() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = tessera_storage::EngineConfig { head_idle_timeout_ms: 60_000, ..Default::default() };
+    let shards = local_shards(dir.path(), 1, cfg);
+    let (d, _) = distributor(&Config::default());
+    let t0 = now_ms() - 600_000;
+    d.push(&shards, "t", Version::V1, body_at(&["a", "b"], t0, 1.0)).await.expect("first");
+    // Only `b` moves on: past the sweep period and the idle timeout, `a` leaves the head.
+    d.push(&shards, "t", Version::V1, body_at(&["b"], t0 + 200_000, 2.0)).await.expect("b");
+    assert_eq!(shards.stats()[0].1.head_series, 1, "`a` left the head");
+    let out = d.push(&shards, "t", Version::V1, body_at(&["a"], t0 + 210_000, 3.0)).await.expect("a again");
+    assert_eq!(out.samples, 1, "written through its labels");
+    assert_eq!(stored(&shards, "a"), vec![(t0, 1.0), (t0 + 210_000, 3.0)]);
+    assert_eq!(stored(&shards, "b"), vec![(t0, 1.0), (t0 + 200_000, 2.0)]);
+    let out = d.push(&shards, "t", Version::V1, body_at(&["a"], t0 + 225_000, 4.0)).await.expect("by id again");
+    assert_eq!(out.samples, 1);
+    assert_eq!(stored(&shards, "a").len(), 3);
+}

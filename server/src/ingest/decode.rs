@@ -18,6 +18,7 @@
 //! (`tessera_model::canonical_float`): so a float is always evaluated as a float.
 
 use std::mem::size_of;
+use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -29,6 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::series_labels::SeriesLabels;
 use super::validate::{check_labels, describe};
 use crate::config::Limits;
+use crate::distributor::series_refs::{Reader, SeriesRef};
 use crate::metadata::MetadataEntry;
 
 /// Why a body was refused, in the write path's own terms: the HTTP status is chosen by
@@ -120,9 +122,72 @@ pub fn decompress(body: &[u8], max: usize) -> Result<Bytes, DecodeError> {
 pub struct ValidSeries {
     /// Position of the series in the request.
     pub index: usize,
-    /// Sorted labels without the tenant, in one allocation.
-    pub labels: SeriesLabels,
+    pub name: SeriesName,
     pub samples: Vec<Sample>,
+    /// Where the series' message lies in [`Batch::raw`] (remote write 1.0; empty for 2.0).
+    pub wire: Range<usize>,
+}
+
+/// How a valid series is named for the shards.
+#[derive(Debug)]
+pub enum SeriesName {
+    /// Sorted labels without the tenant, in one allocation; with the key of its label
+    /// bytes when it was decoded with a [`Reader`] (to remember it once written).
+    Labels(SeriesLabels, Option<u128>),
+    /// A series the shards hold, remembered under `key` (its labels were not read again).
+    Known { key: u128, r: SeriesRef },
+}
+
+impl SeriesName {
+    /// The labels, unless the series is known by id.
+    pub fn labels(&self) -> Option<&SeriesLabels> {
+        match self {
+            SeriesName::Labels(l, _) => Some(l),
+            SeriesName::Known { .. } => None,
+        }
+    }
+}
+
+/// Prometheus' text form of a valid series, for error messages: from its labels, or
+/// read again from the request for a known series.
+pub fn describe_series(raw: &[u8], s: &ValidSeries) -> String {
+    match &s.name {
+        SeriesName::Labels(l, _) => describe(l.iter()),
+        SeriesName::Known { .. } => describe_wire(raw, s.wire.clone()),
+    }
+}
+
+/// [`describe`] of the labels of the 1.0 series message at `wire` in `raw`.
+pub fn describe_wire(raw: &[u8], wire: Range<usize>) -> String {
+    describe(v1_label_pairs(raw.get(wire).unwrap_or(&[])).into_iter())
+}
+
+/// Labels of a known series, read again from the request and validated, for a shard
+/// that no longer holds its id.
+pub fn known_series_labels(raw: &[u8], wire: Range<usize>, limits: &Limits) -> Result<SeriesLabels, String> {
+    let pairs = v1_label_pairs(raw.get(wire).unwrap_or(&[]));
+    check_labels(pairs.iter().copied(), limits)?;
+    Ok(SeriesLabels::from_sorted_pairs(pairs.iter().copied()))
+}
+
+/// The label pairs of one `prometheus.TimeSeries` message that `from_v1` already read
+/// (so its framing is sound; anything unexpected ends the walk).
+fn v1_label_pairs(mut ts: &[u8]) -> Vec<(&[u8], &[u8])> {
+    let mut pairs = Vec::new();
+    while let Ok(Some((field, value))) = next_field(&mut ts) {
+        if let (1, Wire::Len(mut label)) = (field, value) {
+            let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
+            while let Ok(Some((f, v))) = next_field(&mut label) {
+                match (f, v) {
+                    (1, Wire::Len(x)) => name = x,
+                    (2, Wire::Len(x)) => val = x,
+                    _ => {}
+                }
+            }
+            pairs.push((name, val));
+        }
+    }
+    pairs
 }
 
 /// Something in the request that was not (fully) written, naming its series.
@@ -188,6 +253,9 @@ impl Problems {
 #[derive(Debug, Default)]
 pub struct Batch {
     pub series: Vec<ValidSeries>,
+    /// The decompressed body, kept when a series is [`SeriesName::Known`] (its labels
+    /// are read again from here if needed); empty otherwise.
+    pub raw: Bytes,
     pub problems: Problems,
     pub metadata: Vec<(String, MetadataEntry)>,
     /// Series in the request, valid or not.
@@ -202,15 +270,18 @@ pub struct Batch {
 /// A request-level problem (not snappy, not protobuf, too large) is an `Err`; series
 /// problems are collected in `Batch::problems` so valid series are still written.
 pub fn decode(version: Version, body: &[u8], limits: &Limits) -> Result<Batch, DecodeError> {
-    decode_within(version, body, limits, &mut Budget::new(limits.max_decoded_bytes_per_request))
+    decode_within(version, body, limits, &mut Budget::new(limits.max_decoded_bytes_per_request), None)
 }
 
-/// [`decode`] charging a given budget (one that may also hold in-flight permits).
+/// [`decode`] charging a given budget (one that may also hold in-flight permits). With
+/// a [`Reader`] of remembered series, a 1.0 series named by remembered label bytes is
+/// [`SeriesName::Known`] and its labels are not validated again.
 pub fn decode_within(
     version: Version,
     body: &[u8],
     limits: &Limits,
     budget: &mut Budget,
+    known: Option<&Reader<'_>>,
 ) -> Result<Batch, DecodeError> {
     let raw = decompress(body, limits.max_decompressed_bytes)?;
     let (proto, schema) = match version {
@@ -221,7 +292,13 @@ pub fn decode_within(
         |e: &dyn std::fmt::Display| DecodeError::Invalid(format!("body is not a valid {proto} protobuf message: {e}"));
     budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
     match version {
-        Version::V1 => from_v1(&raw, limits, budget),
+        Version::V1 => {
+            let mut b = from_v1(&raw, limits, budget, known)?;
+            if b.series.iter().any(|s| matches!(s.name, SeriesName::Known { .. })) {
+                b.raw = raw;
+            }
+            Ok(b)
+        }
         Version::V2 => {
             let req = v2::Request::decode(raw).map_err(|e| not_protobuf(&e))?;
             from_v2(req, limits, budget)
@@ -520,7 +597,7 @@ struct V1Scratch<'a> {
 /// occurrence of a scalar wins, a known field with the wrong wire type is an error.
 /// Exemplars and histograms are counted, not decoded (they are reported as not written).
 /// `wire_cost` has already walked the whole body, so its framing is known to be sound.
-fn from_v1(raw: &[u8], limits: &Limits, budget: &mut Budget) -> Result<Batch, DecodeError> {
+fn from_v1(raw: &[u8], limits: &Limits, budget: &mut Budget, known: Option<&Reader<'_>>) -> Result<Batch, DecodeError> {
     let invalid = |e: String| {
         DecodeError::Invalid(format!("body is not a valid {} protobuf message: {e}", tessera_proto::PROTO_V1))
     };
@@ -533,7 +610,9 @@ fn from_v1(raw: &[u8], limits: &Limits, budget: &mut Budget) -> Result<Batch, De
             (1, Wire::Len(ts)) => {
                 let index = b.series_total;
                 b.series_total += 1;
-                v1_series(&mut b, &mut scratch, index, ts, limits, budget).map_err(|e| match e {
+                let start = ts.as_ptr() as usize - raw.as_ptr() as usize;
+                let wire = start..start + ts.len();
+                v1_series(&mut b, &mut scratch, (index, wire), ts, limits, budget, known).map_err(|e| match e {
                     SeriesError::Wire(e) => invalid(e),
                     SeriesError::Budget(e) => e,
                 })?;
@@ -571,17 +650,34 @@ enum SeriesError {
 fn v1_series<'a>(
     b: &mut Batch,
     scratch: &mut V1Scratch<'a>,
-    index: usize,
+    (index, wire): (usize, Range<usize>),
     mut ts: &'a [u8],
     limits: &Limits,
     budget: &mut Budget,
+    known: Option<&Reader<'_>>,
 ) -> Result<(), SeriesError> {
     scratch.pairs.clear();
     scratch.samples.clear();
     let (mut exemplars, mut histograms) = (0usize, 0usize);
-    while let Some((field, value)) = next_field(&mut ts).map_err(SeriesError::Wire)? {
+    let whole = ts;
+    // The label fields' bytes, when they lie together (as every sender writes them):
+    // what a remembered series is looked up by.
+    let mut label_span: Option<Range<usize>> = None;
+    let mut labels_together = true;
+    loop {
+        let field_start = whole.len() - ts.len();
+        let Some((field, value)) = next_field(&mut ts).map_err(SeriesError::Wire)? else { break };
+        let field_end = whole.len() - ts.len();
         match (field, value) {
             (1, Wire::Len(mut label)) => {
+                label_span = match label_span {
+                    None => Some(field_start..field_end),
+                    Some(r) if r.end == field_start => Some(r.start..field_end),
+                    Some(r) => {
+                        labels_together = false;
+                        Some(r)
+                    }
+                };
                 let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
                 while let Some((f, v)) = next_field(&mut label).map_err(SeriesError::Wire)? {
                     match (f, v) {
@@ -618,13 +714,26 @@ fn v1_series<'a>(
     b.histograms_total += histograms as u64;
     b.exemplars_total += exemplars as u64;
     budget.charge(label_cost(pairs()) + series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
+    let lookup = match (known, label_span) {
+        (Some(reader), Some(span)) if labels_together => Some(reader.get(&whole[span])),
+        _ => None,
+    };
+    if let Some((key, Some(r))) = lookup {
+        // Validated when first written, under the same limits.
+        unsupported_parts(b, index, || describe(pairs()), histograms, exemplars);
+        if n > 0 {
+            let name = SeriesName::Known { key, r };
+            b.series.push(ValidSeries { index, name, samples: scratch.samples.to_vec(), wire });
+        }
+        return Ok(());
+    }
     match check_labels(pairs(), limits) {
         Err(reason) => b.problems.add(index, n, || describe(pairs()), || reason),
         Ok(()) => {
-            let labels = SeriesLabels::from_sorted_pairs(pairs());
+            let name = SeriesName::Labels(SeriesLabels::from_sorted_pairs(pairs()), lookup.map(|(key, _)| key));
             unsupported_parts(b, index, || describe(pairs()), histograms, exemplars);
             if n > 0 {
-                b.series.push(ValidSeries { index, labels, samples: scratch.samples.to_vec() });
+                b.series.push(ValidSeries { index, name, samples: scratch.samples.to_vec(), wire });
             }
         }
     }
@@ -705,7 +814,7 @@ fn from_v2(req: v2::Request, limits: &Limits, budget: &mut Budget) -> Result<Bat
                 if n > 0 {
                     let samples =
                         ts.samples.iter().map(|s| Sample { t: s.timestamp, v: canonical_float(s.value) }).collect();
-                    b.series.push(ValidSeries { index, labels, samples });
+                    b.series.push(ValidSeries { index, name: SeriesName::Labels(labels, None), samples, wire: 0..0 });
                 }
             }
         }

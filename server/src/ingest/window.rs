@@ -10,8 +10,7 @@
 //! [`filter`] is one linear pass over the batch (no per-series searches), and the write
 //! handler runs it on the blocking thread that decoded the batch.
 
-use super::decode::Batch;
-use crate::ingest::validate::describe;
+use super::decode::{describe_series, Batch};
 
 /// Bounds of the accepted window, in ms since the epoch, both inclusive.
 #[derive(Debug, Clone, Copy)]
@@ -74,8 +73,8 @@ pub fn filter(batch: &mut Batch, w: Window) -> Refused {
         refused.too_old += old;
         refused.too_new += new;
         emptied |= s.samples.is_empty();
-        let labels = &s.labels;
-        batch.problems.add(s.index, old + new, || describe(labels.iter()), || reason(t, &w));
+        let raw = &batch.raw;
+        batch.problems.add(s.index, old + new, || describe_series(raw, s), || reason(t, &w));
     }
     if emptied {
         // A series all of whose samples were refused is not created either.

@@ -29,7 +29,8 @@ use std::time::Instant;
 
 use tessera_model::{Label, Labels, Matcher, Sample};
 use tessera_storage::{
-    EncodedAppend, Engine, EngineConfig, Interrupt, RejectReason, SeriesChunks, SeriesCursor, SeriesSamples, Stats,
+    EncodedAppend, Engine, EngineConfig, Interrupt, RefAppend, RejectReason, SeriesChunks, SeriesCursor, SeriesSamples,
+    Stats,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -82,15 +83,30 @@ pub struct PushSeries {
 /// [`SeriesLabels`]): what the distributor hands to [`Shards::push_compact_before`].
 #[derive(Debug, Clone)]
 pub struct WriteSeries {
-    pub labels: SeriesLabels,
+    pub labels: WriteLabels,
     pub samples: Vec<Sample>,
     pub hash: u64,
 }
 
+/// How a [`WriteSeries`] names its series.
+#[derive(Debug, Clone)]
+pub enum WriteLabels {
+    Labels(SeriesLabels),
+    /// The id the series' shard gave it ([`PushOutcome::ids`]); only the local shards
+    /// take these.
+    Id(u32),
+}
+
 impl WriteSeries {
-    /// The series with owned labels, for writers that forward those.
-    pub fn into_push_series(self) -> PushSeries {
-        PushSeries { labels: self.labels.to_labels(), samples: self.samples, hash: self.hash }
+    /// The series with owned labels, for writers that forward those; `None` for a
+    /// series named by id.
+    pub fn into_push_series(self) -> Option<PushSeries> {
+        match self.labels {
+            WriteLabels::Labels(l) => {
+                Some(PushSeries { labels: l.to_labels(), samples: self.samples, hash: self.hash })
+            }
+            WriteLabels::Id(_) => None,
+        }
     }
 }
 
@@ -109,6 +125,34 @@ pub struct PushOutcome {
     pub first_rejection: Option<FirstRejection>,
     /// Wall time of each shard's append (shard, seconds), for the latency histogram.
     pub shard_seconds: Vec<(ShardId, f64)>,
+    /// (index into the pushed series, id its shard gave it) of each series pushed with
+    /// labels, for naming it by id next time ([`WriteLabels::Id`]).
+    pub ids: Vec<(usize, u32)>,
+    /// Series pushed by id whose shard no longer holds that id in its head, with their
+    /// samples given back (index into the pushed series, samples): nothing of them was
+    /// written; push them again with labels.
+    pub unknown_ids: Vec<(usize, Vec<Sample>)>,
+}
+
+impl PushOutcome {
+    /// Adds the outcome of a second push of some of the same series, `order[i]` being
+    /// the index in this push of that push's series `i`.
+    pub fn merge(&mut self, other: PushOutcome, order: &[usize]) {
+        self.accepted += other.accepted;
+        self.appended += other.appended;
+        self.rejected_too_old += other.rejected_too_old;
+        self.rejected_duplicate += other.rejected_duplicate;
+        self.rejected_unreadable += other.rejected_unreadable;
+        self.shard_seconds.extend(other.shard_seconds);
+        self.ids.extend(other.ids.into_iter().map(|(i, id)| (order[i], id)));
+        self.unknown_ids.extend(other.unknown_ids.into_iter().map(|(i, s)| (order[i], s)));
+        if let Some(mut first) = other.first_rejection {
+            first.index = order[first.index];
+            if self.first_rejection.as_ref().is_none_or(|f| first.index < f.index) {
+                self.first_rejection = Some(first);
+            }
+        }
+    }
 }
 
 /// The first sample storage refused in a push, for the 400 message.
@@ -302,7 +346,11 @@ impl Shards {
     ) -> Result<PushOutcome> {
         let series = series
             .into_iter()
-            .map(|s| WriteSeries { labels: SeriesLabels::from_labels(&s.labels), samples: s.samples, hash: s.hash })
+            .map(|s| WriteSeries {
+                labels: WriteLabels::Labels(SeriesLabels::from_labels(&s.labels)),
+                samples: s.samples,
+                hash: s.hash,
+            })
             .collect();
         self.push_compact_before(tenant, series, deadline).await
     }
@@ -344,14 +392,28 @@ impl Shards {
                         if deadline.is_some_and(|d| Instant::now() >= d) {
                             return Ok(None);
                         }
-                        let mut buf = Vec::with_capacity(idx.iter().map(|&i| series[i].labels.heap_bytes() + 24).sum());
-                        let mut ends = Vec::with_capacity(idx.len());
-                        for &i in &idx {
-                            series[i].labels.encode_with_tenant(&tenant, &mut buf);
+                        // Labelled series first (encoded with the tenant), then those
+                        // named by id: `idx` is reordered to match the engine's batch.
+                        let (labelled, by_id): (Vec<usize>, Vec<usize>) =
+                            idx.iter().partition(|&&i| matches!(series[i].labels, WriteLabels::Labels(_)));
+                        let mut buf = Vec::with_capacity(
+                            labelled
+                                .iter()
+                                .map(|&i| match &series[i].labels {
+                                    WriteLabels::Labels(l) => l.heap_bytes() + 24,
+                                    WriteLabels::Id(_) => 0,
+                                })
+                                .sum(),
+                        );
+                        let mut ends = Vec::with_capacity(labelled.len());
+                        for &i in &labelled {
+                            if let WriteLabels::Labels(l) = &series[i].labels {
+                                l.encode_with_tenant(&tenant, &mut buf);
+                            }
                             ends.push(buf.len());
                         }
                         let mut start = 0;
-                        let batch: Vec<EncodedAppend<'_>> = idx
+                        let batch: Vec<EncodedAppend<'_>> = labelled
                             .iter()
                             .zip(ends)
                             .map(|(&i, end)| {
@@ -360,8 +422,17 @@ impl Shards {
                                 EncodedAppend { labels, samples: &series[i].samples }
                             })
                             .collect();
+                        let refs: Vec<RefAppend<'_>> = by_id
+                            .iter()
+                            .filter_map(|&i| match series[i].labels {
+                                WriteLabels::Id(id) => Some(RefAppend { id, samples: &series[i].samples }),
+                                WriteLabels::Labels(_) => None,
+                            })
+                            .collect();
                         let begin = Instant::now();
-                        let report = engine.append_encoded(&batch)?;
+                        let report = engine.append_with_refs(&batch, &refs)?;
+                        let mut idx = labelled;
+                        idx.extend(by_id);
                         Ok(Some((idx, report, begin.elapsed().as_secs_f64())))
                     })
                     .await?;
@@ -380,10 +451,14 @@ impl Shards {
         }
         let mut out = PushOutcome::default();
         let mut first_err = None;
+        let mut unknown = Vec::new();
         for r in futures::future::join_all(tasks).await {
             match r {
                 Ok((shard, idx, report, secs)) => {
                     out.shard_seconds.push((shard, secs));
+                    out.ids.extend(report.ids.iter().zip(&idx).filter_map(|(id, &i)| id.map(|id| (i, id))));
+                    let labelled = report.ids.len();
+                    unknown.extend(report.unknown_refs.iter().map(|&j| idx[labelled + j]));
                     out.appended += report.appended;
                     out.rejected_too_old += report.rejected_too_old;
                     out.rejected_duplicate += report.rejected_duplicate;
@@ -391,8 +466,12 @@ impl Shards {
                     if let Some(rej) = report.first_rejection {
                         let orig = idx[rej.series_index];
                         if out.first_rejection.as_ref().is_none_or(|f| orig < f.index) {
-                            // Owned labels only for this one series, never on the happy path.
-                            let labels = series[orig].labels.to_labels();
+                            // Owned labels only for this one series, never on the happy path;
+                            // a series named by id is described by the caller.
+                            let labels = match &series[orig].labels {
+                                WriteLabels::Labels(l) => l.to_labels(),
+                                WriteLabels::Id(_) => Vec::new(),
+                            };
                             out.first_rejection =
                                 Some(FirstRejection { index: orig, labels, t: rej.t, reason: rej.reason });
                         }
@@ -406,7 +485,13 @@ impl Shards {
         if let Some(e) = first_err {
             return Err(e);
         }
-        out.accepted = total - out.rejected_too_old - out.rejected_duplicate - out.rejected_unreadable;
+        let not_found: u64 = unknown.iter().map(|&i| series[i].samples.len() as u64).sum();
+        out.accepted = total - not_found - out.rejected_too_old - out.rejected_duplicate - out.rejected_unreadable;
+        // Every task has ended, so `series` is ours again: give the samples back.
+        out.unknown_ids = match Arc::try_unwrap(series) {
+            Ok(mut all) => unknown.into_iter().map(|i| (i, std::mem::take(&mut all[i].samples))).collect(),
+            Err(shared) => unknown.into_iter().map(|i| (i, shared[i].samples.clone())).collect(),
+        };
         Ok(out)
     }
 

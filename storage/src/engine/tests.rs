@@ -1201,3 +1201,47 @@ fn a_cursor_reads_series_one_at_a_time_in_storage_order_across_batches_and_relab
     assert_eq!(first.labels.get("k"), Some(format!("{n:04}").as_str()), "the order stays: series 0 first");
     assert_eq!(first.samples, got[0].samples, "with that series' samples");
 }
+
+/// Series named by the ids an append reported get their samples like through their
+/// labels, survive a restart's WAL replay, and an id the head does not hold is reported
+/// without touching anything.
+#[test]
+fn appends_by_id_reach_the_series_the_id_was_reported_for() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let a = labels(&[("__name__", "x"), ("i", "a")]);
+    let b = labels(&[("__name__", "x"), ("i", "b")]);
+    {
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        let r = e
+            .append(&[
+                SeriesAppend { labels: &a, samples: &[Sample::new(T0, 1.0)] },
+                SeriesAppend { labels: &b, samples: &[Sample::new(T0, 10.0)] },
+            ])
+            .expect("append");
+        let (Some(ia), Some(ib)) = (r.ids[0], r.ids[1]) else { panic!("ids reported: {:?}", r.ids) };
+        assert_ne!(ia, ib);
+        let r = e
+            .append_with_refs(
+                &[],
+                &[
+                    RefAppend { id: ib, samples: &[Sample::new(T0 + 15_000, 11.0)] },
+                    RefAppend { id: u32::MAX - 1, samples: &[Sample::new(T0 + 15_000, 7.0)] },
+                    RefAppend { id: ia, samples: &[Sample::new(T0, 2.0), Sample::new(T0 + 15_000, 3.0)] },
+                ],
+            )
+            .expect("append by id");
+        assert_eq!(r.unknown_refs, vec![1], "an id the head does not hold");
+        assert_eq!(r.appended, 2);
+        assert_eq!(r.rejected_duplicate, 1);
+        assert_eq!(
+            r.first_rejection.map(|f| f.series_index),
+            Some(2),
+            "indexes count the refs after the labelled entries"
+        );
+        assert_eq!(all_samples(&e, &a), vec![Sample::new(T0, 1.0), Sample::new(T0 + 15_000, 3.0)]);
+        assert_eq!(all_samples(&e, &b), vec![Sample::new(T0, 10.0), Sample::new(T0 + 15_000, 11.0)]);
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert_eq!(all_samples(&e, &a), vec![Sample::new(T0, 1.0), Sample::new(T0 + 15_000, 3.0)]);
+    assert_eq!(all_samples(&e, &b), vec![Sample::new(T0, 10.0), Sample::new(T0 + 15_000, 11.0)]);
+}

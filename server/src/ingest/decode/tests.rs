@@ -123,7 +123,7 @@ fn v2_symbols_are_resolved_and_bad_refs_reported() {
     };
     let b = decode(Version::V2, &snappy(&req.encode_to_vec()), &Limits::default()).expect("decodes");
     assert_eq!(b.series.len(), 1);
-    assert_eq!(b.series[0].labels.to_labels()[1].value, "0");
+    assert_eq!(b.series[0].name.labels().expect("labelled").to_labels()[1].value, "0");
     assert_eq!(b.problems.series_count(), 1);
     let p = b.problems.first().expect("a problem");
     assert!(p.reason.contains("outside the symbols table"), "{}", p.reason);
@@ -314,7 +314,7 @@ mod never_panics {
             for v in [Version::V1, Version::V2] {
                 if let Ok(b) = decode(v, &snappy(&body), &Limits::default()) {
                     for s in &b.series {
-                        let labels = s.labels.to_labels();
+                        let labels = s.name.labels().expect("labelled").to_labels();
                         prop_assert!(labels.iter().any(|l| l.name == "__name__"));
                         prop_assert!(labels.windows(2).all(|w| w[0].name < w[1].name));
                     }
@@ -367,7 +367,13 @@ fn v1_reference(body: &[u8]) -> Vec<(usize, Vec<Label>, Vec<(i64, u64)>)> {
 fn v1_decoded(b: &Batch) -> Vec<(usize, Vec<Label>, Vec<(i64, u64)>)> {
     b.series
         .iter()
-        .map(|s| (s.index, s.labels.to_labels(), s.samples.iter().map(|x| (x.t, x.v.to_bits())).collect()))
+        .map(|s| {
+            (
+                s.index,
+                s.name.labels().expect("labelled").to_labels(),
+                s.samples.iter().map(|x| (x.t, x.v.to_bits())).collect(),
+            )
+        })
         .collect()
 }
 

@@ -1,14 +1,15 @@
 use tessera_model::{Label, Sample};
 
 use super::*;
-use crate::ingest::decode::ValidSeries;
+use crate::ingest::decode::{SeriesName, ValidSeries};
 use crate::ingest::series_labels::SeriesLabels;
 
 fn series(index: usize, name: &str, ts: &[i64]) -> ValidSeries {
     ValidSeries {
         index,
-        labels: SeriesLabels::from_labels(&[Label::new("__name__", name)]),
+        name: SeriesName::Labels(SeriesLabels::from_labels(&[Label::new("__name__", name)]), None),
         samples: ts.iter().map(|&t| Sample { t, v: 1.0 }).collect(),
+        wire: 0..0,
     }
 }
 
@@ -27,7 +28,8 @@ fn samples_outside_the_window_are_refused_and_the_rest_kept() {
     };
     let r = filter(&mut b, w);
     assert_eq!(r, Refused { too_old: 2, too_new: 1 });
-    let names: Vec<String> = b.series.iter().map(|s| s.labels.to_labels()[0].value.clone()).collect();
+    let names: Vec<String> =
+        b.series.iter().map(|s| s.name.labels().expect("labelled").to_labels()[0].value.clone()).collect();
     assert_eq!(names, ["ok", "mixed"], "a series with no sample left is dropped");
     assert_eq!(b.series[1].samples, vec![Sample { t: NOW, v: 1.0 }]);
     let first = b.problems.first().expect("problems");

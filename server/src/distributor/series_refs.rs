@@ -1,0 +1,190 @@
+//! The write path's memory of series it has written before: for each tenant, the
+//! 128-bit hash of the exact label bytes a remote-write 1.0 sender named a series with →
+//! the series' shard hash and the id its shard gave it.
+//!
+//! A Prometheus agent names every series with the same bytes on every scrape, so from
+//! the second request on the distributor skips validating the labels, building their
+//! compact form, hashing them for the shard and the shard's lookup of the encoding: it
+//! appends by id ([`tessera_storage::RefAppend`]). What is remembered was validated when
+//! first seen under the same limits (the configuration is read once at start-up).
+//!
+//! Memory tracks active series, not series ever seen: every entry notes the epoch it
+//! was last used in, and entries not used for [`EPOCH`] × 2 are dropped when the next
+//! epoch starts. An id the shard no longer holds in its head (the series went idle and
+//! left it) is reported back; the distributor forgets it and sends that series' labels.
+//!
+//! Keys are `xxh3_128` with a per-process random seed, per tenant map: a collision
+//! (two label sets with one key, about 2^-128 per pair) would send one series'
+//! samples to the other within one tenant, never across tenants.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::RwLock;
+
+/// How long an epoch lasts; an entry unused for two epochs is dropped.
+pub const EPOCH: Duration = Duration::from_secs(5 * 60);
+
+/// What is remembered of one series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesRef {
+    /// The series' shard hash (`shards::series_hash`).
+    pub hash: u64,
+    /// The id the series' shard gave it.
+    pub id: u32,
+}
+
+/// A remembered series and the epoch it was last used in.
+#[derive(Debug)]
+struct Entry {
+    r: SeriesRef,
+    used: AtomicU32,
+}
+
+/// The keys are already uniform hashes: the map uses their low 64 bits as is.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u128` is used; fold anything else in so the hasher stays correct.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u128(&mut self, k: u128) {
+        self.0 = k as u64;
+    }
+}
+
+type KeyMap = HashMap<u128, Entry, BuildHasherDefault<KeyHasher>>;
+
+/// Per-tenant maps of remembered series (see the module doc).
+pub struct SeriesRefs {
+    seed: u64,
+    clock: Clock,
+    state: RwLock<State>,
+}
+
+/// Where epochs come from.
+enum Clock {
+    /// [`EPOCH`]s since the map was made.
+    Real(Instant),
+    /// Set by hand (tests).
+    #[cfg(test)]
+    Manual(AtomicU32),
+}
+
+struct State {
+    tenants: HashMap<Box<str>, KeyMap>,
+    /// The epoch of the last sweep.
+    swept: u32,
+}
+
+impl Default for SeriesRefs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SeriesRefs {
+    pub fn new() -> Self {
+        Self::with_clock(Clock::Real(Instant::now()))
+    }
+
+    fn with_clock(clock: Clock) -> Self {
+        SeriesRefs {
+            seed: std::collections::hash_map::RandomState::new().hash_one(0x7e55_e7a0_u64),
+            clock,
+            state: RwLock::new(State { tenants: HashMap::new(), swept: 0 }),
+        }
+    }
+
+    /// The key of a series named by `label_bytes` (the label fields of its message, as sent).
+    pub fn key(&self, label_bytes: &[u8]) -> u128 {
+        xxhash_rust::xxh3::xxh3_128_with_seed(label_bytes, self.seed)
+    }
+
+    fn epoch(&self) -> u32 {
+        match &self.clock {
+            Clock::Real(started) => u32::try_from(started.elapsed().as_secs() / EPOCH.as_secs()).unwrap_or(u32::MAX),
+            #[cfg(test)]
+            Clock::Manual(epoch) => epoch.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A reader for one request of `tenant`: lookups under one shared lock.
+    pub fn reader<'a>(&'a self, tenant: &str) -> Reader<'a> {
+        let epoch = self.epoch();
+        let guard = self.state.read();
+        Reader { refs: self, epoch, guard, tenant: tenant.into() }
+    }
+
+    /// Remembers `learned` series of `tenant` and forgets `forgotten` keys; starts a new
+    /// epoch (dropping entries unused for two) when one is due.
+    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) {
+        let epoch = self.epoch();
+        let mut st = self.state.write();
+        if epoch > st.swept {
+            st.swept = epoch;
+            for map in st.tenants.values_mut() {
+                map.retain(|_, e| e.used.load(Ordering::Relaxed).saturating_add(2) > epoch);
+                map.shrink_to_fit();
+            }
+            st.tenants.retain(|_, m| !m.is_empty());
+        }
+        if learned.is_empty() && forgotten.is_empty() {
+            return;
+        }
+        if !st.tenants.contains_key(tenant) {
+            st.tenants.insert(tenant.into(), KeyMap::default());
+        }
+        let Some(map) = st.tenants.get_mut(tenant) else { return };
+        for k in forgotten {
+            map.remove(k);
+        }
+        for &(k, r) in learned {
+            map.insert(k, Entry { r, used: AtomicU32::new(epoch) });
+        }
+    }
+
+    /// Series remembered over all tenants.
+    pub fn len(&self) -> usize {
+        self.state.read().tenants.values().map(HashMap::len).sum()
+    }
+
+    /// Whether nothing is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Lookups of one request (see [`SeriesRefs::reader`]).
+pub struct Reader<'a> {
+    refs: &'a SeriesRefs,
+    epoch: u32,
+    guard: parking_lot::RwLockReadGuard<'a, State>,
+    tenant: Box<str>,
+}
+
+impl Reader<'_> {
+    /// The key of `label_bytes` and the series remembered under it, if any.
+    pub fn get(&self, label_bytes: &[u8]) -> (u128, Option<SeriesRef>) {
+        let key = self.refs.key(label_bytes);
+        let found = self.guard.tenants.get(&*self.tenant).and_then(|m| m.get(&key)).map(|e| {
+            if e.used.load(Ordering::Relaxed) != self.epoch {
+                e.used.store(self.epoch, Ordering::Relaxed);
+            }
+            e.r
+        });
+        (key, found)
+    }
+}
+
+#[cfg(test)]
+mod tests;
