@@ -36,10 +36,12 @@ pub struct SeriesRef {
     pub id: u32,
 }
 
-/// A remembered series and the epoch it was last used in.
+/// A remembered series and the epoch it was last used in: 16 bytes, so a map slot
+/// with its 16-byte key is 32 (plus hashbrown's control byte).
 #[derive(Debug)]
 struct Entry {
-    r: SeriesRef,
+    hash: u64,
+    id: u32,
     used: AtomicU32,
 }
 
@@ -149,7 +151,7 @@ impl SeriesRefs {
             map.remove(k);
         }
         for &(k, r) in learned {
-            map.insert(k, Entry { r, used: AtomicU32::new(epoch) });
+            map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
         }
     }
 
@@ -180,11 +182,13 @@ impl Reader<'_> {
             if e.used.load(Ordering::Relaxed) != self.epoch {
                 e.used.store(self.epoch, Ordering::Relaxed);
             }
-            e.r
+            SeriesRef { hash: e.hash, id: e.id }
         });
         (key, found)
     }
 }
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 16);
 
 #[cfg(test)]
 mod tests;

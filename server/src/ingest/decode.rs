@@ -5,10 +5,12 @@
 //! to validation: the body is one `Bytes`, prost slices label strings out of it, and
 //! the only copy made of a valid series' labels is its one-allocation [`SeriesLabels`].
 //!
-//! Memory is bounded before it is allocated. [`wire_cost`] walks the protobuf wire
-//! format once and estimates what prost will allocate (a 2-byte empty series becomes a
-//! ~100-byte struct); the copies made afterwards (labels resolved from 2.0 symbols,
-//! samples, metadata text) are charged as they are made. Both count against
+//! Memory is bounded before it is allocated. For 2.0, [`wire_cost`] walks the protobuf
+//! wire format once and estimates what prost will allocate (a 2-byte empty series
+//! becomes a ~100-byte struct); the copies made afterwards (labels resolved from 2.0
+//! symbols, samples, metadata text) are charged as they are made. 1.0 is read off the
+//! wire without prost's tree, and each series and metadata entry is charged before it
+//! is kept. Both count against
 //! `limits.max_decoded_bytes_per_request`; going over is a 413. Of the per-series
 //! problems only the first (lowest index) keeps its text ([`Problems`]), so a request
 //! of many tiny bad series cannot grow the error either.
@@ -290,7 +292,11 @@ pub fn decode_within(
     };
     let not_protobuf =
         |e: &dyn std::fmt::Display| DecodeError::Invalid(format!("body is not a valid {proto} protobuf message: {e}"));
-    budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
+    if version == Version::V2 {
+        // prost builds 2.0's message tree: bound it before it exists. The 1.0 decoder
+        // builds no tree and charges what it keeps as it goes.
+        budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
+    }
     match version {
         Version::V1 => {
             let mut b = from_v1(&raw, limits, budget, known)?;
@@ -427,14 +433,20 @@ pub const V1_REQUEST: &[(u32, FieldCost)] = &[
             &[
                 (1, Fixed(size_of::<prometheus::Label>())),
                 (2, Fixed(size_of::<prometheus::Sample>())),
-                (3, Message(size_of::<prometheus::Exemplar>(), &[(1, Fixed(size_of::<prometheus::Label>()))])),
+                (3, Message(size_of::<prometheus::Exemplar>(), V1_EXEMPLAR)),
                 (4, Message(size_of::<prometheus::Histogram>(), HISTOGRAM_FIELDS)),
             ],
         ),
     ),
     // Metadata strings are `String`s: copied.
-    (3, Message(size_of::<prometheus::MetricMetadata>(), &[(2, PerByte(1)), (4, PerByte(1)), (5, PerByte(1))])),
+    (3, Message(size_of::<prometheus::MetricMetadata>(), V1_METADATA)),
 ];
+
+/// `prometheus.MetricMetadata`'s copied strings.
+const V1_METADATA: &[(u32, FieldCost)] = &[(2, PerByte(1)), (4, PerByte(1)), (5, PerByte(1))];
+
+/// `prometheus.Exemplar`, whose framing the 1.0 decoder checks without keeping it.
+const V1_EXEMPLAR: &[(u32, FieldCost)] = &[(1, Fixed(size_of::<prometheus::Label>()))];
 
 /// `io.prometheus.write.v2.Request`.
 pub const V2_REQUEST: &[(u32, FieldCost)] = &[
@@ -584,6 +596,8 @@ fn wrong_type(message: &str, field: u32, got: Wire<'_>) -> String {
 /// Reused buffers of [`from_v1`]: one series' label pairs and samples as read.
 #[derive(Default)]
 struct V1Scratch<'a> {
+    /// The payloads of one series' label fields, parsed only if the series is not known.
+    label_fields: Vec<&'a [u8]>,
     pairs: Vec<(&'a [u8], &'a [u8])>,
     samples: Vec<Sample>,
 }
@@ -595,8 +609,9 @@ struct V1Scratch<'a> {
 /// per series) was the largest cost left in the write path (BENCHMARKS.md, "Write-path
 /// profile"). Fields are read as prost reads them: unknown ones skipped, the last
 /// occurrence of a scalar wins, a known field with the wrong wire type is an error.
-/// Exemplars and histograms are counted, not decoded (they are reported as not written).
-/// `wire_cost` has already walked the whole body, so its framing is known to be sound.
+/// Exemplars and histograms are counted, not decoded (they are reported as not written),
+/// but their framing is checked as prost would. Memory is charged as it is kept: each
+/// valid series' labels and samples, and the metadata text.
 fn from_v1(raw: &[u8], limits: &Limits, budget: &mut Budget, known: Option<&Reader<'_>>) -> Result<Batch, DecodeError> {
     let invalid = |e: String| {
         DecodeError::Invalid(format!("body is not a valid {} protobuf message: {e}", tessera_proto::PROTO_V1))
@@ -617,13 +632,16 @@ fn from_v1(raw: &[u8], limits: &Limits, budget: &mut Budget, known: Option<&Read
                     SeriesError::Budget(e) => e,
                 })?;
             }
-            (3, Wire::Len(m)) => metadata.push(m),
+            (3, Wire::Len(m)) => {
+                budget.charge(wire_cost(m, V1_METADATA).map_err(invalid)?)?;
+                metadata.push(m);
+            }
             (1 | 3, other) => return Err(invalid(wrong_type("WriteRequest", field, other))),
             _ => {}
         }
     }
     if limits.max_metadata_per_tenant > 0 {
-        // The strings were already charged by `wire_cost` (they are copied here).
+        // The strings were charged as they were read (they are copied here).
         for m in metadata {
             let m = prometheus::MetricMetadata::decode(m).map_err(|e| invalid(e.to_string()))?;
             let kind = v1_type_name(m.r#type);
@@ -656,6 +674,7 @@ fn v1_series<'a>(
     budget: &mut Budget,
     known: Option<&Reader<'_>>,
 ) -> Result<(), SeriesError> {
+    scratch.label_fields.clear();
     scratch.pairs.clear();
     scratch.samples.clear();
     let (mut exemplars, mut histograms) = (0usize, 0usize);
@@ -669,7 +688,7 @@ fn v1_series<'a>(
         let Some((field, value)) = next_field(&mut ts).map_err(SeriesError::Wire)? else { break };
         let field_end = whole.len() - ts.len();
         match (field, value) {
-            (1, Wire::Len(mut label)) => {
+            (1, Wire::Len(label)) => {
                 label_span = match label_span {
                     None => Some(field_start..field_end),
                     Some(r) if r.end == field_start => Some(r.start..field_end),
@@ -678,16 +697,7 @@ fn v1_series<'a>(
                         Some(r)
                     }
                 };
-                let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
-                while let Some((f, v)) = next_field(&mut label).map_err(SeriesError::Wire)? {
-                    match (f, v) {
-                        (1, Wire::Len(x)) => name = x,
-                        (2, Wire::Len(x)) => val = x,
-                        (1 | 2, other) => return Err(SeriesError::Wire(wrong_type("Label", f, other))),
-                        _ => {}
-                    }
-                }
-                scratch.pairs.push((name, val));
+                scratch.label_fields.push(label);
             }
             (2, Wire::Len(mut sample)) => {
                 let (mut v, mut t) = (0.0f64, 0i64);
@@ -702,31 +712,53 @@ fn v1_series<'a>(
                 }
                 scratch.samples.push(Sample { t, v: canonical_float(v) });
             }
-            (3, Wire::Len(_)) => exemplars += 1,
-            (4, Wire::Len(_)) => histograms += 1,
+            (3, Wire::Len(x)) => {
+                walk(x, V1_EXEMPLAR).map_err(SeriesError::Wire)?;
+                exemplars += 1;
+            }
+            (4, Wire::Len(x)) => {
+                walk(x, HISTOGRAM_FIELDS).map_err(SeriesError::Wire)?;
+                histograms += 1;
+            }
             (1..=4, other) => return Err(SeriesError::Wire(wrong_type("TimeSeries", field, other))),
             _ => {}
         }
     }
-    let pairs = || scratch.pairs.iter().copied();
     let n = scratch.samples.len() as u64;
     b.samples_total += n;
     b.histograms_total += histograms as u64;
     b.exemplars_total += exemplars as u64;
-    budget.charge(label_cost(pairs()) + series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
     let lookup = match (known, label_span) {
         (Some(reader), Some(span)) if labels_together => Some(reader.get(&whole[span])),
         _ => None,
     };
     if let Some((key, Some(r))) = lookup {
-        // Validated when first written, under the same limits.
-        unsupported_parts(b, index, || describe(pairs()), histograms, exemplars);
+        // Validated when first written, under the same limits; its labels are not read.
+        budget.charge(series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
+        if histograms + exemplars > 0 {
+            let raw_labels = v1_label_pairs(whole);
+            unsupported_parts(b, index, || describe(raw_labels.iter().copied()), histograms, exemplars);
+        }
         if n > 0 {
             let name = SeriesName::Known { key, r };
             b.series.push(ValidSeries { index, name, samples: scratch.samples.to_vec(), wire });
         }
         return Ok(());
     }
+    for mut label in scratch.label_fields.drain(..) {
+        let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
+        while let Some((f, v)) = next_field(&mut label).map_err(SeriesError::Wire)? {
+            match (f, v) {
+                (1, Wire::Len(x)) => name = x,
+                (2, Wire::Len(x)) => val = x,
+                (1 | 2, other) => return Err(SeriesError::Wire(wrong_type("Label", f, other))),
+                _ => {}
+            }
+        }
+        scratch.pairs.push((name, val));
+    }
+    let pairs = || scratch.pairs.iter().copied();
+    budget.charge(label_cost(pairs()) + series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
     match check_labels(pairs(), limits) {
         Err(reason) => b.problems.add(index, n, || describe(pairs()), || reason),
         Ok(()) => {
