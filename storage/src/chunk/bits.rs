@@ -144,6 +144,36 @@ impl<'a> BitReader<'a> {
         }
     }
 
+    /// Fills `out` with consecutive `w`-bit (1..=64) fields, unchecked like [`take`]
+    /// (fields past the end read as zeros). The fields whose 8-byte window lies inside
+    /// the data are read in a loop without the end-of-data branch; the last few (within
+    /// 8 bytes of the end) go through [`take`].
+    ///
+    /// [`take`]: BitReader::take
+    #[inline]
+    pub fn unpack(&mut self, w: u32, out: &mut [u64]) {
+        debug_assert!((1..=64).contains(&w));
+        let mut done = 0;
+        if w <= PEEK_BITS && self.data.len() >= 8 {
+            // Field i starts at bit pos + i·w; its window [byte, byte + 8) fits while the
+            // start is at most this bit.
+            let last_start = (self.data.len() - 8) * 8 + 7;
+            let fit = last_start.checked_sub(self.pos).map_or(0, |room| room / w as usize + 1);
+            done = fit.min(out.len());
+            let mut pos = self.pos;
+            for r in &mut out[..done] {
+                let word =
+                    self.data.get(pos >> 3..).and_then(|d| d.first_chunk::<8>()).map_or(0, |b| u64::from_be_bytes(*b));
+                *r = (word << (pos & 7)) >> (64 - w);
+                pos += w as usize;
+            }
+            self.pos = pos;
+        }
+        for r in &mut out[done..] {
+            *r = self.take(w);
+        }
+    }
+
     /// Reads `n` (1..=64) bits as an unsigned integer, most significant first.
     #[inline]
     pub fn read_bits(&mut self, n: u32) -> Result<u64> {

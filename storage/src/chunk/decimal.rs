@@ -287,12 +287,7 @@ impl<'a> Stream<'a> {
     fn read_block(&mut self, out: &mut [u64], last: bool) -> Result<()> {
         match self.width {
             ALL_ZERO | 0 => out.fill(0),
-            w => {
-                let w = u32::from(w);
-                for r in out.iter_mut() {
-                    *r = self.bits.take(w);
-                }
-            }
+            w => self.bits.unpack(u32::from(w), out),
         }
         let end = self.pos + out.len() as u64;
         while self.next_exc < end {

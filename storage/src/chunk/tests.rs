@@ -245,3 +245,27 @@ proptest! {
         let _ = decode(&bytes, Encoding::XorJitter);
     }
 }
+
+proptest! {
+    /// The bulk unpack reads the same fields as one `take` each, from any start, for
+    /// any width, including fields that run past the end of the data (zeros).
+    #[test]
+    fn unpack_reads_what_take_reads(
+        data in proptest::collection::vec(any::<u8>(), 0..64),
+        skip in 0u32..64,
+        w in 1u32..=64,
+        n in 0usize..80,
+    ) {
+        let mut a = super::bits::BitReader::new(&data);
+        let mut b = super::bits::BitReader::new(&data);
+        if skip > 0 {
+            a.take(skip);
+            b.take(skip);
+        }
+        let mut bulk = vec![0u64; n];
+        a.unpack(w, &mut bulk);
+        let one_by_one: Vec<u64> = (0..n).map(|_| b.take(w)).collect();
+        prop_assert_eq!(bulk, one_by_one);
+        prop_assert_eq!(a.overran(), b.overran());
+    }
+}
