@@ -145,6 +145,10 @@ pub struct Metrics {
     pub storage_append_duration: HistogramVec,
     /// Shards whose WAL replay finished.
     pub shards_replayed: AtomicU64,
+    /// Series the write path remembers by their label bytes, and the bytes their maps
+    /// take (`distributor::series_refs`), as of the last write.
+    pub series_remembered: AtomicU64,
+    pub series_remembered_bytes: AtomicU64,
     /// The HTTP listener's connection counters (`http/connections.rs`).
     pub connections: std::sync::Arc<crate::http::connections::ConnectionStats>,
     /// Metrics of a part that only some roles run (an ingester's repair), appended to
@@ -187,6 +191,8 @@ impl Metrics {
                 &["shard"],
             ),
             shards_replayed: AtomicU64::new(0),
+            series_remembered: AtomicU64::new(0),
+            series_remembered_bytes: AtomicU64::new(0),
             connections: Default::default(),
             extra: std::sync::OnceLock::new(),
         }
@@ -208,6 +214,20 @@ impl Metrics {
             "Float samples accepted by storage (new or identical re-sends).",
             "counter",
             self.samples_written.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_write_series_remembered",
+            "Series the write path appends by id because their label bytes were written before.",
+            "gauge",
+            self.series_remembered.load(Ordering::Relaxed),
+        );
+        simple(
+            &mut out,
+            "tessera_write_series_remembered_bytes",
+            "Heap bytes of the maps of remembered series (not part of tessera_head_bytes).",
+            "gauge",
+            self.series_remembered_bytes.load(Ordering::Relaxed),
         );
         self.samples_rejected.render(&mut out);
         self.requests.render(&mut out);

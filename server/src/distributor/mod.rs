@@ -401,7 +401,9 @@ impl Distributor {
                         info.key.map(|k| (k, SeriesRef { hash: info.hash, id }))
                     })
                     .collect();
-                refs.update(tenant, &learned, &forgotten);
+                let (entries, bytes) = refs.update(tenant, &learned, &forgotten);
+                m.series_remembered.store(entries as u64, Ordering::Relaxed);
+                m.series_remembered_bytes.store(bytes as u64, Ordering::Relaxed);
             }
             for (shard, secs) in &outcome.shard_seconds {
                 m.storage_append_duration.observe(&[&shard.to_string()], *secs);

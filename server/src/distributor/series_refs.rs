@@ -128,8 +128,9 @@ impl SeriesRefs {
     }
 
     /// Remembers `learned` series of `tenant` and forgets `forgotten` keys; starts a new
-    /// epoch (dropping entries unused for two) when one is due.
-    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) {
+    /// epoch (dropping entries unused for two) when one is due. Returns the series
+    /// remembered over all tenants and the bytes of their maps.
+    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) -> (usize, usize) {
         let epoch = self.epoch();
         let mut st = self.state.write();
         if epoch > st.swept {
@@ -140,19 +141,21 @@ impl SeriesRefs {
             }
             st.tenants.retain(|_, m| !m.is_empty());
         }
-        if learned.is_empty() && forgotten.is_empty() {
-            return;
+        if !learned.is_empty() || !forgotten.is_empty() {
+            let map = st.tenants.entry(tenant.into()).or_default();
+            for k in forgotten {
+                map.remove(k);
+            }
+            for &(k, r) in learned {
+                map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
+            }
         }
-        if !st.tenants.contains_key(tenant) {
-            st.tenants.insert(tenant.into(), KeyMap::default());
-        }
-        let Some(map) = st.tenants.get_mut(tenant) else { return };
-        for k in forgotten {
-            map.remove(k);
-        }
-        for &(k, r) in learned {
-            map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
-        }
+        let entries = st.tenants.values().map(HashMap::len).sum();
+        // A hashbrown slot (key + entry) and one control byte per bucket; a map holds
+        // up to 7/8 of its buckets.
+        let slot = std::mem::size_of::<(u128, Entry)>() + 1;
+        let bytes = st.tenants.values().map(|m| m.capacity() * 8 / 7 * slot).sum();
+        (entries, bytes)
     }
 
     /// Series remembered over all tenants.

@@ -174,10 +174,12 @@ fn local_shards(dir: &std::path::Path, count: usize, cfg: tessera_storage::Engin
 async fn series_sent_again_are_written_by_id_to_the_same_series() {
     let dir = tempfile::tempdir().expect("tempdir");
     let shards = local_shards(dir.path(), 3, tessera_storage::EngineConfig::default());
-    let (d, _) = distributor(&Config::default());
+    let (d, metrics) = distributor(&Config::default());
     let t = now_ms() - 60_000;
     d.push(&shards, "t", Version::V1, body_at(&["a", "b", "c"], t, 1.0)).await.expect("first");
     assert_eq!(d.series_refs.len(), 3, "every written series is remembered");
+    assert_eq!(metrics.series_remembered.load(Ordering::Relaxed), 3);
+    assert!(metrics.series_remembered_bytes.load(Ordering::Relaxed) >= 3 * 33, "a slot per series at least");
     d.push(&shards, "t", Version::V1, body_at(&["a", "b", "c"], t + 15_000, 2.0)).await.expect("by id");
     for n in ["a", "b", "c"] {
         assert_eq!(stored(&shards, n), vec![(t, 1.0), (t + 15_000, 2.0)], "series {n}");
