@@ -13,6 +13,9 @@
 //! epoch starts. An id the shard no longer holds in its head (the series went idle and
 //! left it) is reported back; the distributor forgets it and sends that series' labels.
 //!
+//! An id stays valid while the process runs: a shard never gives an id to a second
+//! series, and the local shards are opened once per process.
+//!
 //! Keys are `xxh3_128` with a per-process random seed, per tenant map: a collision
 //! (two label sets with one key, about 2^-128 per pair) would send one series'
 //! samples to the other within one tenant, never across tenants.

@@ -159,9 +159,10 @@ pub fn describe_series(raw: &[u8], s: &ValidSeries) -> String {
     }
 }
 
-/// [`describe`] of the labels of the 1.0 series message at `wire` in `raw`.
+/// [`describe`] of the labels of the 1.0 series message at `wire` in `raw`, without
+/// empty values (as the series was stored).
 pub fn describe_wire(raw: &[u8], wire: Range<usize>) -> String {
-    describe(v1_label_pairs(raw.get(wire).unwrap_or(&[])).into_iter())
+    describe(v1_label_pairs(raw.get(wire).unwrap_or(&[])).into_iter().filter(|(_, v)| !v.is_empty()))
 }
 
 /// Labels of a known series, read again from the request and validated, for a shard
@@ -737,7 +738,13 @@ fn v1_series<'a>(
         budget.charge(series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
         if histograms + exemplars > 0 {
             let raw_labels = v1_label_pairs(whole);
-            unsupported_parts(b, index, || describe(raw_labels.iter().copied()), histograms, exemplars);
+            unsupported_parts(
+                b,
+                index,
+                || describe(raw_labels.iter().copied().filter(|(_, v)| !v.is_empty())),
+                histograms,
+                exemplars,
+            );
         }
         if n > 0 {
             let name = SeriesName::Known { key, r };

@@ -463,6 +463,37 @@ mod v1_agrees_with_prost {
             prop_assert_eq!(b.exemplars_total, req.timeseries.iter().map(|t| t.exemplars.len() as u64).sum::<u64>());
             prop_assert_eq!(b.histograms_total, req.timeseries.iter().map(|t| t.histograms.len() as u64).sum::<u64>());
             prop_assert_eq!(b.metadata.len(), usize::from(with_metadata));
+
+            // Sent again once every valid series is remembered: the same series, samples
+            // and counts, each now known by its bytes instead of its labels.
+            let refs = crate::distributor::series_refs::SeriesRefs::new();
+            let reader = refs.reader("t");
+            let first = decode_within(Version::V1, &snappy(&body), &Limits::default(), &mut Budget::new(usize::MAX), Some(&reader))
+                .expect("decodes");
+            drop(reader);
+            let learned: Vec<_> = first
+                .series
+                .iter()
+                .map(|s| match &s.name {
+                    SeriesName::Labels(_, Some(key)) => Ok((*key, SeriesRef { hash: s.index as u64, id: s.index as u32 })),
+                    other => Err(format!("series {} decoded as {other:?}", s.index)),
+                })
+                .collect::<Result<_, _>>()
+                .map_err(TestCaseError::fail)?;
+            refs.update("t", &learned, &[]);
+            let reader = refs.reader("t");
+            let again = decode_within(Version::V1, &snappy(&body), &Limits::default(), &mut Budget::new(usize::MAX), Some(&reader))
+                .expect("decodes");
+            prop_assert_eq!(again.series.len(), first.series.len());
+            for (a, f) in again.series.iter().zip(&first.series) {
+                prop_assert!(matches!(a.name, SeriesName::Known { r, .. } if r.id == f.index as u32), "{:?}", a.name);
+                prop_assert_eq!(a.index, f.index);
+                prop_assert_eq!(&a.samples, &f.samples);
+                let labels = f.name.labels().expect("labelled");
+                prop_assert_eq!(describe_series(&again.raw, a), crate::ingest::validate::describe(labels.iter()));
+            }
+            prop_assert_eq!(again.problems.series_count(), first.problems.series_count());
+            prop_assert_eq!((again.samples_total, again.exemplars_total, again.histograms_total), (first.samples_total, first.exemplars_total, first.histograms_total));
         }
     }
 }
