@@ -351,7 +351,13 @@ impl Distributor {
             let write = if forwarded.is_empty() {
                 writer.push_compact(tenant, push)
             } else {
-                let owned = push.into_iter().filter_map(WriteSeries::into_push_series).collect();
+                // Only the local shards take ids, and they keep metadata here.
+                let Some(owned) = push.into_iter().map(WriteSeries::into_push_series).collect::<Option<Vec<_>>>()
+                else {
+                    return Err(IngestError::Internal(
+                        "a series named by id reached a metadata-forwarding writer".into(),
+                    ));
+                };
                 writer.push_with_metadata(tenant, owned, forwarded)
             };
             let mut outcome = match write.await {
@@ -363,7 +369,6 @@ impl Distributor {
             };
             // Series the shards no longer hold by id (they went idle and left the head):
             // sent again with their labels, read again from the request.
-            let mut pushed_info = pushed_info;
             let mut forgotten = Vec::new();
             if !outcome.unknown_ids.is_empty() {
                 let mut again = Vec::with_capacity(outcome.unknown_ids.len());
@@ -420,14 +425,13 @@ impl Distributor {
                 }
             }
             if let Some(first) = outcome.first_rejection {
-                let info = &mut pushed_info[first.index];
-                let wire = std::mem::take(&mut info.wire);
+                let Pushed { index, ref wire, .. } = pushed_info[first.index];
                 problems.add(
-                    info.index,
+                    index,
                     outcome.rejected_too_old + outcome.rejected_duplicate + outcome.rejected_unreadable,
                     || {
                         if first.labels.is_empty() {
-                            decode::describe_wire(&raw, wire)
+                            decode::describe_wire(&raw, wire.clone())
                         } else {
                             describe_labels(&first.labels)
                         }
