@@ -258,7 +258,10 @@ impl Distributor {
         let t = tenant.to_owned();
         let prepared = tokio::task::spawn_blocking(move || -> Result<_, IngestError> {
             let mut budget = decode::Budget::with_inflight(lim.max_decoded_bytes_per_request, sem, admitted);
-            let reader = refs.as_ref().map(|r| r.reader(&t));
+            let reader = refs.as_ref().map(|r| {
+                r.sweep_if_due();
+                r.reader(&t)
+            });
             let mut batch = decode::decode_within(version, &body, &lim, &mut budget, reader.as_ref())?;
             drop(reader);
             drop(body);

@@ -10,7 +10,7 @@
 //!
 //! Memory tracks active series, not series ever seen: every entry notes the epoch it
 //! was last used in, and entries not used for [`EPOCH`] × 2 are dropped when the next
-//! epoch starts. An id the shard no longer holds in its head (the series went idle and
+//! epoch starts ([`SeriesRefs::sweep_if_due`]). An id the shard no longer holds in its head (the series went idle and
 //! left it) is reported back; the distributor forgets it and sends that series' labels.
 //!
 //! An id stays valid while the process runs: a shard never gives an id to a second
@@ -130,21 +130,31 @@ impl SeriesRefs {
         Reader { refs: self, epoch, guard, tenant: tenant.into() }
     }
 
-    /// Remembers `learned` series of `tenant` and forgets `forgotten` keys; starts a new
-    /// epoch (dropping entries unused for two) when one is due. Returns the series
-    /// remembered over all tenants and the bytes of their maps.
-    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) -> (usize, usize) {
+    /// When a new epoch has started, drops the entries unused for two. It walks every
+    /// entry: call it from a blocking thread (the distributor's decoding task does).
+    pub fn sweep_if_due(&self) {
         let epoch = self.epoch();
-        let mut st = self.state.write();
-        if epoch > st.swept {
-            st.swept = epoch;
-            for map in st.tenants.values_mut() {
-                map.retain(|_, e| e.used.load(Ordering::Relaxed).saturating_add(2) > epoch);
-                map.shrink_to_fit();
-            }
-            st.tenants.retain(|_, m| !m.is_empty());
+        if self.state.read().swept >= epoch {
+            return;
         }
+        let mut st = self.state.write();
+        if st.swept >= epoch {
+            return;
+        }
+        st.swept = epoch;
+        for map in st.tenants.values_mut() {
+            map.retain(|_, e| e.used.load(Ordering::Relaxed).saturating_add(2) > epoch);
+            map.shrink_to_fit();
+        }
+        st.tenants.retain(|_, m| !m.is_empty());
+    }
+
+    /// Remembers `learned` series of `tenant` and forgets `forgotten` keys. Returns the
+    /// series remembered over all tenants and the bytes of their maps.
+    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) -> (usize, usize) {
         if !learned.is_empty() || !forgotten.is_empty() {
+            let epoch = self.epoch();
+            let mut st = self.state.write();
             let map = st.tenants.entry(tenant.into()).or_default();
             for k in forgotten {
                 map.remove(k);
@@ -153,6 +163,7 @@ impl SeriesRefs {
                 map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
             }
         }
+        let st = self.state.read();
         let entries = st.tenants.values().map(HashMap::len).sum();
         // A hashbrown slot (key + entry) and one control byte per bucket; a map holds
         // up to 7/8 of its buckets.

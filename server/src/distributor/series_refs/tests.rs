@@ -44,13 +44,13 @@ fn series_unused_for_two_epochs_are_dropped_and_used_ones_kept() {
     let (used, idle) = (refs.key(b"used"), refs.key(b"idle"));
     refs.update("a", &[(used, r(1)), (idle, r(2))], &[]);
     set_epoch(1);
-    refs.update("a", &[], &[]);
+    refs.sweep_if_due();
     assert_eq!(refs.reader("a").get(b"idle").1, Some(r(2)), "unused for one epoch: kept");
     // `idle` was just used in epoch 1; from here on only `used` is.
     for e in 2..=4 {
         set_epoch(e);
         assert_eq!(refs.reader("a").get(b"used").1, Some(r(1)));
-        refs.update("a", &[], &[]);
+        refs.sweep_if_due();
     }
     assert_eq!(refs.reader("a").get(b"idle").1, None, "unused for two epochs: dropped");
     assert_eq!(refs.reader("a").get(b"used").1, Some(r(1)));
