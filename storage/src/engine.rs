@@ -367,13 +367,17 @@ impl Engine {
         self.handle_background_failures();
         let encoded: Vec<u64> = batch.iter().map(|s| labels_codec::labels_hash(s.labels)).collect();
 
-        let mut report = AppendReport { ids: Vec::with_capacity(batch.len()), ..AppendReport::default() };
         let mut head = self.head.lock();
         let mut ctx = Ctx::new(&self.cfg, Batch::new(&self.db)?, self.wal.current_segment());
         let mut new_series: Vec<(u32, Vec<u8>)> = Vec::new();
         let samples_in =
             batch.iter().map(|s| s.samples.len()).sum::<usize>() + refs.iter().map(|r| r.samples.len()).sum::<usize>();
-        let mut pending = Pending { accepted: Vec::with_capacity(samples_in), sorted: Vec::new(), days: Vec::new() };
+        let mut pending = Pending {
+            report: AppendReport { ids: Vec::with_capacity(batch.len()), ..AppendReport::default() },
+            accepted: Vec::with_capacity(samples_in),
+            sorted: Vec::new(),
+            days: Vec::new(),
+        };
         // From here on the head changes before the WAL record is written. If anything
         // fails before that record is written, the head holds series and samples the WAL
         // does not (visible yet not durable, and a later record could refer to a series
@@ -396,9 +400,9 @@ impl Engine {
                         let cause: Arc<str> = read::unreadable(enc, &e).to_string().into();
                         tracing::error!(error = %cause, "storage: refusing samples of a series whose index entry cannot be read");
                         for x in s.samples {
-                            report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
+                            pending.report.reject(i, x.t, RejectReason::Unreadable { cause: Arc::clone(&cause) });
                         }
-                        report.ids.push(None);
+                        pending.report.ids.push(None);
                         continue;
                     }
                 };
@@ -421,19 +425,19 @@ impl Engine {
                         id
                     }
                 };
-                report.ids.push(Some(id));
-                self.append_to(&mut head, &mut ctx, &mut report, &mut pending, i, id, s.samples)?;
+                pending.report.ids.push(Some(id));
+                self.append_to(&mut head, &mut ctx, &mut pending, i, id, s.samples)?;
             }
             for (j, r) in refs.iter().enumerate() {
                 if head.get(r.id).is_none() {
-                    report.unknown_refs.push(j);
+                    pending.report.unknown_refs.push(j);
                     continue;
                 }
-                self.append_to(&mut head, &mut ctx, &mut report, &mut pending, batch.len() + j, r.id, r.samples)?;
+                self.append_to(&mut head, &mut ctx, &mut pending, batch.len() + j, r.id, r.samples)?;
             }
             Ok(())
         })();
-        let Pending { accepted, .. } = pending;
+        let Pending { mut report, accepted, .. } = pending;
         report.appended = accepted.len() as u64;
 
         let mut pos = None;
@@ -486,19 +490,18 @@ impl Engine {
     }
 
     /// Appends the samples of batch entry `i` to series `id` (in the head): warms a
-    /// cold series first, applies the samples in time order, and notes what was
-    /// accepted in `pending` and refused in `report`.
-    #[allow(clippy::too_many_arguments)]
+    /// cold series first, applies the samples in time order, and notes in `pending`
+    /// what was accepted and refused.
     fn append_to(
         &self,
         head: &mut Head,
         ctx: &mut Ctx<'_, Batch<'_>>,
-        report: &mut AppendReport,
         pending: &mut Pending,
         i: usize,
         id: u32,
         samples: &[Sample],
     ) -> Result<()> {
+        let report = &mut pending.report;
         // A series from before this restart is read from disk on first touch. If
         // that read fails (a damaged chunk or SST block), only this series'
         // samples are refused: nothing was changed for it, so nothing is undone.
@@ -1150,8 +1153,10 @@ fn parse_series_hash_id(k: &[u8]) -> Result<u32> {
     Ok(u32::from_be_bytes(id))
 }
 
-/// What an append batch has accepted so far, and its reused scratch.
+/// What an append batch has accepted and refused so far, and its reused scratch.
 struct Pending {
+    /// Refusals and ids, in batch order.
+    report: AppendReport,
     /// Samples for the WAL record.
     accepted: Vec<record::SampleEntry>,
     /// One series' samples sorted by time, when they came out of order.

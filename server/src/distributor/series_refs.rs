@@ -163,6 +163,11 @@ impl SeriesRefs {
                 map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
             }
         }
+        self.size()
+    }
+
+    /// Series remembered over all tenants, and the bytes of their maps.
+    pub fn size(&self) -> (usize, usize) {
         let st = self.state.read();
         let entries = st.tenants.values().map(HashMap::len).sum();
         // A hashbrown slot (key + entry) and one control byte per bucket; a map holds
@@ -174,7 +179,7 @@ impl SeriesRefs {
 
     /// Series remembered over all tenants.
     pub fn len(&self) -> usize {
-        self.state.read().tenants.values().map(HashMap::len).sum()
+        self.size().0
     }
 
     /// Whether nothing is remembered.

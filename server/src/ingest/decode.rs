@@ -159,10 +159,15 @@ pub fn describe_series(raw: &[u8], s: &ValidSeries) -> String {
     }
 }
 
-/// [`describe`] of the labels of the 1.0 series message at `wire` in `raw`, without
-/// empty values (as the series was stored).
+/// [`describe`] of the labels of the 1.0 series message at `wire` in `raw`.
 pub fn describe_wire(raw: &[u8], wire: Range<usize>) -> String {
-    describe(v1_label_pairs(raw.get(wire).unwrap_or(&[])).into_iter().filter(|(_, v)| !v.is_empty()))
+    describe_v1_series(raw.get(wire).unwrap_or(&[]))
+}
+
+/// [`describe`] of the labels of one 1.0 series message, without empty values (as the
+/// series was stored).
+fn describe_v1_series(ts: &[u8]) -> String {
+    describe(v1_label_pairs(ts).into_iter().filter(|(_, v)| !v.is_empty()))
 }
 
 /// Labels of a known series, read again from the request and validated, for a shard
@@ -178,19 +183,25 @@ pub fn known_series_labels(raw: &[u8], wire: Range<usize>, limits: &Limits) -> R
 fn v1_label_pairs(mut ts: &[u8]) -> Vec<(&[u8], &[u8])> {
     let mut pairs = Vec::new();
     while let Ok(Some((field, value))) = next_field(&mut ts) {
-        if let (1, Wire::Len(mut label)) = (field, value) {
-            let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
-            while let Ok(Some((f, v))) = next_field(&mut label) {
-                match (f, v) {
-                    (1, Wire::Len(x)) => name = x,
-                    (2, Wire::Len(x)) => val = x,
-                    _ => {}
-                }
-            }
-            pairs.push((name, val));
+        if let (1, Wire::Len(label)) = (field, value) {
+            pairs.extend(v1_label(label).ok());
         }
     }
     pairs
+}
+
+/// The name and value of one `prometheus.Label` message.
+fn v1_label(mut label: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
+    while let Some((f, v)) = next_field(&mut label)? {
+        match (f, v) {
+            (1, Wire::Len(x)) => name = x,
+            (2, Wire::Len(x)) => val = x,
+            (1 | 2, other) => return Err(wrong_type("Label", f, other)),
+            _ => {}
+        }
+    }
+    Ok((name, val))
 }
 
 /// Something in the request that was not (fully) written, naming its series.
@@ -287,17 +298,6 @@ pub fn decode_within(
     known: Option<&Reader<'_>>,
 ) -> Result<Batch, DecodeError> {
     let raw = decompress(body, limits.max_decompressed_bytes)?;
-    let (proto, schema) = match version {
-        Version::V1 => (tessera_proto::PROTO_V1, V1_REQUEST),
-        Version::V2 => (tessera_proto::PROTO_V2, V2_REQUEST),
-    };
-    let not_protobuf =
-        |e: &dyn std::fmt::Display| DecodeError::Invalid(format!("body is not a valid {proto} protobuf message: {e}"));
-    if version == Version::V2 {
-        // prost builds 2.0's message tree: bound it before it exists. The 1.0 decoder
-        // builds no tree and charges what it keeps as it goes.
-        budget.charge(wire_cost(&raw, schema).map_err(|e| not_protobuf(&e))?)?;
-    }
     match version {
         Version::V1 => {
             let mut b = from_v1(&raw, limits, budget, known)?;
@@ -307,6 +307,12 @@ pub fn decode_within(
             Ok(b)
         }
         Version::V2 => {
+            let not_protobuf = |e: &dyn std::fmt::Display| {
+                DecodeError::Invalid(format!("body is not a valid {} protobuf message: {e}", tessera_proto::PROTO_V2))
+            };
+            // prost builds 2.0's message tree: bound it before it exists. The 1.0
+            // decoder builds no tree and charges what it keeps as it goes.
+            budget.charge(wire_cost(&raw, V2_REQUEST).map_err(|e| not_protobuf(&e))?)?;
             let req = v2::Request::decode(raw).map_err(|e| not_protobuf(&e))?;
             from_v2(req, limits, budget)
         }
@@ -423,24 +429,6 @@ const HISTOGRAM_FIELDS: &[(u32, FieldCost)] = &[
     (12, PerByte(8)),
     (13, PerByte(1)),
     (16, PerByte(1)),
-];
-
-/// `prometheus.WriteRequest`.
-pub const V1_REQUEST: &[(u32, FieldCost)] = &[
-    (
-        1,
-        Message(
-            size_of::<prometheus::TimeSeries>(),
-            &[
-                (1, Fixed(size_of::<prometheus::Label>())),
-                (2, Fixed(size_of::<prometheus::Sample>())),
-                (3, Message(size_of::<prometheus::Exemplar>(), V1_EXEMPLAR)),
-                (4, Message(size_of::<prometheus::Histogram>(), HISTOGRAM_FIELDS)),
-            ],
-        ),
-    ),
-    // Metadata strings are `String`s: copied.
-    (3, Message(size_of::<prometheus::MetricMetadata>(), V1_METADATA)),
 ];
 
 /// `prometheus.MetricMetadata`'s copied strings.
@@ -736,33 +724,15 @@ fn v1_series<'a>(
     if let Some((key, Some(r))) = lookup {
         // Validated when first written, under the same limits; its labels are not read.
         budget.charge(series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;
-        if histograms + exemplars > 0 {
-            let raw_labels = v1_label_pairs(whole);
-            unsupported_parts(
-                b,
-                index,
-                || describe(raw_labels.iter().copied().filter(|(_, v)| !v.is_empty())),
-                histograms,
-                exemplars,
-            );
-        }
+        unsupported_parts(b, index, || describe_v1_series(whole), histograms, exemplars);
         if n > 0 {
             let name = SeriesName::Known { key, r };
             b.series.push(ValidSeries { index, name, samples: scratch.samples.to_vec(), wire });
         }
         return Ok(());
     }
-    for mut label in scratch.label_fields.drain(..) {
-        let (mut name, mut val): (&[u8], &[u8]) = (&[], &[]);
-        while let Some((f, v)) = next_field(&mut label).map_err(SeriesError::Wire)? {
-            match (f, v) {
-                (1, Wire::Len(x)) => name = x,
-                (2, Wire::Len(x)) => val = x,
-                (1 | 2, other) => return Err(SeriesError::Wire(wrong_type("Label", f, other))),
-                _ => {}
-            }
-        }
-        scratch.pairs.push((name, val));
+    for label in scratch.label_fields.drain(..) {
+        scratch.pairs.push(v1_label(label).map_err(SeriesError::Wire)?);
     }
     let pairs = || scratch.pairs.iter().copied();
     budget.charge(label_cost(pairs()) + series_cost(scratch.samples.len())).map_err(SeriesError::Budget)?;

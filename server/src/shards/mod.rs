@@ -392,25 +392,30 @@ impl Shards {
                         if deadline.is_some_and(|d| Instant::now() >= d) {
                             return Ok(None);
                         }
-                        // Labelled series first (encoded with the tenant), then those
-                        // named by id: `idx` is reordered to match the engine's batch.
-                        let (labelled, by_id): (Vec<usize>, Vec<usize>) =
-                            idx.iter().partition(|&&i| matches!(series[i].labels, WriteLabels::Labels(_)));
-                        let mut buf = Vec::with_capacity(
-                            labelled
-                                .iter()
-                                .map(|&i| match &series[i].labels {
-                                    WriteLabels::Labels(l) => l.heap_bytes() + 24,
-                                    WriteLabels::Id(_) => 0,
-                                })
-                                .sum(),
-                        );
-                        let mut ends = Vec::with_capacity(labelled.len());
-                        for &i in &labelled {
-                            if let WriteLabels::Labels(l) = &series[i].labels {
-                                l.encode_with_tenant(&tenant, &mut buf);
+                        // Labelled series (encoded with the tenant into one buffer) and
+                        // those named by id; `idx` is reordered to the engine's batch order,
+                        // labelled first.
+                        let mut labelled = Vec::with_capacity(idx.len());
+                        let mut by_id = Vec::new();
+                        let mut refs = Vec::new();
+                        let label_bytes = |l: &WriteLabels| match l {
+                            WriteLabels::Labels(l) => l.heap_bytes() + 24, // + the tenant label
+                            WriteLabels::Id(_) => 0,
+                        };
+                        let mut buf = Vec::with_capacity(idx.iter().map(|&i| label_bytes(&series[i].labels)).sum());
+                        let mut ends = Vec::with_capacity(idx.len());
+                        for &i in &idx {
+                            match &series[i].labels {
+                                WriteLabels::Labels(l) => {
+                                    l.encode_with_tenant(&tenant, &mut buf);
+                                    ends.push(buf.len());
+                                    labelled.push(i);
+                                }
+                                WriteLabels::Id(id) => {
+                                    refs.push(RefAppend { id: *id, samples: &series[i].samples });
+                                    by_id.push(i);
+                                }
                             }
-                            ends.push(buf.len());
                         }
                         let mut start = 0;
                         let batch: Vec<EncodedAppend<'_>> = labelled
@@ -420,13 +425,6 @@ impl Shards {
                                 let labels = &buf[start..end];
                                 start = end;
                                 EncodedAppend { labels, samples: &series[i].samples }
-                            })
-                            .collect();
-                        let refs: Vec<RefAppend<'_>> = by_id
-                            .iter()
-                            .filter_map(|&i| match series[i].labels {
-                                WriteLabels::Id(id) => Some(RefAppend { id, samples: &series[i].samples }),
-                                WriteLabels::Labels(_) => None,
                             })
                             .collect();
                         let begin = Instant::now();

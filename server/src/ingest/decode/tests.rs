@@ -188,14 +188,17 @@ fn v2_symbol_amplification_is_refused_before_allocating() {
 }
 
 /// Empty series cost 2 bytes on the wire but a whole struct once decoded: the wire walk
-/// counts them before prost allocates anything.
+/// counts them before prost allocates anything (2.0), the 1.0 decoder as it reads them.
 #[test]
 fn wire_cost_counts_structs_of_empty_series() {
     let body: Vec<u8> = [0x2a, 0x00].repeat(1000); // 1,000 empty v2 TimeSeries (field 5)
     let cost = wire_cost(&body, V2_REQUEST).expect("valid wire data");
     assert!(cost >= 1000 * std::mem::size_of::<v2::TimeSeries>(), "cost {cost}");
+    // 1.0 builds no message tree; its decoder charges each series as it reads it.
     let v1: Vec<u8> = [0x0a, 0x00].repeat(1000); // 1,000 empty v1 TimeSeries (field 1)
-    assert!(wire_cost(&v1, V1_REQUEST).expect("valid") >= 1000 * std::mem::size_of::<prometheus::TimeSeries>());
+    let mut budget = Budget::new(usize::MAX);
+    decode_within(Version::V1, &snappy(&v1), &Limits::default(), &mut budget, None).expect("valid");
+    assert!(budget.used() >= 1000 * std::mem::size_of::<ValidSeries>(), "charged {}", budget.used());
     let limits = Limits { max_decoded_bytes_per_request: 100_000, ..Limits::default() };
     let err = decode(Version::V2, &snappy(&body), &limits).expect_err("over budget");
     assert!(matches!(err, DecodeError::TooLarge(_)), "{err:?}");
