@@ -117,7 +117,11 @@ pub fn validate_for_role(role: Role, text: &str) -> Result<Checked, Vec<String>>
 /// What the role will run with, in one line.
 fn summary(role: Role, config: &Config) -> String {
     if !role.is_cluster() {
-        return format!("{} shards in {}, HTTP on {}", config.shards, config.data_dir.display(), config.listen);
+        let shards = match config.shards {
+            0 => format!("the recorded shard count (a new directory: {})", crate::config::automatic_shards()),
+            n => format!("{n} shards"),
+        };
+        return format!("{shards} in {}, HTTP on {}", config.data_dir.display(), config.listen);
     }
     let c = &config.cluster;
     format!(

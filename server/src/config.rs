@@ -17,8 +17,27 @@ use crate::error::ConfigError;
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9201";
 /// Default data directory, relative to the working directory.
 pub const DEFAULT_DATA_DIR: &str = "./tessera-data";
-/// Default number of logical shards (one storage engine each).
-pub const DEFAULT_SHARDS: u32 = 16;
+/// Fewest and most logical shards `shards = 0` (automatic) picks for a new data directory.
+pub const AUTOMATIC_SHARDS: std::ops::RangeInclusive<u32> = 4..=16;
+
+/// The shard count of a new data directory when the config leaves it at 0: two per core,
+/// at least 4 and at most 16. Each shard a write request touches costs it one blocking
+/// task, one WAL write and one fsync, so a small machine ingests with less CPU from fewer
+/// shards; queries run one fragment per shard, so a big one wants enough of them to use
+/// its cores (BENCHMARKS.md, "Fewer shards on a small machine").
+pub fn automatic_shards() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    cores.saturating_mul(2).clamp(*AUTOMATIC_SHARDS.start(), *AUTOMATIC_SHARDS.end())
+}
+
+/// The shard count to open `data_dir` with: the configured one if not 0, else the one the
+/// directory recorded when it was created, else [`automatic_shards`].
+pub fn resolve_shards(configured: u32, recorded: Option<u32>) -> u32 {
+    match configured {
+        0 => recorded.unwrap_or_else(automatic_shards),
+        n => n,
+    }
+}
 
 /// Top-level configuration of `tessera serve`.
 #[derive(Clone, Debug, Deserialize)]
@@ -29,9 +48,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Where the shards keep their WAL and RocksDB files. Default `./tessera-data`.
     pub data_dir: PathBuf,
-    /// Number of logical shards S, each its own storage engine. Default 16. Fixed when
-    /// the data directory is created (it is recorded there, because the series-to-shard
-    /// hash depends on it); starting with a different value is refused.
+    /// Number of logical shards S, each its own storage engine. Fixed when the data
+    /// directory is created (it is recorded there, because the series-to-shard hash
+    /// depends on it); starting with a different value is refused. Default 0 = the
+    /// recorded count, or for a new directory [`automatic_shards`] (2 per core, 4..=16).
     pub shards: u32,
     /// Maximum number of storage calls running at once, per kind: this many shard reads
     /// (each shard's part of a select, remote read or index read) and, separately, this
@@ -59,7 +79,7 @@ impl Default for Config {
         Config {
             listen: DEFAULT_LISTEN.parse().expect("DEFAULT_LISTEN is a valid socket address"),
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
-            shards: DEFAULT_SHARDS,
+            shards: 0,
             max_blocking_storage_calls: 0,
             shutdown_timeout_secs: 30,
             http: HttpConfig::default(),
@@ -237,8 +257,8 @@ impl Config {
     /// Checks value ranges; called once at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
-        if self.shards == 0 || self.shards > 4096 {
-            return bad(format!("shards must be in 1..=4096, got {}", self.shards));
+        if self.shards > 4096 {
+            return bad(format!("shards must be in 1..=4096 (or 0 for automatic), got {}", self.shards));
         }
         if self.http.max_connections == 0 {
             return bad("http.max_connections must be > 0".into());

@@ -62,7 +62,8 @@ const MAX_QUOTED_ERRORS: usize = 20;
 /// What to import where.
 pub struct ImportOptions {
     pub data_dir: PathBuf,
-    /// Shard count; `None` = the count recorded in the data directory, or the config's.
+    /// Shard count; `None` = the config's if not 0, else the one the data directory
+    /// recorded, else `config::automatic_shards()`.
     pub shards: Option<u32>,
     pub tenant: String,
     pub files: Vec<PathBuf>,
@@ -107,7 +108,7 @@ pub fn run(opts: &ImportOptions) -> anyhow::Result<ImportSummary> {
     anyhow::ensure!(opts.batch_samples > 0, "batch size must be > 0");
     opts.config.validate()?;
     let recorded = crate::serve::recorded_shard_count(&opts.data_dir)?;
-    let shards = opts.shards.or(recorded).unwrap_or(opts.config.shards);
+    let shards = opts.shards.unwrap_or_else(|| crate::config::resolve_shards(opts.config.shards, recorded));
     anyhow::ensure!(shards > 0, "--shards must be > 0");
     if recorded.is_some() {
         // Read-only here (the file exists): a mismatch fails before any parsing.

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use tessera_server::cluster::{roles, FrontendRole};
-use tessera_server::config::{Config, DEFAULT_DATA_DIR, DEFAULT_LISTEN, DEFAULT_SHARDS};
+use tessera_server::config::{Config, AUTOMATIC_SHARDS, DEFAULT_DATA_DIR, DEFAULT_LISTEN};
 
 #[derive(Parser)]
 #[command(name = "tessera", version, about = "Tessera: a sharded, Prometheus-compatible time-series database.")]
@@ -200,8 +200,9 @@ Default {DEFAULT_DATA_DIR}. Created if missing."))]
     /// Number of local shards (config key `shards`); fixed when the data directory is created.
     #[arg(long, env = "TESSERA_SHARDS", value_name = "N", help_heading = "Settings (override the config file)")]
     #[arg(long_help = format!("Number of logical shards, each its own storage engine (config key `shards`). \
-Default {DEFAULT_SHARDS}. Recorded in the data directory on first start; a different value later is refused, \
-because series are placed in shard xxh3_64(tenant, labels) mod shards."))]
+Default 0: the count the data directory recorded, or for a new directory 2 per core, from {} to {}. \
+Recorded in the data directory on first start; a different value later is refused, \
+because series are placed in shard xxh3_64(tenant, labels) mod shards.", AUTOMATIC_SHARDS.start(), AUTOMATIC_SHARDS.end()))]
     shards: Option<u32>,
 
     /// Log filter, e.g. `info` or `tessera_server=debug,info` (tracing env-filter syntax).

@@ -1,8 +1,9 @@
 //! `tessera serve`: start-up, readiness and graceful shutdown of the all-in-one node.
 //!
 //! Order of events:
-//! 1. Validate the config; create the data directory; check that its recorded shard
-//!    count matches the config (the shard hash depends on it).
+//! 1. Validate the config; create the data directory; resolve the shard count (the
+//!    configured one, else the recorded one, else one for this machine) and check that
+//!    it matches the recorded one (the shard hash depends on it).
 //! 2. Bind the listener and start serving at once, so `/-/healthy` answers and
 //!    `/-/ready` says "replay in progress" while the shards open.
 //! 3. Open every shard (WAL replay) on a blocking thread, logging progress; then
@@ -27,14 +28,16 @@ use crate::shards::Shards;
 const CLUSTER_FILE: &str = "cluster.toml";
 
 /// Runs the server until a signal (or a fatal start-up error).
-pub async fn run(config: Config) -> anyhow::Result<()> {
+pub async fn run(mut config: Config) -> anyhow::Result<()> {
     config.validate()?;
     // Directory creation and the fsynced record: blocking file I/O, off the async workers.
-    let (data_dir, shards) = (config.data_dir.clone(), config.shards);
-    tokio::task::spawn_blocking(move || {
+    let (data_dir, configured) = (config.data_dir.clone(), config.shards);
+    config.shards = tokio::task::spawn_blocking(move || {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create data directory {}", data_dir.display()))?;
-        check_shard_count(&data_dir, shards)
+        let shards = crate::config::resolve_shards(configured, recorded_shard_count(&data_dir)?);
+        check_shard_count(&data_dir, shards)?;
+        anyhow::Ok(shards)
     })
     .await
     .context("data directory check task failed")??;

@@ -164,6 +164,41 @@ fn restart_with_a_different_shard_count_is_refused() {
     assert!(err.contains("created with 2 shards"), "{err}");
 }
 
+/// Without `--shards` a new directory gets 2 shards per core (4..=16), and a directory
+/// that recorded another count opens with that one, its data intact.
+#[test]
+fn without_a_shard_count_the_recorded_one_is_kept() {
+    let start = |data: &std::path::Path| {
+        let p = tessera_tests::Proc::start(
+            &crate::harness::tessera_binary(),
+            &["serve", "--listen=127.0.0.1:0", &format!("--data-dir={}", data.display())],
+        );
+        p.wait_ready();
+        p
+    };
+    let recorded = |data: &std::path::Path| std::fs::read_to_string(data.join("cluster.toml")).expect("cluster.toml");
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    let fresh = dir.path().join("fresh");
+    let mut p = start(&fresh);
+    assert!(p.terminate().success());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let expected = (2 * cores).clamp(4, 16);
+    assert!(recorded(&fresh).contains(&format!("shards = {expected}\n")), "{}", recorded(&fresh));
+
+    let data = dir.path().join("data");
+    let s = Server::start(&data); // --shards=2
+    let t = now_ms();
+    let req = write_request(vec![ts(&[("__name__", "kept"), ("k", "v")], &[(t, 1.0)])]);
+    assert_eq!(s.write_v1(&req, None).status(), 204);
+    assert!(s.terminate().success());
+    let p = start(&data);
+    let (code, body) = p.get_json(&format!("/api/v1/query?query=kept&time={}", t / 1000 + 1), None);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["data"]["result"].as_array().map(Vec::len), Some(1), "{body}");
+    assert!(recorded(&data).contains("shards = 2\n"));
+}
+
 #[test]
 fn healthy_and_ready_answer_200_once_started() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -13,7 +13,7 @@ fn empty_file_gives_documented_defaults() {
     let cfg = Config::from_toml("").expect("empty config parses");
     assert_eq!(cfg.listen.to_string(), "127.0.0.1:9201");
     assert_eq!(cfg.data_dir, PathBuf::from("./tessera-data"));
-    assert_eq!(cfg.shards, 16);
+    assert_eq!(cfg.shards, 0, "automatic: recorded, else 2 per core in 4..=16");
     assert_eq!(cfg.limits.max_labels_per_series, 64);
     cfg.validate().expect("defaults are valid");
 }
@@ -25,9 +25,24 @@ fn unknown_key_is_rejected() {
 }
 
 #[test]
-fn zero_shards_is_invalid() {
-    let cfg = Config::from_toml("shards = 0").expect("parses");
-    assert!(cfg.validate().is_err());
+fn shard_count_zero_is_automatic_and_too_many_is_invalid() {
+    Config::from_toml("shards = 0").expect("parses").validate().expect("0 = automatic is valid");
+    let err = Config::from_toml("shards = 5000").expect("parses").validate().expect_err("over 4096");
+    assert!(err.to_string().contains("shards must be in 1..=4096"), "{err}");
+}
+
+/// A configured count wins; 0 keeps the count a directory recorded (a directory moved to
+/// a machine with more cores still opens), and only a new directory gets the machine's.
+#[test]
+fn automatic_shard_count_keeps_the_recorded_one() {
+    assert_eq!(resolve_shards(7, Some(16)), 7, "a mismatch is then refused by the recorded check");
+    assert_eq!(resolve_shards(0, Some(16)), 16);
+    assert_eq!(resolve_shards(0, Some(3)), 3);
+    let auto = resolve_shards(0, None);
+    assert_eq!(auto, automatic_shards());
+    assert!(AUTOMATIC_SHARDS.contains(&auto), "{auto}");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    assert_eq!(auto, (2 * cores).clamp(4, 16));
 }
 
 /// `deploy/cluster/local.toml` parses, its `[cluster]` table validates, and RF = 3 on
