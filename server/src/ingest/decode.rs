@@ -125,7 +125,7 @@ pub struct ValidSeries {
     /// Position of the series in the request.
     pub index: usize,
     pub name: SeriesName,
-    pub samples: Vec<Sample>,
+    pub samples: super::Samples,
     /// Where the series' message lies in [`Batch::raw`] (remote write 1.0; empty for 2.0).
     pub wire: Range<usize>,
 }
@@ -727,7 +727,7 @@ fn v1_series<'a>(
         unsupported_parts(b, index, || describe_v1_series(whole), histograms, exemplars);
         if n > 0 {
             let name = SeriesName::Known { key, r };
-            b.series.push(ValidSeries { index, name, samples: scratch.samples.to_vec(), wire });
+            b.series.push(ValidSeries { index, name, samples: super::Samples::from_slice(&scratch.samples), wire });
         }
         return Ok(());
     }
@@ -742,7 +742,7 @@ fn v1_series<'a>(
             let name = SeriesName::Labels(SeriesLabels::from_sorted_pairs(pairs()), lookup.map(|(key, _)| key));
             unsupported_parts(b, index, || describe(pairs()), histograms, exemplars);
             if n > 0 {
-                b.series.push(ValidSeries { index, name, samples: scratch.samples.to_vec(), wire });
+                b.series.push(ValidSeries { index, name, samples: super::Samples::from_slice(&scratch.samples), wire });
             }
         }
     }

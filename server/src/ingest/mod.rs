@@ -9,3 +9,7 @@ pub mod limits;
 pub mod series_labels;
 pub mod validate;
 pub mod window;
+
+/// The float samples of one series in a write request. A Prometheus agent sends one or
+/// two samples per series per request, and these stay inline: no allocation per series.
+pub type Samples = smallvec::SmallVec<[tessera_model::Sample; 2]>;

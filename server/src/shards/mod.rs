@@ -35,6 +35,7 @@ use tessera_storage::{
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::ingest::series_labels::SeriesLabels;
+use crate::ingest::Samples;
 
 pub use error::{classify, ShardError, ShardErrorKind};
 pub use hash::{series_hash, series_hash_pairs, shard_of};
@@ -84,7 +85,7 @@ pub struct PushSeries {
 #[derive(Debug, Clone)]
 pub struct WriteSeries {
     pub labels: WriteLabels,
-    pub samples: Vec<Sample>,
+    pub samples: Samples,
     pub hash: u64,
 }
 
@@ -103,7 +104,7 @@ impl WriteSeries {
     pub fn into_push_series(self) -> Option<PushSeries> {
         match self.labels {
             WriteLabels::Labels(l) => {
-                Some(PushSeries { labels: l.to_labels(), samples: self.samples, hash: self.hash })
+                Some(PushSeries { labels: l.to_labels(), samples: self.samples.into_vec(), hash: self.hash })
             }
             WriteLabels::Id(_) => None,
         }
@@ -131,7 +132,7 @@ pub struct PushOutcome {
     /// Series pushed by id whose shard no longer holds that id in its head, with their
     /// samples given back (index into the pushed series, samples): nothing of them was
     /// written; push them again with labels.
-    pub unknown_ids: Vec<(usize, Vec<Sample>)>,
+    pub unknown_ids: Vec<(usize, Samples)>,
 }
 
 impl PushOutcome {
@@ -348,7 +349,7 @@ impl Shards {
             .into_iter()
             .map(|s| WriteSeries {
                 labels: WriteLabels::Labels(SeriesLabels::from_labels(&s.labels)),
-                samples: s.samples,
+                samples: Samples::from_vec(s.samples),
                 hash: s.hash,
             })
             .collect();

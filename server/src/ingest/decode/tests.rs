@@ -398,7 +398,7 @@ fn v1_unknown_fields_are_skipped_and_the_last_scalar_wins() {
     body.extend_from_slice(&[0x22, 0x01, 0x00]); // field 4 of WriteRequest: unknown
     let b = decode(Version::V1, &snappy(&body), &Limits::default()).expect("decodes");
     assert_eq!(v1_decoded(&b), v1_reference(&body));
-    assert_eq!(b.series[0].samples, vec![Sample { t: 7, v: 1.5 }]);
+    assert_eq!(b.series[0].samples[..], [Sample { t: 7, v: 1.5 }]);
 }
 
 #[test]

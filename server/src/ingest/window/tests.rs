@@ -31,7 +31,7 @@ fn samples_outside_the_window_are_refused_and_the_rest_kept() {
     let names: Vec<String> =
         b.series.iter().map(|s| s.name.labels().expect("labelled").to_labels()[0].value.clone()).collect();
     assert_eq!(names, ["ok", "mixed"], "a series with no sample left is dropped");
-    assert_eq!(b.series[1].samples, vec![Sample { t: NOW, v: 1.0 }]);
+    assert_eq!(b.series[1].samples[..], [Sample { t: NOW, v: 1.0 }]);
     let first = b.problems.first().expect("problems");
     assert_eq!(first.index, 1);
     assert_eq!(first.series, "mixed{}");
