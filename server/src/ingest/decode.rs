@@ -522,7 +522,20 @@ fn walk(mut buf: &[u8], fields: &[(u32, FieldCost)]) -> Result<usize, String> {
 }
 
 /// Reads one base-128 varint.
+#[inline(always)]
 fn varint(buf: &mut &[u8]) -> Result<u64, String> {
+    // Field keys, lengths of labels and samples: almost every varint is one byte.
+    match buf.split_first() {
+        Some((&b, rest)) if b < 0x80 => {
+            *buf = rest;
+            Ok(u64::from(b))
+        }
+        _ => varint_long(buf),
+    }
+}
+
+#[inline]
+fn varint_long(buf: &mut &[u8]) -> Result<u64, String> {
     let mut v = 0u64;
     for i in 0..10 {
         let (&b, rest) = buf.split_first().ok_or("truncated varint")?;
@@ -546,6 +559,9 @@ enum Wire<'a> {
 
 /// Reads the next field of a message (`None` at its end). Groups (wire types 3 and 4,
 /// deprecated and unused by remote write) are refused, as [`wire_cost`] refuses them.
+/// Inlined into the decoding loops: called about 15 times per series of a request, the
+/// call and its returned `Result` in memory cost more than the field itself.
+#[inline(always)]
 fn next_field<'a>(buf: &mut &'a [u8]) -> Result<Option<(u32, Wire<'a>)>, String> {
     if buf.is_empty() {
         return Ok(None);
