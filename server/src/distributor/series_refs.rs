@@ -25,7 +25,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use parking_lot::RwLock;
+use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
 
 /// How long an epoch lasts; an entry unused for two epochs is dropped.
 pub const EPOCH: Duration = Duration::from_secs(5 * 60);
@@ -126,8 +126,9 @@ impl SeriesRefs {
     /// A reader for one request of `tenant`: lookups under one shared lock.
     pub fn reader<'a>(&'a self, tenant: &str) -> Reader<'a> {
         let epoch = self.epoch();
-        let guard = self.state.read();
-        Reader { refs: self, epoch, guard, tenant: tenant.into() }
+        // The tenant's map is found once per request, not once per series.
+        let map = RwLockReadGuard::try_map(self.state.read(), |st| st.tenants.get(tenant)).ok();
+        Reader { refs: self, epoch, map }
     }
 
     /// When a new epoch has started, drops the entries unused for two. It walks every
@@ -192,15 +193,15 @@ impl SeriesRefs {
 pub struct Reader<'a> {
     refs: &'a SeriesRefs,
     epoch: u32,
-    guard: parking_lot::RwLockReadGuard<'a, State>,
-    tenant: Box<str>,
+    /// The tenant's map (`None` if nothing of the tenant is remembered), read-locked.
+    map: Option<MappedRwLockReadGuard<'a, KeyMap>>,
 }
 
 impl Reader<'_> {
     /// The key of `label_bytes` and the series remembered under it, if any.
     pub fn get(&self, label_bytes: &[u8]) -> (u128, Option<SeriesRef>) {
         let key = self.refs.key(label_bytes);
-        let found = self.guard.tenants.get(&*self.tenant).and_then(|m| m.get(&key)).map(|e| {
+        let found = self.map.as_ref().and_then(|m| m.get(&key)).map(|e| {
             if e.used.load(Ordering::Relaxed) != self.epoch {
                 e.used.store(self.epoch, Ordering::Relaxed);
             }
