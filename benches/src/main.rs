@@ -13,6 +13,7 @@
 //! `compare.sh` results folder), `disk-usage` (bytes of a stopped Tessera data directory
 //! per column family).
 
+mod chunk_bytes;
 mod cli_time;
 mod disk_usage;
 mod encode;
@@ -59,6 +60,9 @@ enum Cmd {
     /// Break down the bytes of a stopped Tessera data directory per column family and
     /// file kind (opens each shard's RocksDB read-only).
     DiskUsage(DiskUsageArgs),
+    /// Generate a dataset in memory, encode its chunks as the engine stores them, and
+    /// break their bytes down per metric into timestamps, values and the rest.
+    ChunkBytes(ChunkBytesArgs),
 }
 
 /// The simulated fleet (same flags for every mode; equal flags = identical data).
@@ -291,6 +295,19 @@ struct DescribeArgs {
 }
 
 #[derive(Args)]
+struct ChunkBytesArgs {
+    #[command(flatten)]
+    fleet: FleetArgs,
+    #[arg(long, default_value = "2026-11-30T00:00:00Z")]
+    start: String,
+    #[arg(long, default_value = "24h")]
+    span: String,
+    /// Metrics listed one by one (by bytes); the rest are summed in one row.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+}
+
+#[derive(Args)]
 struct TableArgs {
     /// The results folder `compare.sh` wrote (SYSTEM/runN/{push,query,proc}.json).
     dir: PathBuf,
@@ -508,6 +525,11 @@ fn main() -> anyhow::Result<()> {
         }
         Cmd::DiskUsage(a) => {
             print!("{}", disk_usage::render(&a.data_dir, a.samples)?);
+        }
+        Cmd::ChunkBytes(a) => {
+            let start_ms = cli_time::parse_time_ms(&a.start)?;
+            let cfg = a.fleet.config(start_ms, cli_time::parse_duration_ms(&a.span)?)?;
+            print!("{}", chunk_bytes::render(cfg, a.top)?);
         }
     }
     Ok(())

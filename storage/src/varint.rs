@@ -42,6 +42,7 @@ pub fn read_uvarint(buf: &[u8]) -> Result<(u64, usize)> {
 }
 
 /// A cursor over a byte slice for decoding records; every read is bounds-checked.
+#[derive(Clone)]
 pub struct Cursor<'a> {
     pub buf: &'a [u8],
     pub pos: usize,

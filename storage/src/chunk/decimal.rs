@@ -6,7 +6,9 @@
 //! Each value `v` is stored as the integer `m` with `v == m / 10^k` *bit for bit* (IEEE
 //! division by an exact power of ten is correctly rounded, so decoding gives back the very
 //! bits that were encoded; the encoder checks every sample and refuses the chunk
-//! otherwise, e.g. for NaN, ±Inf, `-0.0` or values beyond 2^53 · 10^-k). The integers go
+//! otherwise, e.g. for NaN, ±Inf, `-0.0` or values beyond 2^53 · 10^-k). Staleness
+//! markers, the one NaN every series ends with when its pod goes away, are listed by
+//! position instead, their value slots repeating the value before them. The integers go
 //! as deltas (gauges) or deltas of deltas (counters), whichever is smaller; timestamps go
 //! as their deltas minus the chunk's median delta, or as offsets from a regular grid,
 //! whichever is smaller ("interval + exceptions"). Each residual stream is zig-zagged
@@ -19,7 +21,7 @@ use super::bits::{BitReader, BitWriter};
 use super::MAX_SAMPLES;
 use crate::error::{Error, Result};
 use crate::varint;
-use tessera_model::Sample;
+use tessera_model::{is_stale_nan, Sample, STALE_NAN_BITS};
 
 /// Most digits after the decimal point a value may have (10^18 is exact in an f64).
 pub const MAX_SCALE: u8 = 18;
@@ -38,6 +40,9 @@ const ALL_ZERO: u8 = 0xff;
 const VALUE_ORDER2: u8 = 0x01;
 /// Bit of the modes byte: timestamps are offsets from a grid (else deltas minus the interval).
 const TS_GRID: u8 = 0x02;
+/// Bit of the modes byte: some samples are Prometheus' staleness marker, listed by
+/// position; their slots in the value stream repeat the value before them.
+const STALE_MARKERS: u8 = 0x04;
 
 /// The integer `m` with `m / 10^k == v` bit for bit, if there is one within 2^53.
 #[inline]
@@ -59,16 +64,25 @@ pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
     if n == 0 || n > MAX_SAMPLES {
         return None;
     }
+    // Staleness markers (a series' last sample when its target or pod goes away) are
+    // listed by position; their value slots repeat the value before them (the first
+    // value's slot takes the first real value), which costs a delta of 0.
+    let stale: Vec<usize> = (0..n).filter(|&i| is_stale_nan(samples[i].v)).collect();
+    let first_real = samples.iter().find(|s| !is_stale_nan(s.v))?.v;
     // The smallest scale that fits every value: raise it while values need more digits.
     let mut k = 0u8;
-    for s in samples {
+    for s in samples.iter().filter(|s| !is_stale_nan(s.v)) {
         if scaled(s.v, k).is_none() {
             k = (k + 1..=MAX_SCALE).find(|&k2| scaled(s.v, k2).is_some())?;
         }
     }
     let mut ints = Vec::with_capacity(n);
+    let mut prev = scaled(first_real, k)?;
     for s in samples {
-        ints.push(scaled(s.v, k)?);
+        if !is_stale_nan(s.v) {
+            prev = scaled(s.v, k)?;
+        }
+        ints.push(prev);
     }
     let t0 = samples[0].t;
 
@@ -121,9 +135,18 @@ pub fn encode(samples: &[Sample]) -> Option<Vec<u8>> {
     out.extend_from_slice(&(n as u16).to_be_bytes());
     varint::put_varint(&mut out, t0);
     varint::put_uvarint(&mut out, interval);
-    out.push(if order2 { VALUE_ORDER2 } else { 0 } | if grid { TS_GRID } else { 0 });
+    let stale_bit = if stale.is_empty() { 0 } else { STALE_MARKERS };
+    out.push(if order2 { VALUE_ORDER2 } else { 0 } | if grid { TS_GRID } else { 0 } | stale_bit);
     if grid {
         varint::put_varint(&mut out, offset as i64);
+    }
+    if !stale.is_empty() {
+        varint::put_uvarint(&mut out, stale.len() as u64);
+        let mut next = 0;
+        for &i in &stale {
+            varint::put_uvarint(&mut out, (i - next) as u64);
+            next = i + 1;
+        }
     }
     out.push(k);
     varint::put_varint(&mut out, ints[0]);
@@ -316,6 +339,8 @@ struct Decoder<'a> {
     grid: Option<u64>,
     /// The first value, scaled.
     m: i64,
+    /// Positions of staleness markers: `(count, gaps)` as stored (count 0: none).
+    stale: (u64, varint::Cursor<'a>),
     order2: bool,
     p: f64,
     ts: Stream<'a>,
@@ -333,6 +358,7 @@ impl<'a> Decoder<'a> {
             interval: 0,
             grid: None,
             m: 0,
+            stale: (0, varint::Cursor::new(&[], "decimal chunk")),
             order2: false,
             p: 1.0,
             ts: Stream::zero(),
@@ -344,12 +370,29 @@ impl<'a> Decoder<'a> {
         d.t0 = c.varint()?;
         d.interval = c.uvarint()?;
         let modes = c.bytes(1)?[0];
-        if modes & !(VALUE_ORDER2 | TS_GRID) != 0 {
+        if modes & !(VALUE_ORDER2 | TS_GRID | STALE_MARKERS) != 0 {
             return Err(Error::corrupt("decimal chunk", format!("unknown modes {modes:#04x}")));
         }
         d.order2 = modes & VALUE_ORDER2 != 0;
         if modes & TS_GRID != 0 {
             d.grid = Some(c.varint()? as u64);
+        }
+        if modes & STALE_MARKERS != 0 {
+            // Checked here, so applying them after the fill cannot fail or go out of range.
+            let count = c.uvarint()?;
+            let start = c.clone();
+            let mut next = 0u64;
+            for _ in 0..count {
+                next = next
+                    .checked_add(c.uvarint()?)
+                    .filter(|&p| p < u64::from(n))
+                    .ok_or_else(|| Error::corrupt("decimal chunk", "staleness marker past the last sample"))?
+                    + 1;
+            }
+            if count == 0 || count >= u64::from(n) {
+                return Err(Error::corrupt("decimal chunk", format!("{count} staleness markers in {n} samples")));
+            }
+            d.stale = (count, start);
         }
         let k = c.bytes(1)?[0];
         if k > MAX_SCALE {
@@ -372,6 +415,7 @@ impl<'a> Decoder<'a> {
 /// timestamp and value modes chosen outside the loop.
 pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
     let d = Decoder::new(chunk)?;
+    let stale = d.stale.clone();
     let before = out.len();
     out.resize(before + d.count as usize, Sample { t: 0, v: 0.0 });
     let slots = &mut out[before..];
@@ -381,10 +425,23 @@ pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
         (true, false) => d.fill::<true, false>(slots),
         (true, true) => d.fill::<true, true>(slots),
     };
-    if r.is_err() {
-        out.truncate(before);
+    match r {
+        Ok(()) => {
+            let (count, mut gaps) = stale;
+            let mut next = 0usize;
+            for _ in 0..count {
+                // Validated by `Decoder::new`.
+                let at = next + gaps.uvarint()? as usize;
+                slots[at].v = f64::from_bits(STALE_NAN_BITS);
+                next = at + 1;
+            }
+            Ok(())
+        }
+        Err(e) => {
+            out.truncate(before);
+            Err(e)
+        }
     }
-    r
 }
 
 impl Decoder<'_> {

@@ -24,7 +24,7 @@ fn decimal_chunks_are_stored_when_smaller_and_read_back_bit_exact_after_reopen()
     let ts = |i: i64| T0 + i * 15_000 + (i * 7) % 11 - 5;
     let power: Vec<Sample> =
         (0..240).map(|i| Sample::new(ts(i), (250_000 + (i * 7_919) % 3_000) as f64 / 1e3)).collect();
-    // The last chunk ends with a staleness marker: it has no decimal form and stays XOR.
+    // The last chunk ends with a staleness marker: listed by position in a decimal chunk.
     let mut gone: Vec<Sample> = (0..200).map(|i| Sample::new(ts(i), (i % 5) as f64)).collect();
     gone.push(Sample::new(ts(200), f64::from_bits(tessera_model::STALE_NAN_BITS)));
     for (name, s) in [("power", &power), ("gone", &gone)] {
@@ -38,6 +38,6 @@ fn decimal_chunks_are_stored_when_smaller_and_read_back_bit_exact_after_reopen()
     assert_eq!(encs, vec![Encoding::Decimal, Encoding::Decimal]);
     assert_eq!(bits(&back), bits(&power));
     let (encs, back) = stored(&e, "gone");
-    assert_eq!(encs, vec![Encoding::Decimal, Encoding::XorJitter]);
+    assert_eq!(encs, vec![Encoding::Decimal, Encoding::Decimal]);
     assert_eq!(bits(&back), bits(&gone));
 }

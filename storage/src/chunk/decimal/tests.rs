@@ -27,6 +27,11 @@ fn header(bytes: &[u8]) -> (u8, u8, usize) {
     if modes & TS_GRID != 0 {
         c.varint().expect("grid offset");
     }
+    if modes & STALE_MARKERS != 0 {
+        for _ in 0..c.uvarint().expect("stale count") {
+            c.uvarint().expect("stale gap");
+        }
+    }
     let at = c.pos;
     (modes, c.bytes(1).expect("scale")[0], at)
 }
@@ -57,6 +62,14 @@ fn worked_example_is_frozen() {
     // `101 000` = a0 | value stream: ff (every residual 0).
     let samples = [Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31003, 1.0)];
     let frozen: &[u8] = &[0x00, 0x03, 0xd0, 0x0f, 0x9b, 0x75, 0x00, 0x00, 0x02, 0x03, 0x00, 0xa0, 0xff];
+    assert_eq!(roundtrip(&samples), frozen);
+    assert!(frozen.len() < xor_len(&samples));
+
+    // The same with the last value a staleness marker: modes 04 | 1 marker (01) at gap 2
+    // (02), i.e. position 2 | the rest as above, its value slot repeating 1.0.
+    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    let samples = [Sample::new(1000, 1.0), Sample::new(16000, 1.0), Sample::new(31003, stale)];
+    let frozen: &[u8] = &[0x00, 0x03, 0xd0, 0x0f, 0x9b, 0x75, 0x04, 0x01, 0x02, 0x00, 0x02, 0x03, 0x00, 0xa0, 0xff];
     assert_eq!(roundtrip(&samples), frozen);
     assert!(frozen.len() < xor_len(&samples));
 }
@@ -103,9 +116,10 @@ fn regular_timestamps_and_constant_values_cost_no_bits_per_sample() {
 
 #[test]
 fn values_without_an_exact_decimal_form_are_refused() {
-    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    // Other NaN payloads than the staleness marker, too.
+    let other_nan = f64::from_bits(tessera_model::STALE_NAN_BITS + 1);
     for bad in
-        [stale, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1e300, f64::from_bits(1), 2f64.powi(60) + 2048.0]
+        [other_nan, f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 1e300, f64::from_bits(1), 2f64.powi(60) + 2048.0]
     {
         let s = [Sample::new(0, 1.0), Sample::new(15_000, bad)];
         assert!(encode(&s).is_none(), "{bad:e} ({:#x}) was encoded", bad.to_bits());
@@ -113,6 +127,50 @@ fn values_without_an_exact_decimal_form_are_refused() {
     assert!(encode(&[]).is_none());
     // 0.1 + 0.2 is not the double nearest to any decimal with <= 18 digits.
     assert!(encode(&[Sample::new(0, 0.1 + 0.2)]).is_none());
+}
+
+/// A series' last sample is its staleness marker when its pod goes away: listed by
+/// position, not a reason to store the chunk as XOR. A chunk of markers only has no
+/// value to repeat and is refused.
+#[test]
+fn staleness_markers_are_listed_by_position() {
+    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    let mut s = jittered(120, |i| (i % 7) as f64);
+    s[119].v = stale;
+    let with = roundtrip(&s);
+    assert_eq!(header(&with).0 & STALE_MARKERS, STALE_MARKERS);
+    let without = encode(&s[..119]).expect("encodes");
+    // The list (2 bytes), one more timestamp and a repeated value (a few bits each).
+    assert!(with.len() <= without.len() + 5, "{} bytes against {}", with.len(), without.len());
+    // Anywhere, several, the first one included.
+    for at in [vec![0], vec![0, 1, 2], vec![5, 60, 118, 119], vec![1]] {
+        let mut s = jittered(120, |i| 1.5 + i as f64);
+        for &i in &at {
+            s[i].v = stale;
+        }
+        roundtrip(&s);
+    }
+    assert!(encode(&[Sample::new(0, stale)]).is_none());
+    assert!(encode(&[Sample::new(0, stale), Sample::new(1, stale)]).is_none());
+    roundtrip(&[Sample::new(0, stale), Sample::new(1, 2.0)]);
+}
+
+#[test]
+fn bad_staleness_lists_are_corrupt() {
+    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    let s = [Sample::new(0, 1.0), Sample::new(15_000, 2.0), Sample::new(30_000, stale)];
+    let good = encode(&s).expect("encodes");
+    let at = header(&good).2; // the scale byte; the list (count 1, gap 2) is just before it
+    assert_eq!(&good[at - 2..at], &[1, 2]);
+    for (count, gap, why) in [(0u8, 2u8, "no markers"), (1, 3, "past the end"), (3, 0, "every sample")] {
+        let mut bad = good.clone();
+        bad[at - 2] = count;
+        bad[at - 1] = gap;
+        let mut out = vec![Sample::new(-1, 0.0)];
+        let err = decode_into(&bad, &mut out);
+        assert!(err.is_err(), "{why}: {bad:02x?}");
+        assert_eq!(out.len(), 1, "{why}: output left as it was");
+    }
 }
 
 #[test]
@@ -131,8 +189,8 @@ fn extreme_timestamps_and_integers_round_trip() {
 #[test]
 fn compact_form_keeps_xor_when_decimal_is_not_smaller_or_not_possible() {
     let mut scratch = Vec::new();
-    let stale = jittered(10, |i| if i == 9 { f64::from_bits(tessera_model::STALE_NAN_BITS) } else { i as f64 });
-    let x = XorAppender::encode(Encoding::XorJitter, &stale).expect("xor");
+    let nan = jittered(10, |i| if i == 9 { f64::NAN } else { i as f64 });
+    let x = XorAppender::encode(Encoding::XorJitter, &nan).expect("xor");
     assert!(compact_form(&x, Encoding::XorJitter, &mut scratch).is_none());
     let util = jittered(120, |i| ((i * 37) % 100) as f64);
     let x = XorAppender::encode(Encoding::XorJitter, &util).expect("xor");
@@ -265,6 +323,30 @@ proptest! {
         for (x, y) in samples.iter().zip(&back) {
             prop_assert_eq!(x.t, y.t);
             prop_assert_eq!(x.v.to_bits(), y.v.to_bits());
+        }
+    }
+
+    #[test]
+    fn decimal_values_with_staleness_markers_round_trip(
+        vals in decimal_values(1..300),
+        marks in proptest::collection::vec(any::<bool>(), 300),
+        ts in any::<[i64; 4]>(),
+    ) {
+        let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+        let samples: Vec<Sample> = vals
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| Sample::new(ts[i % 4], if marks[i] { stale } else { v }))
+            .collect();
+        let bytes = encode(&samples);
+        prop_assert_eq!(bytes.is_some(), samples.iter().any(|s| !tessera_model::is_stale_nan(s.v)));
+        if let Some(bytes) = bytes {
+            let back = decode(&bytes, Encoding::Decimal).expect("decode");
+            prop_assert_eq!(back.len(), samples.len());
+            for (x, y) in samples.iter().zip(&back) {
+                prop_assert_eq!(x.t, y.t);
+                prop_assert_eq!(x.v.to_bits(), y.v.to_bits());
+            }
         }
     }
 
