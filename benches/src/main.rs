@@ -5,13 +5,15 @@
 //! Prometheus HTTP query API), so the same command measures Tessera, Prometheus and
 //! VictoriaMetrics alike; `benches/compare.sh` runs it against all three. It must not
 //! know Tessera's internals: anything it needs from a running target goes over HTTP
-//! (`disk-usage` alone reads a stopped Tessera data directory, through the storage crate).
+//! (`disk-usage` alone reads a stopped Tessera data directory, and `chunk-bytes` uses the
+//! storage crate's chunk encoders, without a server).
 //!
 //! Subcommands: `backfill` (send a time span as fast as the target accepts), `live`
 //! (send at the real scrape rate), `query` (replay dashboard queries), `describe`
 //! (print what a dataset contains without sending it), `table` (summarise a
 //! `compare.sh` results folder), `disk-usage` (bytes of a stopped Tessera data directory
-//! per column family).
+//! per column family), `chunk-bytes` (a dataset's chunk bytes per metric, split into
+//! timestamps, values and the rest).
 
 mod chunk_bytes;
 mod cli_time;
