@@ -26,9 +26,31 @@ use tessera_proto::prometheus::WriteRequest;
 /// How long a process gets to print its address, to become ready and to exit on SIGTERM.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A free loopback port (released before use; the race with other processes is
-/// accepted in tests).
+/// A free loopback port for a process to bind later (a cluster's config names its
+/// members' addresses before they start). It is picked below the kernel's ephemeral range
+/// (`ip_local_port_range`). A port from `bind(:0)` was once taken, before the process
+/// bound it, by another test's listener on port 0 or outgoing connection: the kernel
+/// gives those ports from that range. Ports are handed out in turn from a per-process
+/// start, so two tests of one binary never get the same one, and each is checked free by
+/// binding it.
 pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    const LOWEST: u32 = 10_000;
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next().and_then(|p| p.parse::<u32>().ok()))
+        .unwrap_or(32_768);
+    let span = ephemeral_start.saturating_sub(LOWEST);
+    if span >= 1_000 {
+        let start = std::process::id().wrapping_mul(7_919) % span;
+        for _ in 0..span {
+            let port = LOWEST + (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+            if std::net::TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+                return port as u16;
+            }
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
