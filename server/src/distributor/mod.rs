@@ -409,7 +409,15 @@ impl Distributor {
                         info.key.map(|k| (k, SeriesRef { hash: info.hash, id }))
                     })
                     .collect();
-                let (entries, bytes) = refs.update(tenant, &learned, &forgotten);
+                if !learned.is_empty() || !forgotten.is_empty() {
+                    // The write lock waits for requests being decoded, and inserting may
+                    // grow a map of a million entries: off the runtime.
+                    let (refs, tenant) = (Arc::clone(refs), tenant.to_owned());
+                    tokio::task::spawn_blocking(move || refs.update(&tenant, &learned, &forgotten))
+                        .await
+                        .map_err(|e| IngestError::Internal(format!("remembering series failed: {e}")))?;
+                }
+                let (entries, bytes) = refs.size();
                 m.series_remembered.store(entries as u64, Ordering::Relaxed);
                 m.series_remembered_bytes.store(bytes as u64, Ordering::Relaxed);
             }

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{MappedRwLockReadGuard, RwLock, RwLockReadGuard};
@@ -74,6 +74,10 @@ pub struct SeriesRefs {
     seed: u64,
     clock: Clock,
     state: RwLock<State>,
+    /// Entries and map bytes over all tenants, as of the last change: read by the async
+    /// write path for its gauges without taking the lock.
+    entries: AtomicUsize,
+    bytes: AtomicUsize,
 }
 
 /// Where epochs come from.
@@ -107,6 +111,8 @@ impl SeriesRefs {
             seed: std::collections::hash_map::RandomState::new().hash_one(0x7e55_e7a0_u64),
             clock,
             state: RwLock::new(State { tenants: HashMap::new(), swept: 0 }),
+            entries: AtomicUsize::new(0),
+            bytes: AtomicUsize::new(0),
         }
     }
 
@@ -148,34 +154,43 @@ impl SeriesRefs {
             map.shrink_to_fit();
         }
         st.tenants.retain(|_, m| !m.is_empty());
+        self.record_size(&st);
     }
 
-    /// Remembers `learned` series of `tenant` and forgets `forgotten` keys. Returns the
-    /// series remembered over all tenants and the bytes of their maps.
-    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) -> (usize, usize) {
-        if !learned.is_empty() || !forgotten.is_empty() {
-            let epoch = self.epoch();
-            let mut st = self.state.write();
-            let map = st.tenants.entry(tenant.into()).or_default();
-            for k in forgotten {
-                map.remove(k);
-            }
-            for &(k, r) in learned {
-                map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
-            }
+    /// Remembers `learned` series of `tenant` and forgets `forgotten` keys. It takes the
+    /// write lock (waiting for requests being decoded) and may grow a large map: call it
+    /// from a blocking thread.
+    pub fn update(&self, tenant: &str, learned: &[(u128, SeriesRef)], forgotten: &[u128]) {
+        if learned.is_empty() && forgotten.is_empty() {
+            return;
         }
-        self.size()
+        let epoch = self.epoch();
+        let mut st = self.state.write();
+        let map = st.tenants.entry(tenant.into()).or_default();
+        for k in forgotten {
+            map.remove(k);
+        }
+        for &(k, r) in learned {
+            map.insert(k, Entry { hash: r.hash, id: r.id, used: AtomicU32::new(epoch) });
+        }
+        self.record_size(&st);
     }
 
-    /// Series remembered over all tenants, and the bytes of their maps.
-    pub fn size(&self) -> (usize, usize) {
-        let st = self.state.read();
+    /// Notes the entries and map bytes of `st` (called with the write lock held).
+    fn record_size(&self, st: &State) {
         let entries = st.tenants.values().map(HashMap::len).sum();
         // A hashbrown slot (key + entry) and one control byte per bucket; a map holds
         // up to 7/8 of its buckets.
         let slot = std::mem::size_of::<(u128, Entry)>() + 1;
         let bytes = st.tenants.values().map(|m| m.capacity() * 8 / 7 * slot).sum();
-        (entries, bytes)
+        self.entries.store(entries, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Series remembered over all tenants, and the bytes of their maps, as of the last
+    /// change (no lock).
+    pub fn size(&self) -> (usize, usize) {
+        (self.entries.load(Ordering::Relaxed), self.bytes.load(Ordering::Relaxed))
     }
 
     /// Series remembered over all tenants.
