@@ -13,7 +13,8 @@ const SCRAPE_MS: i64 = 15_000;
 const SAMPLES: usize = 2_880;
 const T0: i64 = 1_760_000_000_000;
 
-/// An energy counter (mJ, rising by power × 15 s) and a utilisation gauge per GPU.
+/// An energy counter (mJ, rising by power × 15 s), a utilisation gauge and a temperature
+/// gauge (whole degrees, dropping in two of five samples) per GPU.
 fn fleet() -> MemStore {
     let mut s = MemStore::new();
     for gpu in 0..GPUS {
@@ -29,6 +30,11 @@ fn fleet() -> MemStore {
             ("Hostname", host.as_str()),
             ("gpu", g.as_str()),
         ]);
+        let temp = Labels::from_pairs([
+            ("__name__", "DCGM_FI_DEV_GPU_TEMP"),
+            ("Hostname", host.as_str()),
+            ("gpu", g.as_str()),
+        ]);
         let mut e = 0.0;
         for i in 0..SAMPLES {
             let t = T0 + i as i64 * SCRAPE_MS;
@@ -36,6 +42,7 @@ fn fleet() -> MemStore {
             e += watts * 15_000.0;
             s.add(energy.clone(), t, e);
             s.add(util.clone(), t, ((i / 40 + gpu) % 101) as f64);
+            s.add(temp.clone(), t, (60 + (i * 7 + gpu) % 5) as f64);
         }
     }
     s
@@ -59,6 +66,23 @@ pub fn benches(c: &mut Criterion) {
                     T0 + 300_000,
                     end,
                     60_000,
+                    &opts,
+                )
+                .expect("valid query");
+            black_box(out)
+        })
+    });
+    // `rate` over a gauge that drops in two of five samples, at a 15 s step: every
+    // sample sits in 20 windows, as in the issue's `sum(rate({__name__=~"DCGM.*"}[5m]))`.
+    g.bench_function("range_query_sum_rate_5m_temp_gauge_256_gpus_12h_15s_step", |b| {
+        b.iter(|| {
+            let out = engine
+                .range_query(
+                    black_box(&store),
+                    "sum(rate(DCGM_FI_DEV_GPU_TEMP[5m]))",
+                    T0 + 300_000,
+                    end,
+                    SCRAPE_MS,
                     &opts,
                 )
                 .expect("valid query");

@@ -14,23 +14,9 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
+use crate::functions::range::rate::{self, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
-
-/// `out[i]`: how many samples of `samples[..=i]` are below the one before them (counter
-/// resets, compared as `rate` compares them, so NaN is never a reset).
-fn resets_upto(samples: &[tessera_model::Sample]) -> Vec<u32> {
-    let mut n = 0u32;
-    let mut prev = f64::NAN;
-    samples
-        .iter()
-        .map(|s| {
-            n += u32::from(s.v < prev);
-            prev = s.v;
-            n
-        })
-        .collect()
-}
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -429,28 +415,21 @@ impl Evaluator<'_> {
         let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
         let mut floats_buf: Vec<tessera_model::Sample> = Vec::new();
         let ctx = self.ctx;
-        // Per-series facts that spare each window a scan of its samples (windows
+        // A per-series fact that spares each window a scan of its samples (windows
         // overlap, so a scan per window reads every sample range/step times): whether
-        // the series has a native histogram sample at all, and for `rate`/`increase` the
-        // running count of counter resets, so a window without one skips the reset scan.
+        // the series has a native histogram sample at all.
         let samples = &s.samples[..];
         let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
-        let counter = matches!(plan.func, RangeFn::Rate | RangeFn::Increase);
-        let resets_upto: Vec<u32> = if counter { resets_upto(samples) } else { Vec::new() };
+        if matches!(plan.func, RangeFn::Rate | RangeFn::Increase) && !any_histogram {
+            self.counter_rate(samples, range, offset, at, plan.func == RangeFn::Rate, &mut out.pts)?;
+            return Ok((!out.pts.is_empty()).then_some(out));
+        }
         let is_predict_linear = name == "predict_linear";
         self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
             for (i, sc) in plan.scalars.iter().enumerate() {
                 fargs[i] = labels_util::at_step(sc, k);
             }
             let mut win = &samples[lo..hi];
-            if counter && !any_histogram {
-                let may_reset = resets_upto[hi - 1] != resets_upto[lo];
-                let is_rate = plan.func == RangeFn::Rate;
-                if let Some(v) = functions::range::rate::extrapolated_rate_given(win, ws, we, true, is_rate, may_reset) {
-                    out.pts.push((self.ts(k), v));
-                }
-                return Ok(());
-            }
             if any_histogram && win.iter().any(|s| is_histogram_marker(s.v)) {
                 floats_buf.clear();
                 floats_buf.extend(win.iter().filter(|s| !is_histogram_marker(s.v)).copied());
@@ -484,6 +463,30 @@ impl Evaluator<'_> {
             Ok(())
         })?;
         Ok((!out.pts.is_empty()).then_some(out))
+    }
+
+    /// `rate` (`is_rate`) or `increase` of a float series at every step, into `pts`.
+    ///
+    /// Kept apart from [`Evaluator::apply_range_fn`]'s general loop so that its own loop
+    /// stays small; what the counter resets of a window lost is known without a scan
+    /// (`ResetIndex`).
+    fn counter_rate(
+        &self,
+        samples: &[tessera_model::Sample],
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+        is_rate: bool,
+        pts: &mut Vec<(i64, f64)>,
+    ) -> Result<(), QueryError> {
+        let resets = ResetIndex::new(samples);
+        self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
+            let (win, loss) = (&samples[lo..hi], resets.loss(lo, hi));
+            if let Some(v) = rate::extrapolated_rate_given(win, ws, we, true, is_rate, loss) {
+                pts.push((self.ts(k), v));
+            }
+            Ok(())
+        })
     }
 
     /// `histogram_quantile` over classic buckets.

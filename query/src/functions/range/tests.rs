@@ -387,6 +387,20 @@ fn every_function_gives_no_result_for_an_empty_window() {
     }
 }
 
+#[test]
+fn reset_index_knows_the_loss_of_integer_series_and_scans_the_others() {
+    let gauge = load(15_000, &[5.0, 3.0, 4.0, 1.0, 1.0, 2.0]);
+    let index = rate::ResetIndex::new(&gauge);
+    assert_eq!(index.loss(0, 6), rate::ResetLoss::Exact(5.0 + 4.0));
+    assert_eq!(index.loss(1, 3), rate::ResetLoss::None);
+    assert_eq!(index.loss(2, 4), rate::ResetLoss::Exact(4.0));
+    assert_eq!(index.loss(3, 6), rate::ResetLoss::None);
+    let fractions = load(15_000, &[5.5, 3.0, 4.0]);
+    assert_eq!(rate::ResetIndex::new(&fractions).loss(0, 3), rate::ResetLoss::Scan);
+    let huge = load(15_000, &[1e300, 3.0]);
+    assert_eq!(rate::ResetIndex::new(&huge).loss(0, 2), rate::ResetLoss::Scan);
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
@@ -405,6 +419,40 @@ mod props {
             let raw = samples.last().map(|s| s.v).unwrap_or(0.) - samples[0].v;
             prop_assert!(inc >= raw - 1e-9);
             prop_assert!((rate * (end - start) as f64 / 1000.0 - inc).abs() <= 1e-9 * inc.abs().max(1.0));
+        }
+
+        /// `rate`/`increase` with a series' `ResetIndex` give the scanning kernel's value
+        /// bit for bit in every window: gauges that drop often, ±0, NaN, fractions and
+        /// values near the exactness bound (those must fall back to the scan).
+        #[test]
+        fn reset_index_gives_the_scan_bit_for_bit(
+            values in proptest::collection::vec(prop_oneof![
+                6 => (-50i32..50).prop_map(f64::from),
+                1 => Just(-0.0),
+                1 => Just(f64::NAN),
+                1 => -5.0f64..5.0,
+                1 => Just(((1u64 << 52) / 40) as f64),
+                1 => Just(1e300),
+            ], 2..40),
+            all_integers in any::<bool>(),
+            is_rate in any::<bool>(),
+        ) {
+            let values: Vec<f64> = if all_integers {
+                values.iter().map(|v| if v.is_nan() { 3.0 } else { v.trunc() }).collect()
+            } else {
+                values
+            };
+            let s = load(15_000, &values);
+            let index = rate::ResetIndex::new(&s);
+            for lo in 0..s.len() {
+                for hi in lo + 1..=s.len() {
+                    let (ws, we) = (s[lo].t - 7_000, s[hi - 1].t + 3_000);
+                    let w = &s[lo..hi];
+                    let scan = rate::extrapolated_rate_given(w, ws, we, true, is_rate, rate::ResetLoss::Scan);
+                    let indexed = rate::extrapolated_rate_given(w, ws, we, true, is_rate, index.loss(lo, hi));
+                    prop_assert_eq!(indexed.map(f64::to_bits), scan.map(f64::to_bits), "window {}..{} of {:?}", lo, hi, values);
+                }
+            }
         }
 
         /// `max_over_time`/`min_over_time` give Prometheus' compare walk's value bit for
