@@ -481,9 +481,9 @@ impl Evaluator<'_> {
     ) -> Result<(), QueryError> {
         let resets = ResetIndex::new(samples);
         self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
-            let (win, loss) = (&samples[lo..hi], resets.loss(lo, hi));
-            if let Some(v) = rate::extrapolated_rate_given(win, ws, we, true, is_rate, loss) {
-                pts.push((self.ts(k), v));
+            if hi - lo >= 2 {
+                let change = resets.change(samples, lo, hi);
+                pts.push((self.ts(k), rate::extrapolate(&samples[lo..hi], ws, we, true, is_rate, change)));
             }
             Ok(())
         })

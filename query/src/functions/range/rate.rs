@@ -22,38 +22,53 @@ pub fn extrapolated_rate(
     is_counter: bool,
     is_rate: bool,
 ) -> Option<f64> {
-    extrapolated_rate_given(samples, window_start_ms, window_end_ms, is_counter, is_rate, ResetLoss::Scan)
+    if samples.len() < 2 {
+        return None;
+    }
+    let change = if is_counter { counter_change(samples) } else { samples[samples.len() - 1].v - samples[0].v };
+    Some(extrapolate(samples, window_start_ms, window_end_ms, is_counter, is_rate, change))
 }
 
-/// What a window's counter resets lost (the value before each drop), as far as the
-/// caller knows it without looking at the window's samples.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ResetLoss {
-    /// The window holds no reset: nothing to add.
-    None,
-    /// The sum of the values lost, computed exactly.
-    Exact(f64),
-    /// Unknown: scan the window's samples, as Prometheus does.
-    Scan,
+/// `last - first` of a window of a counter, plus the value lost at every reset (a drop
+/// means the counter restarted from zero; the value it had before the drop was lost from
+/// `last - first` and is added back), summed in Prometheus' order.
+fn counter_change(samples: &[Sample]) -> f64 {
+    let mut change = samples[samples.len() - 1].v - samples[0].v;
+    for w in samples.windows(2) {
+        if w[1].v < w[0].v {
+            change += w[0].v;
+        }
+    }
+    change
 }
 
 /// The counter resets of one series, indexed once so that each window of
-/// `rate`/`increase` learns what its resets lost in O(1) instead of scanning its samples
-/// (windows overlap: at a 15 s step over `[5m]` every sample sits in 20 windows, and a
-/// gauge such as a temperature drops in a third of its samples).
-///
-/// The sums of losses are kept only when they are exact: when every value of the series
-/// is an integer and `(n + 2) · max |v| ≤ 2^52`, every partial sum, in any order, is an
-/// integer below 2^53 and so exactly representable, and adding a window's losses as one
-/// difference of prefix sums gives the same double, bit for bit, as Prometheus'
-/// sample-by-sample loop. A series with fractions, NaN or huge values scans the windows
-/// that hold a reset, as before; a series without a reset (a counter) builds no sums.
+/// `rate`/`increase` gets its [`counter_change`] without scanning every sample (windows
+/// overlap: at a 15 s step over `[5m]` every sample sits in 20 windows, and a gauge such
+/// as a temperature drops in a third of its samples). Every answer is the scan's, bit for
+/// bit:
+/// - a window without a reset is `last - first`;
+/// - when every value of the series is an integer and `(n + 2) · max |v| ≤ 2^52`, every
+///   partial sum, in any order, is an integer below 2^53 and so exact: a window's losses
+///   are one difference of prefix sums;
+/// - otherwise the window's losses are added one by one in Prometheus' order, visiting
+///   only the resets (their positions are listed), not every sample.
 #[derive(Debug, Default)]
 pub struct ResetIndex {
     /// Resets among samples `1..=i`: a drop from `i - 1` to `i` counts at `i`.
     count: Vec<u32>,
-    /// `lost[i]`: the sum of the values lost at the resets counted in `count[i]`.
-    lost: Option<Vec<f64>>,
+    losses: Losses,
+}
+
+#[derive(Debug, Default)]
+enum Losses {
+    /// The series has no reset.
+    #[default]
+    None,
+    /// `sums[i]`: the exact sum of the values lost at the resets counted in `count[i]`.
+    Exact(Vec<f64>),
+    /// The position of every reset, in order.
+    At(Vec<u32>),
 }
 
 impl ResetIndex {
@@ -68,84 +83,77 @@ impl ResetIndex {
                 n
             })
             .collect();
-        let lost = if n > 0 { Self::exact_losses(samples) } else { None };
-        ResetIndex { count, lost }
+        let losses = if n == 0 { Losses::None } else { Losses::of(samples) };
+        ResetIndex { count, losses }
     }
 
-    /// Prefix sums of the values lost at resets, if every sum of them is exact.
-    fn exact_losses(samples: &[Sample]) -> Option<Vec<f64>> {
+    /// The window `lo..hi` (indices into the series' `samples`, at least two)'s
+    /// [`counter_change`].
+    #[inline]
+    pub fn change(&self, samples: &[Sample], lo: usize, hi: usize) -> f64 {
+        let last = hi - 1;
+        let change = samples[last].v - samples[lo].v;
+        let (from, to) = (self.count[lo] as usize, self.count[last] as usize);
+        if from == to {
+            return change;
+        }
+        match &self.losses {
+            // An exact zero could differ from the loop's in its sign: add one by one then.
+            Losses::Exact(sums) if change + (sums[last] - sums[lo]) != 0.0 => change + (sums[last] - sums[lo]),
+            Losses::Exact(_) | Losses::None => counter_change(&samples[lo..hi]),
+            Losses::At(at) => at[from..to].iter().fold(change, |c, &p| c + samples[p as usize - 1].v),
+        }
+    }
+}
+
+impl Losses {
+    fn of(samples: &[Sample]) -> Losses {
         const EXACT: f64 = (1u64 << 52) as f64;
         // `as` saturates and maps NaN to 0, so only integers (below 2^63) compare equal;
         // `f64::trunc` would be a libm call on baseline x86-64.
         let integral = samples.iter().all(|s| (s.v as i64) as f64 == s.v);
         let max_abs = samples.iter().fold(0.0f64, |m, s| m.max(s.v.abs()));
-        if !integral || max_abs * (samples.len() as f64 + 2.0) > EXACT {
-            return None;
-        }
-        let mut sum = 0.0;
         let mut prev = f64::NAN;
-        Some(
-            samples
-                .iter()
-                .map(|s| {
-                    if s.v < prev {
-                        sum += prev;
-                    }
-                    prev = s.v;
-                    sum
-                })
-                .collect(),
-        )
-    }
-
-    /// What the resets of window `lo..hi` (indices into the series' samples) lost.
-    #[inline]
-    pub fn loss(&self, lo: usize, hi: usize) -> ResetLoss {
-        let last = hi - 1;
-        if self.count[last] == self.count[lo] {
-            return ResetLoss::None;
+        if integral && max_abs * (samples.len() as f64 + 2.0) <= EXACT {
+            let mut sum = 0.0;
+            return Losses::Exact(
+                samples
+                    .iter()
+                    .map(|s| {
+                        if s.v < prev {
+                            sum += prev;
+                        }
+                        prev = s.v;
+                        sum
+                    })
+                    .collect(),
+            );
         }
-        match &self.lost {
-            Some(lost) => ResetLoss::Exact(lost[last] - lost[lo]),
-            None => ResetLoss::Scan,
+        let mut at = Vec::new();
+        for (i, s) in samples.iter().enumerate() {
+            if s.v < prev {
+                at.push(i as u32);
+            }
+            prev = s.v;
         }
+        Losses::At(at)
     }
 }
 
-/// [`extrapolated_rate`] for a caller that knows what the window's counter resets lost
-/// ([`ResetIndex`]): with `ResetLoss::None` or `ResetLoss::Exact` the per-sample scan is
-/// skipped, which makes a window O(1). The result is the same bit for bit as the scan's
-/// when the caller is right.
-pub fn extrapolated_rate_given(
+/// [`extrapolated_rate`] of a window (at least two samples) whose change is known:
+/// `last - first`, plus for counters what the resets lost ([`ResetIndex::change`]).
+#[inline]
+pub fn extrapolate(
     samples: &[Sample],
     window_start_ms: i64,
     window_end_ms: i64,
     is_counter: bool,
     is_rate: bool,
-    resets: ResetLoss,
-) -> Option<f64> {
-    if samples.len() < 2 {
-        return None;
-    }
+    change: f64,
+) -> f64 {
     let first = samples[0];
     let last = samples[samples.len() - 1];
-    let mut result = last.v - first.v;
-    if is_counter {
-        // A drop means the counter restarted from zero; the value it had before the drop
-        // was lost from `last - first` and is added back.
-        match resets {
-            ResetLoss::None => {}
-            // An exact zero could differ from the loop's in its sign: scan then.
-            ResetLoss::Exact(lost) if result + lost != 0.0 => result += lost,
-            ResetLoss::Exact(_) | ResetLoss::Scan => {
-                for w in samples.windows(2) {
-                    if w[1].v < w[0].v {
-                        result += w[0].v;
-                    }
-                }
-            }
-        }
-    }
+    let result = change;
 
     let mut duration_to_start = (first.t - window_start_ms) as f64 / 1000.0;
     let mut duration_to_end = (window_end_ms - last.t) as f64 / 1000.0;
@@ -175,7 +183,7 @@ pub fn extrapolated_rate_given(
     if is_rate {
         factor /= (window_end_ms - window_start_ms) as f64 / 1000.0;
     }
-    Some(result * factor)
+    result * factor
 }
 
 /// Prometheus' `instantValue`: `irate` (`is_rate`) or `idelta` from the last two samples.

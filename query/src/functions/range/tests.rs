@@ -388,17 +388,17 @@ fn every_function_gives_no_result_for_an_empty_window() {
 }
 
 #[test]
-fn reset_index_knows_the_loss_of_integer_series_and_scans_the_others() {
+fn reset_index_gives_each_window_its_change() {
     let gauge = load(15_000, &[5.0, 3.0, 4.0, 1.0, 1.0, 2.0]);
     let index = rate::ResetIndex::new(&gauge);
-    assert_eq!(index.loss(0, 6), rate::ResetLoss::Exact(5.0 + 4.0));
-    assert_eq!(index.loss(1, 3), rate::ResetLoss::None);
-    assert_eq!(index.loss(2, 4), rate::ResetLoss::Exact(4.0));
-    assert_eq!(index.loss(3, 6), rate::ResetLoss::None);
-    let fractions = load(15_000, &[5.5, 3.0, 4.0]);
-    assert_eq!(rate::ResetIndex::new(&fractions).loss(0, 3), rate::ResetLoss::Scan);
-    let huge = load(15_000, &[1e300, 3.0]);
-    assert_eq!(rate::ResetIndex::new(&huge).loss(0, 2), rate::ResetLoss::Scan);
+    assert_eq!(index.change(&gauge, 0, 6), 2.0 - 5.0 + 5.0 + 4.0);
+    assert_eq!(index.change(&gauge, 1, 3), 1.0);
+    assert_eq!(index.change(&gauge, 2, 4), 1.0 - 4.0 + 4.0);
+    assert_eq!(index.change(&gauge, 3, 6), 1.0);
+    let fractions = load(15_000, &[5.5, 3.0, 4.0, 0.25]);
+    let index = rate::ResetIndex::new(&fractions);
+    assert_eq!(index.change(&fractions, 0, 4), 0.25 - 5.5 + 5.5 + 4.0);
+    assert_eq!(index.change(&fractions, 1, 3), 1.0);
 }
 
 mod props {
@@ -423,7 +423,7 @@ mod props {
 
         /// `rate`/`increase` with a series' `ResetIndex` give the scanning kernel's value
         /// bit for bit in every window: gauges that drop often, ±0, NaN, fractions and
-        /// values near the exactness bound (those must fall back to the scan).
+        /// values near the exactness bound (those must add the losses one by one).
         #[test]
         fn reset_index_gives_the_scan_bit_for_bit(
             values in proptest::collection::vec(prop_oneof![
@@ -448,8 +448,8 @@ mod props {
                 for hi in lo + 1..=s.len() {
                     let (ws, we) = (s[lo].t - 7_000, s[hi - 1].t + 3_000);
                     let w = &s[lo..hi];
-                    let scan = rate::extrapolated_rate_given(w, ws, we, true, is_rate, rate::ResetLoss::Scan);
-                    let indexed = rate::extrapolated_rate_given(w, ws, we, true, is_rate, index.loss(lo, hi));
+                    let scan = rate::extrapolated_rate(w, ws, we, true, is_rate);
+                    let indexed = (w.len() >= 2).then(|| rate::extrapolate(w, ws, we, true, is_rate, index.change(&s, lo, hi)));
                     prop_assert_eq!(indexed.map(f64::to_bits), scan.map(f64::to_bits), "window {}..{} of {:?}", lo, hi, values);
                 }
             }
