@@ -89,6 +89,19 @@ pub fn benches(c: &mut Criterion) {
             black_box(out)
         })
     });
+    // `max_over_time` over windows that overlap 40 times (the dashboard's
+    // `max_temp_per_node`), then 8 and 4 times.
+    for (range, step) in [("10m", SCRAPE_MS), ("10m", 75_000), ("10m", 150_000)] {
+        let name = format!("range_query_max_over_time_{range}_temp_by_host_256_gpus_12h_{}s_step", step / 1000);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let q = format!("max by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_TEMP[{range}]))");
+                let out =
+                    engine.range_query(black_box(&store), &q, T0 + 600_000, end, step, &opts).expect("valid query");
+                black_box(out)
+            })
+        });
+    }
     g.bench_function("range_query_avg_util_by_host_256_gpus_12h_1m_step", |b| {
         b.iter(|| {
             let out = engine

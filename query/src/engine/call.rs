@@ -14,9 +14,14 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
+use crate::functions::range::over_time::SlidingExtreme;
 use crate::functions::range::rate::{self, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
+
+/// `max_over_time`/`min_over_time` slide over windows (`SlidingExtreme`) instead of
+/// scanning each when a sample sits in at least this many windows (range ÷ step).
+const SLIDE_FROM_OVERLAP: i64 = 8;
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -422,6 +427,18 @@ impl Evaluator<'_> {
         let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
         if matches!(plan.func, RangeFn::Rate | RangeFn::Increase) && !any_histogram {
             self.counter_rate(samples, range, offset, at, plan.func == RangeFn::Rate, &mut out.pts)?;
+            return Ok((!out.pts.is_empty()).then_some(out));
+        }
+        if matches!(plan.func, RangeFn::MaxOverTime | RangeFn::MinOverTime)
+            && !any_histogram
+            && self.n_steps() > 1
+            && range >= SLIDE_FROM_OVERLAP * self.step
+        {
+            let mut extreme = SlidingExtreme::new(plan.func == RangeFn::MaxOverTime);
+            self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+                out.pts.push((self.ts(k), extreme.slide(samples, lo, hi)));
+                Ok(())
+            })?;
             return Ok((!out.pts.is_empty()).then_some(out));
         }
         let is_predict_linear = name == "predict_linear";

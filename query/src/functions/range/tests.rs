@@ -482,6 +482,43 @@ mod props {
             prop_assert_eq!(over_time::min(&s).map(f64::to_bits), Some(walk(&|c, b| c < b || b.is_nan())));
         }
 
+        /// A `SlidingExtreme` gives `max`/`min`'s value bit for bit in every window of a
+        /// forward slide: NaNs (payloads too), ±0, ±Inf, ties, windows of every width and
+        /// windows whose ends jump.
+        #[test]
+        fn sliding_extreme_equals_the_scan(
+            values in proptest::collection::vec(prop_oneof![
+                4 => (-5i32..5).prop_map(f64::from),
+                1 => Just(f64::NAN),
+                1 => Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
+                1 => Just(-0.0),
+                1 => Just(f64::INFINITY),
+                1 => Just(f64::NEG_INFINITY),
+            ], 1..40),
+            jumps in proptest::collection::vec((0usize..4, 0usize..6), 1..30),
+        ) {
+            let s = load(1000, &values);
+            for max in [true, false] {
+                let scan = |lo: usize, hi: usize| {
+                    let w = &s[lo..hi];
+                    if max { over_time::max(w) } else { over_time::min(w) }.map(f64::to_bits)
+                };
+                for width in 1..=s.len() {
+                    let mut slider = over_time::SlidingExtreme::new(max);
+                    for lo in 0..=s.len() - width {
+                        let got = slider.slide(&s, lo, lo + width).to_bits();
+                        prop_assert_eq!(Some(got), scan(lo, lo + width), "max {} window {}..{}", max, lo, lo + width);
+                    }
+                }
+                let (mut lo, mut hi, mut slider) = (0, 1, over_time::SlidingExtreme::new(max));
+                for &(dlo, dhi) in &jumps {
+                    hi = (hi + dhi).min(s.len());
+                    lo = (lo + dlo).min(hi - 1);
+                    prop_assert_eq!(Some(slider.slide(&s, lo, hi).to_bits()), scan(lo, hi), "max {} window {}..{}", max, lo, hi);
+                }
+            }
+        }
+
         /// The quantile of a window always lies within its min and max.
         #[test]
         fn quantile_over_time_within_min_max(values in proptest::collection::vec(-1e6f64..1e6, 1..40), q in 0.0f64..=1.0) {
