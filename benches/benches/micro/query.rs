@@ -90,8 +90,8 @@ pub fn benches(c: &mut Criterion) {
         })
     });
     // `max_over_time` over windows that overlap 40 times (the dashboard's
-    // `max_temp_per_node`), then 8 and 4 times.
-    for (range, step) in [("10m", SCRAPE_MS), ("10m", 75_000), ("10m", 150_000)] {
+    // `max_temp_per_node`), then 20, 8 and 4 times.
+    for (range, step) in [("10m", SCRAPE_MS), ("10m", 30_000), ("10m", 75_000), ("10m", 150_000)] {
         let name = format!("range_query_max_over_time_{range}_temp_by_host_256_gpus_12h_{}s_step", step / 1000);
         g.bench_function(name, |b| {
             b.iter(|| {

@@ -21,7 +21,7 @@ use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// `max_over_time`/`min_over_time` slide over windows (`SlidingExtreme`) instead of
 /// scanning each when a sample sits in at least this many windows (range ÷ step).
-const SLIDE_FROM_OVERLAP: i64 = 8;
+const SLIDE_FROM_OVERLAP: i64 = 16;
 
 /// Time functions: with no argument they read the evaluation time.
 const TIME_FNS: &[&str] =
@@ -434,11 +434,7 @@ impl Evaluator<'_> {
             && self.n_steps() > 1
             && range >= SLIDE_FROM_OVERLAP * self.step
         {
-            let mut extreme = SlidingExtreme::new(plan.func == RangeFn::MaxOverTime);
-            self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
-                out.pts.push((self.ts(k), extreme.slide(samples, lo, hi)));
-                Ok(())
-            })?;
+            self.sliding_extreme(samples, range, offset, at, plan.func == RangeFn::MaxOverTime, &mut out.pts)?;
             return Ok((!out.pts.is_empty()).then_some(out));
         }
         let is_predict_linear = name == "predict_linear";
@@ -480,6 +476,24 @@ impl Evaluator<'_> {
             Ok(())
         })?;
         Ok((!out.pts.is_empty()).then_some(out))
+    }
+
+    /// `max_over_time` (`max`) or `min_over_time` of a float series at every step, into
+    /// `pts`, sliding over the windows (`SlidingExtreme`).
+    fn sliding_extreme(
+        &self,
+        samples: &[tessera_model::Sample],
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+        max: bool,
+        pts: &mut Vec<(i64, f64)>,
+    ) -> Result<(), QueryError> {
+        let mut extreme = SlidingExtreme::new(max);
+        self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+            pts.push((self.ts(k), extreme.slide(samples, lo, hi)));
+            Ok(())
+        })
     }
 
     /// `rate` (`is_rate`) or `increase` of a float series at every step, into `pts`.
