@@ -405,6 +405,22 @@ mod props {
     use super::*;
     use proptest::prelude::*;
 
+    /// Small integers with ties, NaNs (payloads too), ±0 and ±Inf: what the extreme
+    /// kernels must order exactly as Prometheus' compare walk does.
+    fn extremes() -> impl Strategy<Value = Vec<f64>> {
+        proptest::collection::vec(
+            prop_oneof![
+                4 => (-5i32..5).prop_map(f64::from),
+                1 => Just(f64::NAN),
+                1 => Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
+                1 => Just(-0.0),
+                1 => Just(f64::INFINITY),
+                1 => Just(f64::NEG_INFINITY),
+            ],
+            1..40,
+        )
+    }
+
     proptest! {
         /// For a counter without resets, increase ≥ the raw difference, and rate·range
         /// is increase.
@@ -459,14 +475,7 @@ mod props {
         /// bit, with NaNs (payloads too), ±0, ±Inf and ties.
         #[test]
         fn min_and_max_over_time_equal_the_compare_walk(
-            values in proptest::collection::vec(prop_oneof![
-                4 => (-5i32..5).prop_map(f64::from),
-                1 => Just(f64::NAN),
-                1 => Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
-                1 => Just(-0.0),
-                1 => Just(f64::INFINITY),
-                1 => Just(f64::NEG_INFINITY),
-            ], 1..40),
+            values in extremes(),
         ) {
             let s = load(1000, &values);
             let walk = |better: &dyn Fn(f64, f64) -> bool| {
@@ -487,14 +496,7 @@ mod props {
         /// windows whose ends jump.
         #[test]
         fn sliding_extreme_equals_the_scan(
-            values in proptest::collection::vec(prop_oneof![
-                4 => (-5i32..5).prop_map(f64::from),
-                1 => Just(f64::NAN),
-                1 => Just(f64::from_bits(0x7ff8_0000_0000_0abc)),
-                1 => Just(-0.0),
-                1 => Just(f64::INFINITY),
-                1 => Just(f64::NEG_INFINITY),
-            ], 1..40),
+            values in extremes(),
             jumps in proptest::collection::vec((0usize..4, 0usize..6), 1..30),
         ) {
             let s = load(1000, &values);
