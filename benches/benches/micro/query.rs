@@ -102,6 +102,19 @@ pub fn benches(c: &mut Criterion) {
             })
         });
     }
+    // `avg_over_time(util[1h])` at a 10 m step (every sample in 6 windows), the shape of
+    // the billion-sample benchmark's `top10_util`, and at 1 m (60).
+    for step in [600_000, 60_000] {
+        let name = format!("range_query_topk_avg_over_time_1h_util_256_gpus_12h_{}m_step", step / 60_000);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let q = "topk(10, avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]))";
+                let out =
+                    engine.range_query(black_box(&store), q, T0 + 3_600_000, end, step, &opts).expect("valid query");
+                black_box(out)
+            })
+        });
+    }
     g.bench_function("range_query_avg_util_by_host_256_gpus_12h_1m_step", |b| {
         b.iter(|| {
             let out = engine

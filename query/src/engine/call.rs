@@ -14,7 +14,7 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
-use crate::functions::range::over_time::SlidingExtreme;
+use crate::functions::range::over_time::{ExactSums, SlidingExtreme};
 use crate::functions::range::rate::{self, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
@@ -428,6 +428,20 @@ impl Evaluator<'_> {
         if matches!(plan.func, RangeFn::Rate | RangeFn::Increase) && !any_histogram {
             self.counter_rate(samples, range, offset, at, plan.func == RangeFn::Rate, &mut out.pts)?;
             return Ok((!out.pts.is_empty()).then_some(out));
+        }
+        if matches!(plan.func, RangeFn::SumOverTime | RangeFn::AvgOverTime)
+            && !any_histogram
+            && self.n_steps() > 1
+            && range >= 2 * self.step
+        {
+            if let Some(sums) = ExactSums::new(samples) {
+                let avg = plan.func == RangeFn::AvgOverTime;
+                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+                    out.pts.push((self.ts(k), if avg { sums.avg(lo, hi) } else { sums.sum(lo, hi) }));
+                    Ok(())
+                })?;
+                return Ok((!out.pts.is_empty()).then_some(out));
+            }
         }
         if matches!(plan.func, RangeFn::MaxOverTime | RangeFn::MinOverTime)
             && !any_histogram

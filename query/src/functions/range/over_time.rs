@@ -43,6 +43,51 @@ pub fn sum(samples: &[Sample]) -> Option<f64> {
     Some(k.value())
 }
 
+/// Exact prefix sums of one series' values, for `sum_over_time`/`avg_over_time` over
+/// windows that overlap (`avg_over_time(x[1h])` at a 10 m step adds every sample six
+/// times): a window's sum is one difference.
+///
+/// Built only when every sum is exact: every value an integer and `(n + 2) · max |v| ≤
+/// 2^52`, so every partial sum in any order is an integer below 2^53. Then Kahan's
+/// compensation stays `+0` and [`sum`] and [`avg`] reduce to the exact sum plus `+0` (and
+/// the exact sum ÷ count plus `+0`), which is what [`ExactSums::sum`] and
+/// [`ExactSums::avg`] give, bit for bit, ±0 included.
+#[derive(Debug)]
+pub struct ExactSums(Vec<f64>);
+
+impl ExactSums {
+    /// `None` unless every sum of the series' values is exact.
+    pub fn new(samples: &[Sample]) -> Option<ExactSums> {
+        const EXACT: f64 = (1u64 << 52) as f64;
+        // `as` saturates and maps NaN to 0, so only integers (below 2^63) compare equal.
+        let integral = samples.iter().all(|s| (s.v as i64) as f64 == s.v);
+        let max_abs = samples.iter().fold(0.0f64, |m, s| m.max(s.v.abs()));
+        if !integral || max_abs * (samples.len() as f64 + 2.0) > EXACT {
+            return None;
+        }
+        let mut sums = Vec::with_capacity(samples.len() + 1);
+        let mut sum = 0.0;
+        sums.push(sum);
+        sums.extend(samples.iter().map(|s| {
+            sum += s.v;
+            sum
+        }));
+        Some(ExactSums(sums))
+    }
+
+    /// [`sum`] of the samples `lo..hi` (`lo < hi`).
+    #[inline]
+    pub fn sum(&self, lo: usize, hi: usize) -> f64 {
+        (self.0[hi] - self.0[lo]) + 0.0
+    }
+
+    /// [`avg`] of the samples `lo..hi` (`lo < hi`).
+    #[inline]
+    pub fn avg(&self, lo: usize, hi: usize) -> f64 {
+        (self.0[hi] - self.0[lo]) / (hi - lo) as f64 + 0.0
+    }
+}
+
 /// `count_over_time`.
 pub fn count(samples: &[Sample]) -> Option<f64> {
     (!samples.is_empty()).then_some(samples.len() as f64)

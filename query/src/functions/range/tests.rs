@@ -521,6 +521,37 @@ mod props {
             }
         }
 
+        /// `ExactSums` gives `sum_over_time`/`avg_over_time`'s Kahan answer bit for bit in
+        /// every window of an integer series (±0, values at the exactness bound), and is
+        /// not built for fractions, NaN or values past the bound.
+        #[test]
+        fn exact_sums_equal_the_kahan_kernels(
+            values in proptest::collection::vec(prop_oneof![
+                6 => (-50i32..50).prop_map(f64::from),
+                2 => Just(-0.0),
+                1 => Just(((1u64 << 52) / 42) as f64),
+                1 => Just(-(((1u64 << 52) / 42) as f64)),
+                1 => Just(0.5),
+                1 => Just(f64::NAN),
+            ], 1..40),
+        ) {
+            let s = load(1000, &values);
+            let integers = values.iter().all(|v| v.fract() == 0.0);
+            let within = values.iter().fold(0.0f64, |m, v| m.max(v.abs())) * (values.len() as f64 + 2.0) <= (1u64 << 52) as f64;
+            let Some(sums) = over_time::ExactSums::new(&s) else {
+                prop_assert!(!(integers && within), "refused {:?}", values);
+                return Ok(());
+            };
+            prop_assert!(integers && within);
+            for lo in 0..s.len() {
+                for hi in lo + 1..=s.len() {
+                    let w = &s[lo..hi];
+                    prop_assert_eq!(Some(sums.sum(lo, hi).to_bits()), over_time::sum(w).map(f64::to_bits), "sum {}..{} of {:?}", lo, hi, values);
+                    prop_assert_eq!(Some(sums.avg(lo, hi).to_bits()), over_time::avg(w).map(f64::to_bits), "avg {}..{} of {:?}", lo, hi, values);
+                }
+            }
+        }
+
         /// The quantile of a window always lies within its min and max.
         #[test]
         fn quantile_over_time_within_min_max(values in proptest::collection::vec(-1e6f64..1e6, 1..40), q in 0.0f64..=1.0) {
