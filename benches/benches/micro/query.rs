@@ -115,6 +115,15 @@ pub fn benches(c: &mut Criterion) {
             })
         });
     }
+    // `changes(temp[1h])` at a 1 m step: every sample in 60 windows.
+    g.bench_function("range_query_sum_changes_1h_temp_256_gpus_12h_1m_step", |b| {
+        b.iter(|| {
+            let q = "sum(changes(DCGM_FI_DEV_GPU_TEMP[1h]))";
+            let out =
+                engine.range_query(black_box(&store), q, T0 + 3_600_000, end, 60_000, &opts).expect("valid query");
+            black_box(out)
+        })
+    });
     g.bench_function("range_query_avg_util_by_host_256_gpus_12h_1m_step", |b| {
         b.iter(|| {
             let out = engine

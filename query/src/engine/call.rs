@@ -14,7 +14,7 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
-use crate::functions::range::over_time::{ExactSums, SlidingExtreme};
+use crate::functions::range::over_time::{ExactSums, PairCounts, SlidingExtreme};
 use crate::functions::range::rate::{self, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
@@ -427,6 +427,18 @@ impl Evaluator<'_> {
         let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
         if matches!(plan.func, RangeFn::Rate | RangeFn::Increase) && !any_histogram {
             self.counter_rate(samples, range, offset, at, plan.func == RangeFn::Rate, &mut out.pts)?;
+            return Ok((!out.pts.is_empty()).then_some(out));
+        }
+        if matches!(plan.func, RangeFn::Changes | RangeFn::Resets)
+            && !any_histogram
+            && self.n_steps() > 1
+            && range >= 2 * self.step
+        {
+            let counts = PairCounts::new(samples, plan.func == RangeFn::Resets);
+            self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+                out.pts.push((self.ts(k), counts.count(lo, hi)));
+                Ok(())
+            })?;
             return Ok((!out.pts.is_empty()).then_some(out));
         }
         if matches!(plan.func, RangeFn::SumOverTime | RangeFn::AvgOverTime)

@@ -242,8 +242,7 @@ pub fn changes(samples: &[Sample]) -> Option<f64> {
     if samples.is_empty() {
         return None;
     }
-    let n = samples.windows(2).filter(|w| w[1].v != w[0].v && !(w[1].v.is_nan() && w[0].v.is_nan())).count();
-    Some(n as f64)
+    Some(samples.windows(2).filter(|w| is_change(w[0].v, w[1].v)).count() as f64)
 }
 
 /// `resets`: how often the value drops below the previous sample (a counter reset).
@@ -251,5 +250,41 @@ pub fn resets(samples: &[Sample]) -> Option<f64> {
     if samples.is_empty() {
         return None;
     }
-    Some(samples.windows(2).filter(|w| w[1].v < w[0].v).count() as f64)
+    Some(samples.windows(2).filter(|w| is_reset(w[0].v, w[1].v)).count() as f64)
+}
+
+fn is_change(prev: f64, cur: f64) -> bool {
+    cur != prev && !(cur.is_nan() && prev.is_nan())
+}
+
+fn is_reset(prev: f64, cur: f64) -> bool {
+    cur < prev
+}
+
+/// `changes` or `resets` of one series over windows that overlap: the running count of
+/// changes (or resets) between consecutive samples, so that a window's count is one
+/// difference instead of a walk over its samples (`changes(x[1h])` at a 1 m step walks
+/// every sample 60 times). Counts are integers, so the answer is the walk's exactly.
+#[derive(Debug)]
+pub struct PairCounts(Vec<u32>);
+
+impl PairCounts {
+    /// For `changes` (`resets` when `resets` is set).
+    pub fn new(samples: &[Sample], resets: bool) -> PairCounts {
+        let event = if resets { is_reset } else { is_change };
+        let mut n = 0u32;
+        let mut counts = Vec::with_capacity(samples.len());
+        counts.push(0);
+        counts.extend(samples.windows(2).map(|w| {
+            n += u32::from(event(w[0].v, w[1].v));
+            n
+        }));
+        PairCounts(counts)
+    }
+
+    /// The count over the samples `lo..hi` (`lo < hi`).
+    #[inline]
+    pub fn count(&self, lo: usize, hi: usize) -> f64 {
+        f64::from(self.0[hi - 1] - self.0[lo])
+    }
 }

@@ -552,6 +552,22 @@ mod props {
             }
         }
 
+        /// `PairCounts` gives `changes`/`resets` in every window, NaNs included.
+        #[test]
+        fn pair_counts_equal_the_walk(values in extremes()) {
+            let s = load(1000, &values);
+            for resets in [false, true] {
+                let counts = over_time::PairCounts::new(&s, resets);
+                for lo in 0..s.len() {
+                    for hi in lo + 1..=s.len() {
+                        let w = &s[lo..hi];
+                        let walk = if resets { over_time::resets(w) } else { over_time::changes(w) };
+                        prop_assert_eq!(Some(counts.count(lo, hi).to_bits()), walk.map(f64::to_bits), "resets {} window {}..{} of {:?}", resets, lo, hi, values);
+                    }
+                }
+            }
+        }
+
         /// The quantile of a window always lies within its min and max.
         #[test]
         fn quantile_over_time_within_min_max(values in proptest::collection::vec(-1e6f64..1e6, 1..40), q in 0.0f64..=1.0) {
