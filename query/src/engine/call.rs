@@ -425,42 +425,7 @@ impl Evaluator<'_> {
         // the series has a native histogram sample at all.
         let samples = &s.samples[..];
         let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
-        if matches!(plan.func, RangeFn::Rate | RangeFn::Increase) && !any_histogram {
-            self.counter_rate(samples, range, offset, at, plan.func == RangeFn::Rate, &mut out.pts)?;
-            return Ok((!out.pts.is_empty()).then_some(out));
-        }
-        if matches!(plan.func, RangeFn::Changes | RangeFn::Resets)
-            && !any_histogram
-            && self.n_steps() > 1
-            && range >= 2 * self.step
-        {
-            let counts = PairCounts::new(samples, plan.func == RangeFn::Resets);
-            self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
-                out.pts.push((self.ts(k), counts.count(lo, hi)));
-                Ok(())
-            })?;
-            return Ok((!out.pts.is_empty()).then_some(out));
-        }
-        if matches!(plan.func, RangeFn::SumOverTime | RangeFn::AvgOverTime)
-            && !any_histogram
-            && self.n_steps() > 1
-            && range >= 2 * self.step
-        {
-            if let Some(sums) = ExactSums::new(samples) {
-                let avg = plan.func == RangeFn::AvgOverTime;
-                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
-                    out.pts.push((self.ts(k), if avg { sums.avg(lo, hi) } else { sums.sum(lo, hi) }));
-                    Ok(())
-                })?;
-                return Ok((!out.pts.is_empty()).then_some(out));
-            }
-        }
-        if matches!(plan.func, RangeFn::MaxOverTime | RangeFn::MinOverTime)
-            && !any_histogram
-            && self.n_steps() > 1
-            && range >= SLIDE_FROM_OVERLAP * self.step
-        {
-            self.sliding_extreme(samples, range, offset, at, plan.func == RangeFn::MaxOverTime, &mut out.pts)?;
+        if !any_histogram && self.range_fn_by_helper(plan.func, samples, range, offset, at, &mut out.pts)? {
             return Ok((!out.pts.is_empty()).then_some(out));
         }
         let is_predict_linear = name == "predict_linear";
@@ -504,22 +469,52 @@ impl Evaluator<'_> {
         Ok((!out.pts.is_empty()).then_some(out))
     }
 
-    /// `max_over_time` (`max`) or `min_over_time` of a float series at every step, into
-    /// `pts`, sliding over the windows (`SlidingExtreme`).
-    fn sliding_extreme(
+    /// Range functions whose windows a per-series helper answers without walking each
+    /// window's samples (windows overlap: at a 15 s step, `rate(x[5m])` would walk every
+    /// sample 20 times), each the walk's answer bit for bit: `rate`/`increase`
+    /// (`ResetIndex`), `changes`/`resets` (`PairCounts`), `sum`/`avg_over_time` over an
+    /// integer series (`ExactSums`), `max`/`min_over_time` over windows that overlap
+    /// enough (`SlidingExtreme`). Pushes a float series' points into `pts` and returns
+    /// true, or returns false when the function or the series does not qualify.
+    fn range_fn_by_helper(
         &self,
+        func: RangeFn,
         samples: &[tessera_model::Sample],
         range: i64,
         offset: i64,
         at: Option<i64>,
-        max: bool,
         pts: &mut Vec<(i64, f64)>,
-    ) -> Result<(), QueryError> {
-        let mut extreme = SlidingExtreme::new(max);
-        self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
-            pts.push((self.ts(k), extreme.slide(samples, lo, hi)));
-            Ok(())
-        })
+    ) -> Result<bool, QueryError> {
+        let overlap = if self.n_steps() > 1 { range / self.step.max(1) } else { 0 };
+        match func {
+            RangeFn::Rate | RangeFn::Increase => {
+                self.counter_rate(samples, range, offset, at, func == RangeFn::Rate, pts)?;
+            }
+            RangeFn::Changes | RangeFn::Resets if overlap >= 2 => {
+                let counts = PairCounts::new(samples, func == RangeFn::Resets);
+                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+                    pts.push((self.ts(k), counts.count(lo, hi)));
+                    Ok(())
+                })?;
+            }
+            RangeFn::SumOverTime | RangeFn::AvgOverTime if overlap >= 2 => {
+                let Some(sums) = ExactSums::new(samples) else { return Ok(false) };
+                let avg = func == RangeFn::AvgOverTime;
+                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+                    pts.push((self.ts(k), if avg { sums.avg(lo, hi) } else { sums.sum(lo, hi) }));
+                    Ok(())
+                })?;
+            }
+            RangeFn::MaxOverTime | RangeFn::MinOverTime if overlap >= SLIDE_FROM_OVERLAP => {
+                let mut extreme = SlidingExtreme::new(func == RangeFn::MaxOverTime);
+                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
+                    pts.push((self.ts(k), extreme.slide(samples, lo, hi)));
+                    Ok(())
+                })?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// `rate` (`is_rate`) or `increase` of a float series at every step, into `pts`.
