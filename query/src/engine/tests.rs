@@ -304,3 +304,67 @@ fn a_source_streaming_in_another_order_gives_the_same_answers() {
     }
     assert!(store.1.into_inner() >= 5, "the streamed path read the reversed stream");
 }
+
+/// The range functions a per-series helper answers over overlapping windows
+/// (`Evaluator::range_fn_by_helper`: reset index, running counts, exact sums, sliding
+/// extremes) give, at every step of a range query, what an instant query at that time
+/// gives, bit for bit: an instant query has one window and walks it.
+#[test]
+fn range_functions_over_overlapping_windows_equal_instant_queries() {
+    let mut s = MemStore::new();
+    let series = |k: &str| Labels::from_pairs([("__name__", "g"), ("k", k)]);
+    let mut counter = 0.0;
+    for i in 0..240i64 {
+        let t = i * 15_000;
+        let wobble = ((i * 7) % 5) as f64;
+        s.add(series("int"), t, 60.0 + wobble);
+        s.add(series("frac"), t, 100.1 + wobble * 0.37);
+        counter = if i == 100 { 3.0 } else { counter + wobble };
+        s.add(series("counter"), t, counter);
+        s.add(series("nan"), t, if i % 17 == 0 { f64::NAN } else { wobble - 2.0 });
+        s.add(series("zeros"), t, if i % 3 == 0 { -0.0 } else { 0.0 });
+        s.add(series("huge"), t, 1e300 * (wobble + 1.0));
+        if i % 40 < 30 {
+            s.add(series("gappy"), t, wobble);
+        }
+    }
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    let (start, end, step) = (600_000, 3_585_000, 30_000);
+    let functions =
+        ["rate", "increase", "changes", "resets", "sum_over_time", "avg_over_time", "max_over_time", "min_over_time"];
+    for f in functions {
+        // 2 m: 4 windows per sample (sums and counts); 20 m: 40 (the slide too).
+        for range in ["2m", "20m"] {
+            let q = format!("{f}(g[{range}])");
+            let Value::Matrix(m) = e.range_query(&s, &q, start, end, step, &opts).expect(&q).value else {
+                panic!("{q}: not a matrix")
+            };
+            let mut points = 0;
+            for t in (start..=end).step_by(step as usize) {
+                let Value::Vector(v) = e.instant_query(&s, &q, t, &opts).expect(&q).value else {
+                    panic!("{q}: not a vector")
+                };
+                for elem in &v {
+                    let series = m
+                        .iter()
+                        .find(|x| x.labels == elem.labels)
+                        .unwrap_or_else(|| panic!("{q} at {t}: {elem:?} missing"));
+                    let got =
+                        series.samples.iter().find(|p| p.t == t).unwrap_or_else(|| panic!("{q} at {t}: no point"));
+                    assert_eq!(
+                        got.v.to_bits(),
+                        elem.v.to_bits(),
+                        "{q} at {t} for {:?}: {} vs {}",
+                        elem.labels,
+                        got.v,
+                        elem.v
+                    );
+                    points += 1;
+                }
+            }
+            let in_range: usize = m.iter().map(|x| x.samples.len()).sum();
+            assert_eq!(in_range, points, "{q}: the range query has points the instant queries do not");
+        }
+    }
+}
