@@ -488,7 +488,14 @@ impl Evaluator<'_> {
         let overlap = if self.n_steps() > 1 { range / self.step.max(1) } else { 0 };
         match func {
             RangeFn::Rate | RangeFn::Increase => {
-                self.counter_rate(samples, range, offset, at, func == RangeFn::Rate, pts)?;
+                let (resets, is_rate) = (ResetIndex::new(samples), func == RangeFn::Rate);
+                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
+                    if hi - lo >= 2 {
+                        let change = resets.change(samples, lo, hi);
+                        pts.push((self.ts(k), rate::extrapolate(&samples[lo..hi], ws, we, true, is_rate, change)));
+                    }
+                    Ok(())
+                })?;
             }
             RangeFn::Changes | RangeFn::Resets if overlap >= 2 => {
                 let counts = PairCounts::new(samples, func == RangeFn::Resets);
@@ -515,30 +522,6 @@ impl Evaluator<'_> {
             _ => return Ok(false),
         }
         Ok(true)
-    }
-
-    /// `rate` (`is_rate`) or `increase` of a float series at every step, into `pts`.
-    ///
-    /// Kept apart from [`Evaluator::apply_range_fn`]'s general loop so that its own loop
-    /// stays small; what the counter resets of a window lost is known without a scan
-    /// (`ResetIndex`).
-    fn counter_rate(
-        &self,
-        samples: &[tessera_model::Sample],
-        range: i64,
-        offset: i64,
-        at: Option<i64>,
-        is_rate: bool,
-        pts: &mut Vec<(i64, f64)>,
-    ) -> Result<(), QueryError> {
-        let resets = ResetIndex::new(samples);
-        self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
-            if hi - lo >= 2 {
-                let change = resets.change(samples, lo, hi);
-                pts.push((self.ts(k), rate::extrapolate(&samples[lo..hi], ws, we, true, is_rate, change)));
-            }
-            Ok(())
-        })
     }
 
     /// `histogram_quantile` over classic buckets.

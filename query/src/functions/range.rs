@@ -161,6 +161,20 @@ impl RangeFn {
     }
 }
 
+/// Whether every sum of the series' values, in any order and over any subset, is exact:
+/// every value an integer and `(n + 2) · max |v| ≤ 2^52`, so every partial sum is an
+/// integer below 2^53. The helpers that answer overlapping windows from prefix sums
+/// ([`over_time::ExactSums`], [`rate::ResetIndex`]) rely on it to give the walk's answer
+/// bit for bit.
+pub(crate) fn sums_are_exact(samples: &[Sample]) -> bool {
+    const EXACT: f64 = (1u64 << 52) as f64;
+    // `as` saturates and maps NaN to 0, so only integers (below 2^63) compare equal;
+    // `f64::trunc` would be a libm call on baseline x86-64.
+    let integral = samples.iter().all(|s| (s.v as i64) as f64 == s.v);
+    let max_abs = samples.iter().fold(0.0f64, |m, s| m.max(s.v.abs()));
+    integral && max_abs * (samples.len() as f64 + 2.0) <= EXACT
+}
+
 /// True if `name` is a range-vector function [`eval_range`] implements.
 pub fn is_range_fn(name: &str) -> bool {
     RangeFn::from_name(name).is_some()

@@ -47,8 +47,7 @@ pub fn sum(samples: &[Sample]) -> Option<f64> {
 /// windows that overlap (`avg_over_time(x[1h])` at a 10 m step adds every sample six
 /// times): a window's sum is one difference.
 ///
-/// Built only when every sum is exact: every value an integer and `(n + 2) · max |v| ≤
-/// 2^52`, so every partial sum in any order is an integer below 2^53. Then Kahan's
+/// Built only when every sum is exact ([`super::sums_are_exact`]). Then Kahan's
 /// compensation stays `+0` and [`sum`] and [`avg`] reduce to the exact sum plus `+0` (and
 /// the exact sum ÷ count plus `+0`), which is what [`ExactSums::sum`] and
 /// [`ExactSums::avg`] give, bit for bit, ±0 included.
@@ -58,11 +57,7 @@ pub struct ExactSums(Vec<f64>);
 impl ExactSums {
     /// `None` unless every sum of the series' values is exact.
     pub fn new(samples: &[Sample]) -> Option<ExactSums> {
-        const EXACT: f64 = (1u64 << 52) as f64;
-        // `as` saturates and maps NaN to 0, so only integers (below 2^63) compare equal.
-        let integral = samples.iter().all(|s| (s.v as i64) as f64 == s.v);
-        let max_abs = samples.iter().fold(0.0f64, |m, s| m.max(s.v.abs()));
-        if !integral || max_abs * (samples.len() as f64 + 2.0) > EXACT {
+        if !super::sums_are_exact(samples) {
             return None;
         }
         let mut sums = Vec::with_capacity(samples.len() + 1);
@@ -285,6 +280,12 @@ impl PairCounts {
     /// The count over the samples `lo..hi` (`lo < hi`).
     #[inline]
     pub fn count(&self, lo: usize, hi: usize) -> f64 {
-        f64::from(self.0[hi - 1] - self.0[lo])
+        f64::from(self.upto(hi - 1) - self.upto(lo))
+    }
+
+    /// Changes (resets) among samples `1..=i`: one between `i - 1` and `i` counts at `i`.
+    #[inline]
+    pub fn upto(&self, i: usize) -> u32 {
+        self.0[i]
     }
 }

@@ -1,6 +1,7 @@
 //! `rate`, `increase`, `delta` (extrapolated over the window) and `irate`, `idelta` (the
 //! last two samples only), with Prometheus 3.x semantics.
 
+use super::over_time::PairCounts;
 use tessera_model::Sample;
 
 /// Prometheus' `extrapolatedRate` for float samples.
@@ -48,22 +49,20 @@ fn counter_change(samples: &[Sample]) -> f64 {
 /// as a temperature drops in a third of its samples). Every answer is the scan's, bit for
 /// bit:
 /// - a window without a reset is `last - first`;
-/// - when every value of the series is an integer and `(n + 2) · max |v| ≤ 2^52`, every
-///   partial sum, in any order, is an integer below 2^53 and so exact: a window's losses
-///   are one difference of prefix sums;
+/// - when every sum of the series' values is exact ([`super::sums_are_exact`]), a
+///   window's losses are one difference of prefix sums;
 /// - otherwise the window's losses are added one by one in Prometheus' order, visiting
 ///   only the resets (their positions are listed), not every sample.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ResetIndex {
     /// Resets among samples `1..=i`: a drop from `i - 1` to `i` counts at `i`.
-    count: Vec<u32>,
+    count: PairCounts,
     losses: Losses,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 enum Losses {
     /// The series has no reset.
-    #[default]
     None,
     /// `sums[i]`: the exact sum of the values lost at the resets counted in `count[i]`.
     Exact(Vec<f64>),
@@ -73,17 +72,9 @@ enum Losses {
 
 impl ResetIndex {
     pub fn new(samples: &[Sample]) -> ResetIndex {
-        let mut n = 0u32;
-        let mut prev = f64::NAN;
-        let count: Vec<u32> = samples
-            .iter()
-            .map(|s| {
-                n += u32::from(s.v < prev);
-                prev = s.v;
-                n
-            })
-            .collect();
-        let losses = if n == 0 { Losses::None } else { Losses::of(samples) };
+        let count = PairCounts::new(samples, true);
+        let any = !samples.is_empty() && count.upto(samples.len() - 1) > 0;
+        let losses = if any { Losses::of(samples) } else { Losses::None };
         ResetIndex { count, losses }
     }
 
@@ -93,7 +84,7 @@ impl ResetIndex {
     pub fn change(&self, samples: &[Sample], lo: usize, hi: usize) -> f64 {
         let last = hi - 1;
         let change = samples[last].v - samples[lo].v;
-        let (from, to) = (self.count[lo] as usize, self.count[last] as usize);
+        let (from, to) = (self.count.upto(lo) as usize, self.count.upto(last) as usize);
         if from == to {
             return change;
         }
@@ -108,13 +99,8 @@ impl ResetIndex {
 
 impl Losses {
     fn of(samples: &[Sample]) -> Losses {
-        const EXACT: f64 = (1u64 << 52) as f64;
-        // `as` saturates and maps NaN to 0, so only integers (below 2^63) compare equal;
-        // `f64::trunc` would be a libm call on baseline x86-64.
-        let integral = samples.iter().all(|s| (s.v as i64) as f64 == s.v);
-        let max_abs = samples.iter().fold(0.0f64, |m, s| m.max(s.v.abs()));
         let mut prev = f64::NAN;
-        if integral && max_abs * (samples.len() as f64 + 2.0) <= EXACT {
+        if super::sums_are_exact(samples) {
             let mut sum = 0.0;
             return Losses::Exact(
                 samples
