@@ -1,9 +1,9 @@
 //! `tessera-bench chunk-bytes`: where the stored chunk bytes of a generated dataset go,
-//! per metric, without a server. Each series' samples are cut into chunks as the head
-//! cuts them (`chunk_target_samples` samples or `chunk_max_span_ms`, whichever comes
-//! first), each chunk is encoded in the form the engine stores (decimal when smaller than
-//! XOR-jitter, `tessera_storage::chunk::compact_form`), and its bytes are split by
-//! encoding the same chunk again with one part made free:
+//! per metric, without a server. Each series' samples are cut into chunks by the head's
+//! rule (`EngineConfig::cuts_chunk`, default config), each chunk is encoded in the form
+//! the engine stores (decimal when smaller than XOR-jitter,
+//! `tessera_storage::chunk::compact_form`), and its bytes are split by encoding the same
+//! chunk again with one part made free:
 //!
 //! - timestamps: the chunk minus the same chunk on a perfect grid (first timestamp, mean
 //!   interval), whose timestamp stream costs no bits;
@@ -82,7 +82,6 @@ fn chunk_tally(samples: &[Sample], scratch: &mut Vec<Sample>) -> anyhow::Result<
 /// `top` metrics by bytes first.
 pub fn render(cfg: FleetConfig, top: usize) -> anyhow::Result<String> {
     let engine = EngineConfig::default();
-    let per_chunk = usize::from(engine.chunk_target_samples);
     let mut fleet = Fleet::new(cfg).map_err(anyhow::Error::msg)?;
     // Series by label hash (equal labels = one stored series, as in the engine).
     let mut series: HashMap<u64, (Bytes, Vec<Sample>)> = HashMap::new();
@@ -105,10 +104,7 @@ pub fn render(cfg: FleetConfig, top: usize) -> anyhow::Result<String> {
         let mut start = 0;
         while start < samples.len() {
             let mut end = start + 1;
-            while end < samples.len()
-                && end - start < per_chunk
-                && samples[end].t - samples[start].t < engine.chunk_max_span_ms
-            {
+            while end < samples.len() && !engine.cuts_chunk(end - start, samples[start].t, samples[end].t) {
                 end += 1;
             }
             m.add(&chunk_tally(&samples[start..end], &mut scratch)?);

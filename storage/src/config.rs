@@ -93,6 +93,14 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// Whether an in-order sample at `t` starts a new chunk after an open one holding
+    /// `open_len` (≥ 1) samples from `open_mint`: `chunk_target_samples` reached, or `t`
+    /// `chunk_max_span_ms` or more after the chunk's first sample.
+    pub fn cuts_chunk(&self, open_len: usize, open_mint: i64, t: i64) -> bool {
+        open_len >= usize::from(self.chunk_target_samples)
+            || i128::from(t) - i128::from(open_mint) >= i128::from(self.chunk_max_span_ms)
+    }
+
     /// Checks ranges; called by `Engine::open`.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidConfig(m));

@@ -221,11 +221,8 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
 
     fn append_in_order(&mut self, id: u32, s: &mut MemSeries, t: i64, v: f64) -> Result<()> {
         let n = s.open_len();
-        if n > 0 {
-            let span = i128::from(t) - i128::from(s.open_mint);
-            if n >= usize::from(self.cfg.chunk_target_samples) || span >= i128::from(self.cfg.chunk_max_span_ms) {
-                self.cut(id, s)?;
-            }
+        if n > 0 && self.cfg.cuts_chunk(n, s.open_mint, t) {
+            self.cut(id, s)?;
         }
         if s.open_len() == 0 {
             let mut a = XorAppender::new(Encoding::DEFAULT);
