@@ -62,6 +62,7 @@ fn select_over_thousands_of_series_streams_chunks_and_answers_like_one_node() {
     assert_eq!(result.len(), SERIES);
     assert!(result.iter().all(|s| s["values"].as_array().map(Vec::len) == Some(SAMPLES as usize)));
     assert_eq!(cluster["data"], one["data"], "the cluster's raw samples equal the single node's");
+    let after_first = metrics(&c);
 
     // Only part of each chunk is asked for: trimmed at the querier, still equal.
     let mid = base + 600_000;
@@ -93,18 +94,20 @@ fn select_over_thousands_of_series_streams_chunks_and_answers_like_one_node() {
         })
         .sum();
     let after = metrics(&c);
-    let select_bytes = metric_value(&after, "tessera_cluster_grpc_response_bytes_total{")
+    // The first query's bytes alone: the second one reads the same whole chunks again.
+    let select_bytes = metric_value(&after_first, "tessera_cluster_grpc_response_bytes_total{")
         - metric_value(&before, "tessera_cluster_grpc_response_bytes_total{");
     let samples_read = (SERIES as i64 * SAMPLES) as f64;
     eprintln!(
-        "select of {SERIES} series x {SAMPLES} samples: {took:?}; {select_bytes} bytes of chunks from all replicas \
-         (two queries); decoded samples would be {decoded_bytes} bytes per replica for the first query alone"
+        "select of {SERIES} series x {SAMPLES} samples: {took:?}; {select_bytes} bytes of chunks from all replicas; \
+         decoded samples would be {decoded_bytes} bytes per replica"
     );
     assert!(select_bytes < decoded_bytes as f64, "chunks from every replica take less than decoded samples from one");
     assert!(select_bytes > 0.0, "Select frames were counted");
     // Decoded samples took 16 bytes each on the wire (timestamp + value); raw chunks of
-    // regular scrapes take 1-3. Every replica may answer, so allow for 3.
-    assert!(select_bytes / samples_read < 3.0 * 4.0, "{select_bytes} bytes for {samples_read} samples");
+    // regular scrapes take 1-3 with their labels and framing. The querier stops reading
+    // once it has its quorum (2 of 3), but on a fast machine all 3 may have answered.
+    assert!(select_bytes / samples_read < 3.0 * 3.0, "{select_bytes} bytes for {samples_read} samples");
     // Which replicas a read asks is the querier's choice (R = 2 of the 3), so count the
     // Selects of every peer: each of the two queries reads at least two replicas.
     let selects_ok: f64 = after
