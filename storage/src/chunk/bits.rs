@@ -145,29 +145,40 @@ impl<'a> BitReader<'a> {
     }
 
     /// Fills `out` with consecutive `w`-bit (1..=64) fields, unchecked like [`take`]
-    /// (fields past the end read as zeros). The fields whose 8-byte window lies inside
-    /// the data are read in a loop without the end-of-data branch; the last few (within
-    /// 8 bytes of the end) go through [`take`].
+    /// (fields past the end read as zeros). Fields of up to [`PEEK_BITS`] bits are read
+    /// in a loop without the end-of-data branch: those whose 8-byte window lies inside
+    /// the data from the data, the last few (starting within 8 bytes of the end) from a
+    /// zero-padded copy of those bytes, which is what [`take`] reads there. In a chunk of
+    /// 120 samples the tail is up to a fifth of a stream's fields.
     ///
     /// [`take`]: BitReader::take
     #[inline]
     pub fn unpack(&mut self, w: u32, out: &mut [u64]) {
         debug_assert!((1..=64).contains(&w));
         let mut done = 0;
-        if w <= PEEK_BITS && self.data.len() >= 8 {
-            // Field i starts at bit pos + i·w; its window [byte, byte + 8) fits while the
-            // start is at most this bit.
-            let last_start = (self.data.len() - 8) * 8 + 7;
-            let fit = last_start.checked_sub(self.pos).map_or(0, |room| room / w as usize + 1);
-            done = fit.min(out.len());
-            let mut pos = self.pos;
-            for r in &mut out[..done] {
-                let word =
-                    self.data.get(pos >> 3..).and_then(|d| d.first_chunk::<8>()).map_or(0, |b| u64::from_be_bytes(*b));
-                *r = (word << (pos & 7)) >> (64 - w);
-                pos += w as usize;
+        if w <= PEEK_BITS {
+            if self.data.len() >= 8 {
+                // Field i starts at bit pos + i·w; its window [byte, byte + 8) fits while
+                // the start is at most this bit.
+                let last_start = (self.data.len() - 8) * 8 + 7;
+                let fit = last_start.checked_sub(self.pos).map_or(0, |room| room / w as usize + 1);
+                done = fit.min(out.len());
+                self.pos = unpack_from(self.data, 0, self.pos, w, &mut out[..done]);
             }
-            self.pos = pos;
+            if done < out.len() {
+                // The rest start in the last 8 bytes (or the data is shorter): a copy of
+                // those bytes padded with zeros holds their windows, up to 16 bytes on.
+                let start = (self.pos >> 3).min(self.data.len());
+                let rest = &self.data[start..];
+                if rest.len() <= 8 {
+                    let mut pad = [0u8; 24];
+                    pad[..rest.len()].copy_from_slice(rest);
+                    let room = (16 * 8 + start * 8).saturating_sub(self.pos) / w as usize;
+                    let n = room.min(out.len() - done);
+                    self.pos = unpack_from(&pad, start * 8, self.pos, w, &mut out[done..done + n]);
+                    done += n;
+                }
+            }
         }
         for r in &mut out[done..] {
             *r = self.take(w);
@@ -205,4 +216,19 @@ impl<'a> BitReader<'a> {
         self.pos = (start + used) * 8;
         Ok(v)
     }
+}
+
+/// Reads `out.len()` consecutive `w`-bit fields (`w` ≤ [`PEEK_BITS`]) starting at bit
+/// `pos` of a stream whose byte 0 is `bytes[0]` at stream bit `base` (a multiple of 8);
+/// every field's 8-byte window must lie in `bytes` (a missing one reads as zeros).
+/// Returns the bit after the last field.
+#[inline(always)]
+fn unpack_from(bytes: &[u8], base: usize, mut pos: usize, w: u32, out: &mut [u64]) -> usize {
+    for r in out {
+        let at = (pos - base) >> 3;
+        let word = bytes.get(at..).and_then(|d| d.first_chunk::<8>()).map_or(0, |b| u64::from_be_bytes(*b));
+        *r = (word << (pos & 7)) >> (64 - w);
+        pos += w as usize;
+    }
+    pos
 }
