@@ -1049,7 +1049,7 @@ impl Engine {
         match v {
             Some(v) => {
                 // Validated once when it enters the head, so later decodes cannot fail.
-                labels_codec::decode_label_set(&v)?;
+                labels_codec::validate_label_set(&v)?;
                 Ok(Some(Box::from(&*v)))
             }
             None => Ok(None),

@@ -128,6 +128,13 @@ pub fn decode_label_set(b: &[u8]) -> Result<Labels> {
     Ok(Labels::from_sorted(labels))
 }
 
+/// Checks a stored label set as [`decode_label_set`] would, without building it: the
+/// framing, UTF-8, names sorted and unique ([`check_canonical`], which every stored set
+/// passed when it was written). For readers that keep the encoding and decode it later.
+pub fn validate_label_set(b: &[u8]) -> Result<()> {
+    check_canonical(b).map_err(|why| Error::corrupt("labels", why))
+}
+
 /// Whether names are strictly increasing: the canonical order of a stored label set.
 pub fn is_sorted_unique(labels: &[Label]) -> bool {
     labels.windows(2).all(|w| w[0].name < w[1].name)

@@ -97,7 +97,7 @@ pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result
         let got = db.batched_multi_get_cf(cf, &ks, true);
         for (&id, v) in batch.iter().zip(got) {
             let Some(v) = v.map_err(Error::rocks("get series"))? else { continue };
-            labels_codec::decode_label_set(&v)?;
+            labels_codec::validate_label_set(&v)?;
             out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new(), maxt });
         }
     }

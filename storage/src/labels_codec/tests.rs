@@ -62,3 +62,29 @@ fn only_canonical_encodings_pass_the_check() {
         assert!(err.contains(why), "{err} should mention {why}");
     }
 }
+
+proptest::proptest! {
+    /// The check that keeps a stored set encoded accepts exactly what decoding it would:
+    /// random bytes, and valid encodings with a byte changed or cut off.
+    #[test]
+    fn validating_a_stored_set_agrees_with_decoding_it(
+        pairs in proptest::collection::vec(("[a-z_é]{0,6}", "[a-zA-Z0-9\u{e9}\u{1f600}]{0,6}"), 0..5),
+        flip in proptest::option::of((0usize..64, proptest::prelude::any::<u8>())),
+        cut in 0usize..4,
+        random in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+    ) {
+        let labels: Vec<Label> = pairs.into_iter().map(|(n, v)| Label::new(n, v)).collect();
+        let mut b = Vec::new();
+        encode_labels(&labels, &mut b);
+        if let Some((at, byte)) = flip {
+            if !b.is_empty() {
+                let i = at % b.len();
+                b[i] = byte;
+            }
+        }
+        b.truncate(b.len().saturating_sub(cut));
+        for bytes in [&b, &random] {
+            proptest::prop_assert_eq!(validate_label_set(bytes).is_ok(), decode_label_set(bytes).is_ok(), "{:?}", bytes);
+        }
+    }
+}
