@@ -155,7 +155,7 @@ pub trait Queryable: Send + Sync {
     ) -> Result<ReadResult<Vec<String>>, crate::QueryError> {
         let r = self.series(matchers, hints, ctl)?;
         let names: std::collections::BTreeSet<String> =
-            r.data.iter().flat_map(|ls| ls.iter().map(|l| l.name.clone())).collect();
+            r.data.iter().flat_map(|ls| ls.iter().map(|l| l.name.to_string())).collect();
         Ok(ReadResult { data: names.into_iter().collect(), warnings: r.warnings })
     }
 

@@ -781,7 +781,7 @@ impl Engine {
             .matched_labels(matchers, mint, maxt, stop)?
             .into_iter()
             .flat_map(Labels::into_vec)
-            .map(|l| l.name)
+            .map(|l| l.name.into_string())
             .collect();
         names.sort();
         names.dedup();

@@ -111,8 +111,8 @@ pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {
     }
     let mut labels = Vec::with_capacity(n as usize);
     for _ in 0..n {
-        let name = c.string()?.to_string();
-        let value = c.string()?.to_string();
+        let name = c.string()?.into();
+        let value = c.string()?.into();
         labels.push(Label { name, value });
     }
     Ok(labels)

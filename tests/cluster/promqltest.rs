@@ -283,7 +283,7 @@ fn requests(data: &Data) -> Vec<WriteRequest> {
             n = 0;
         }
         n += samples.len();
-        let labels = ls.iter().map(|l| Label::new(l.name.clone(), l.value.clone())).collect();
+        let labels = ls.iter().map(|l| Label::new(l.name.to_string(), l.value.to_string())).collect();
         let samples = samples.iter().map(|(&timestamp, &value)| PbSample { value, timestamp }).collect();
         out.last_mut().expect("one request").timeseries.push(TimeSeries { labels, samples, ..Default::default() });
     }

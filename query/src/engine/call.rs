@@ -649,7 +649,7 @@ fn absent_labels(e: &Expr) -> Labels {
         }
         if matches!(m.op, PMatchOp::Equal) && !has.contains(&m.name) {
             set.retain(|l| l.name != m.name);
-            set.push(Label { name: m.name.clone(), value: m.value.clone() });
+            set.push(Label::new(m.name.as_str(), m.value.as_str()));
             has.push(m.name.clone());
         } else {
             set.retain(|l| l.name != m.name);

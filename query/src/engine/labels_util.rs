@@ -22,12 +22,12 @@ pub(crate) fn without_name(l: &Labels) -> Labels {
 
 /// Keeps only the labels named in `names`.
 pub(crate) fn keep(l: &Labels, names: &[String]) -> Labels {
-    Labels::from_sorted(l.iter().filter(|x| names.iter().any(|n| n == &x.name)).cloned().collect())
+    Labels::from_sorted(l.iter().filter(|x| names.iter().any(|n| x.name == *n)).cloned().collect())
 }
 
 /// Drops the labels named in `names`.
 pub(crate) fn drop(l: &Labels, names: &[String]) -> Labels {
-    Labels::from_sorted(l.iter().filter(|x| !names.iter().any(|n| n == &x.name)).cloned().collect())
+    Labels::from_sorted(l.iter().filter(|x| !names.iter().any(|n| x.name == *n)).cloned().collect())
 }
 
 /// A byte key identifying the projection of `l` used for vector matching: with `on`
@@ -36,7 +36,7 @@ pub(crate) fn drop(l: &Labels, names: &[String]) -> Labels {
 pub(crate) fn signature(l: &Labels, on: bool, names: &[String]) -> Vec<u8> {
     let mut key = Vec::with_capacity(64);
     for x in l.iter() {
-        let listed = names.iter().any(|n| n == &x.name);
+        let listed = names.iter().any(|n| x.name == *n);
         let take = if on { listed } else { !listed && x.name != METRIC_NAME };
         if take {
             key.extend_from_slice(x.name.as_bytes());

@@ -76,12 +76,12 @@ pub fn set_label(l: &Labels, name: &str, value: &str) -> Labels {
     let mut placed = value.is_empty();
     for lab in l.iter() {
         if !placed && lab.name.as_str() > name {
-            v.push(Label { name: name.to_string(), value: value.to_string() });
+            v.push(Label::new(name, value));
             placed = true;
         }
         if lab.name == name {
             if !value.is_empty() && !placed {
-                v.push(Label { name: name.to_string(), value: value.to_string() });
+                v.push(Label::new(name, value));
                 placed = true;
             }
             continue;
@@ -89,7 +89,7 @@ pub fn set_label(l: &Labels, name: &str, value: &str) -> Labels {
         v.push(lab.clone());
     }
     if !placed {
-        v.push(Label { name: name.to_string(), value: value.to_string() });
+        v.push(Label::new(name, value));
     }
     Labels::from_sorted(v)
 }

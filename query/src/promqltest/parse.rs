@@ -354,7 +354,7 @@ fn nhcb_placeholders(series: &[(Labels, Vec<Point>)]) -> Vec<(Labels, Vec<Point>
             .iter()
             .filter(|l| l.name != "le" && l.name != "__name__")
             .map(|l| (l.name.clone(), l.value.clone()))
-            .chain(std::iter::once(("__name__".to_string(), name.to_string())));
+            .chain(std::iter::once(("__name__".into(), name.into())));
         let key = Labels::from_pairs(pairs);
         let idx = match out.iter().position(|(l, _)| *l == key) {
             Some(i) => i,

@@ -40,11 +40,11 @@ pub fn identity_from_pb(id: &pb::ClusterIdentity) -> Identity {
 }
 
 fn label_to_pb(l: &Label) -> pb::Label {
-    pb::Label { name: l.name.clone(), value: l.value.clone() }
+    pb::Label { name: l.name.to_string(), value: l.value.to_string() }
 }
 
 fn labels_from_pb(labels: Vec<pb::Label>) -> Vec<Label> {
-    labels.into_iter().map(|l| Label { name: l.name, value: l.value }).collect()
+    labels.into_iter().map(|l| Label::new(l.name, l.value)).collect()
 }
 
 /// One series of a push, for shard `shard`.

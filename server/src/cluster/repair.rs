@@ -315,7 +315,7 @@ impl Repairer {
             if rs.tenant.is_empty() || s.timestamps.len() != s.values.len() {
                 return Err("a repair frame holds a series without tenant or with unequal samples".into());
             }
-            let labels: Vec<Label> = s.labels.into_iter().map(|l| Label { name: l.name, value: l.value }).collect();
+            let labels: Vec<Label> = s.labels.into_iter().map(|l| Label::new(l.name, l.value)).collect();
             let hash = series_hash(&rs.tenant, &labels);
             if ShardId::of(hash, total_shards) != shard {
                 return Err(format!("the source sent a series of another shard than {shard}"));

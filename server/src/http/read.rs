@@ -147,7 +147,7 @@ async fn serve(
             let timeseries = series
                 .into_iter()
                 .map(|s| prometheus::TimeSeries {
-                    labels: s.labels.into_vec().into_iter().map(|l| prometheus::Label::new(l.name, l.value)).collect(),
+                    labels: s.labels.into_vec().into_iter().map(|l| prometheus::Label::new(l.name.into_string(), l.value.into_string())).collect(),
                     samples: s.samples.iter().map(|p| prometheus::Sample { value: p.v, timestamp: p.t }).collect(),
                     ..Default::default()
                 })

@@ -68,7 +68,7 @@ impl SeriesLabels {
 
     /// Owned labels (error messages, and writers that forward owned labels).
     pub fn to_labels(&self) -> Vec<Label> {
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        let text = |b: &[u8]| compact_str::CompactString::from_utf8_lossy(b);
         self.iter().map(|(n, v)| Label { name: text(n), value: text(v) }).collect()
     }
 

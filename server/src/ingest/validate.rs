@@ -20,7 +20,7 @@ pub fn validate_labels<'a>(
 ) -> Result<Vec<Label>, String> {
     check_labels(pairs.clone(), limits)?;
     // Checked above: UTF-8, so the lossy conversion never replaces anything.
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let text = |b: &[u8]| compact_str::CompactString::from_utf8_lossy(b);
     Ok(pairs.filter(|(_, v)| !v.is_empty()).map(|(n, v)| Label { name: text(n), value: text(v) }).collect())
 }
 

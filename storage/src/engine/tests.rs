@@ -204,7 +204,7 @@ fn matchers_follow_prometheus_semantics_for_missing_labels() {
         e.series(ms, i64::MIN, i64::MAX)
             .expect("series")
             .into_iter()
-            .map(|l| l.iter().find(|x| x.name == "pod").map(|x| x.value.clone()).unwrap_or_default())
+            .map(|l| l.iter().find(|x| x.name == "pod").map(|x| x.value.to_string()).unwrap_or_default())
             .collect()
     };
     assert_eq!(names(&[m("gpu", MatchOp::Equal, "0")]), ["train-1"]);
@@ -359,10 +359,10 @@ proptest! {
             prop_assert_eq!(&got, &want, "matchers {:?} days {}..={}", ms, lo, hi);
             // Label names and values come from the index and agree with the same model.
             let (mint, maxt) = (i64::from(lo) * keys::MS_PER_DAY, i64::from(hi) * keys::MS_PER_DAY + keys::MS_PER_DAY - 1);
-            let want_names: BTreeSet<String> = want.iter().flatten().map(|l| l.name.clone()).collect();
+            let want_names: BTreeSet<String> = want.iter().flatten().map(|l| l.name.to_string()).collect();
             let got_names: BTreeSet<String> = e.label_names(ms, mint, maxt).expect("names").into_iter().collect();
             prop_assert_eq!(got_names, want_names);
-            let want_a: BTreeSet<String> = want.iter().flatten().filter(|l| l.name == "a").map(|l| l.value.clone()).collect();
+            let want_a: BTreeSet<String> = want.iter().flatten().filter(|l| l.name == "a").map(|l| l.value.to_string()).collect();
             let got_a: BTreeSet<String> = e.label_values("a", ms, mint, maxt).expect("values").into_iter().collect();
             prop_assert_eq!(got_a, want_a);
         }

@@ -65,12 +65,12 @@ impl CardinalityCounter {
             // few label names repeat on every series.
             let values = match self.pairs.get_mut(l.name.as_str()) {
                 Some(v) => v,
-                None => self.pairs.entry(l.name.clone()).or_default(),
+                None => self.pairs.entry(l.name.to_string()).or_default(),
             };
             match values.get_mut(l.value.as_str()) {
                 Some(n) => *n += 1,
                 None => {
-                    values.insert(l.value.clone(), 1);
+                    values.insert(l.value.to_string(), 1);
                 }
             }
         }

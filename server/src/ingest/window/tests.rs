@@ -29,7 +29,7 @@ fn samples_outside_the_window_are_refused_and_the_rest_kept() {
     let r = filter(&mut b, w);
     assert_eq!(r, Refused { too_old: 2, too_new: 1 });
     let names: Vec<String> =
-        b.series.iter().map(|s| s.name.labels().expect("labelled").to_labels()[0].value.clone()).collect();
+        b.series.iter().map(|s| s.name.labels().expect("labelled").to_labels()[0].value.to_string()).collect();
     assert_eq!(names, ["ok", "mixed"], "a series with no sample left is dropped");
     assert_eq!(b.series[1].samples[..], [Sample { t: NOW, v: 1.0 }]);
     let first = b.problems.first().expect("problems");
