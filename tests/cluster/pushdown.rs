@@ -192,7 +192,10 @@ fn pushed_down_queries_answer_like_one_node_with_far_fewer_bytes_and_survive_a_k
     let pushed = bytes(c.gateway(), &|| agg_paths.iter().for_each(|p| drop(answer(c.gateway(), p))));
     let pulled = bytes(&pull, &|| agg_paths.iter().for_each(|p| drop(answer(&pull, p))));
     eprintln!("aggregations: {pushed} bytes pushed down (Eval) vs {pulled} bytes pulled (Select)");
-    assert!(pushed > 0.0 && pushed * 5.0 < pulled, "pushed down {pushed} bytes, pulled {pulled}");
+    // Measured here: about 9× fewer. How many replicas answer in full varies with the
+    // machine's speed (a hedged Eval reads a second one; a Select stops once it has its
+    // quorum of 2 of 3, or reads all 3), which can move the ratio by up to 3×.
+    assert!(pushed > 0.0 && pushed * 3.0 < pulled, "pushed down {pushed} bytes, pulled {pulled}");
 
     // Queries run without pause while ingester-1 is killed: every answer stays the same.
     // The runner goes on until two whole rounds have run after the kill (a fixed wait
