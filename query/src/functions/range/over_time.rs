@@ -252,7 +252,9 @@ fn is_change(prev: f64, cur: f64) -> bool {
     cur != prev && !(cur.is_nan() && prev.is_nan())
 }
 
-fn is_reset(prev: f64, cur: f64) -> bool {
+/// A counter reset between two consecutive samples, as `resets` and `rate` count one: a
+/// drop (NaN never is one).
+pub(crate) fn is_reset(prev: f64, cur: f64) -> bool {
     cur < prev
 }
 

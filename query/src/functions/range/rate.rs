@@ -1,7 +1,7 @@
 //! `rate`, `increase`, `delta` (extrapolated over the window) and `irate`, `idelta` (the
 //! last two samples only), with Prometheus 3.x semantics.
 
-use super::over_time::PairCounts;
+use super::over_time::{is_reset, PairCounts};
 use tessera_model::Sample;
 
 /// Prometheus' `extrapolatedRate` for float samples.
@@ -36,7 +36,7 @@ pub fn extrapolated_rate(
 fn counter_change(samples: &[Sample]) -> f64 {
     let mut change = samples[samples.len() - 1].v - samples[0].v;
     for w in samples.windows(2) {
-        if w[1].v < w[0].v {
+        if is_reset(w[0].v, w[1].v) {
             change += w[0].v;
         }
     }
@@ -74,7 +74,7 @@ impl ResetIndex {
     pub fn new(samples: &[Sample]) -> ResetIndex {
         let count = PairCounts::new(samples, true);
         let any = !samples.is_empty() && count.upto(samples.len() - 1) > 0;
-        let losses = if any { Losses::of(samples) } else { Losses::None };
+        let losses = if any { Losses::of(samples, &count) } else { Losses::None };
         ResetIndex { count, losses }
     }
 
@@ -98,31 +98,24 @@ impl ResetIndex {
 }
 
 impl Losses {
-    fn of(samples: &[Sample]) -> Losses {
-        let mut prev = f64::NAN;
+    /// The losses of a series with at least one reset, whose resets `count` counts.
+    fn of(samples: &[Sample], count: &PairCounts) -> Losses {
+        // Sample i follows a reset when the running count steps up at i.
+        let reset_at = |i: usize| i > 0 && count.upto(i) > count.upto(i - 1);
         if super::sums_are_exact(samples) {
             let mut sum = 0.0;
             return Losses::Exact(
-                samples
-                    .iter()
-                    .map(|s| {
-                        if s.v < prev {
-                            sum += prev;
+                (0..samples.len())
+                    .map(|i| {
+                        if reset_at(i) {
+                            sum += samples[i - 1].v;
                         }
-                        prev = s.v;
                         sum
                     })
                     .collect(),
             );
         }
-        let mut at = Vec::new();
-        for (i, s) in samples.iter().enumerate() {
-            if s.v < prev {
-                at.push(i as u32);
-            }
-            prev = s.v;
-        }
-        Losses::At(at)
+        Losses::At((0..samples.len()).filter(|&i| reset_at(i)).map(|i| i as u32).collect())
     }
 }
 
