@@ -2,7 +2,8 @@
 //! the query issue on a small GPU fleet. Throughput is in samples read by the query, so
 //! the numbers compare with the samples/s/core target.
 
-use criterion::{black_box, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{black_box, BenchmarkGroup, Criterion, Throughput};
 use tessera_model::Labels;
 use tessera_query::promqltest::MemStore;
 use tessera_query::{Engine, EngineOptions, QueryOptions};
@@ -55,83 +56,69 @@ pub fn benches(c: &mut Criterion) {
     let end = T0 + (SAMPLES as i64 - 1) * SCRAPE_MS;
     let mut g = c.benchmark_group("query");
     g.sample_size(10);
-    // Every sample of the 256 energy series is read once by the range query.
-    g.throughput(Throughput::Elements((GPUS * SAMPLES) as u64));
-    g.bench_function("range_query_sum_rate_5m_256_gpus_12h_1m_step", |b| {
-        b.iter(|| {
-            let out = engine
-                .range_query(
-                    black_box(&store),
-                    "sum by (Hostname) (rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5m]))",
-                    T0 + 300_000,
-                    end,
-                    60_000,
-                    &opts,
-                )
-                .expect("valid query");
-            black_box(out)
-        })
-    });
-    // `rate` over a gauge that drops in two of five samples, at a 15 s step: every
-    // sample sits in 20 windows, as in the issue's `sum(rate({__name__=~"DCGM.*"}[5m]))`.
-    g.bench_function("range_query_sum_rate_5m_temp_gauge_256_gpus_12h_15s_step", |b| {
-        b.iter(|| {
-            let out = engine
-                .range_query(
-                    black_box(&store),
-                    "sum(rate(DCGM_FI_DEV_GPU_TEMP[5m]))",
-                    T0 + 300_000,
-                    end,
-                    SCRAPE_MS,
-                    &opts,
-                )
-                .expect("valid query");
-            black_box(out)
-        })
-    });
-    // `max_over_time` over windows that overlap 40 times (the dashboard's
-    // `max_temp_per_node`), then 20, 8 and 4 times.
-    for (range, step) in [("10m", SCRAPE_MS), ("10m", 30_000), ("10m", 75_000), ("10m", 150_000)] {
-        let name = format!("range_query_max_over_time_{range}_temp_by_host_256_gpus_12h_{}s_step", step / 1000);
+    // A range query from `start` to the data's end at `step`.
+    let range_query = |g: &mut BenchmarkGroup<'_, WallTime>, name: &str, q: &str, start: i64, step: i64| {
         g.bench_function(name, |b| {
             b.iter(|| {
-                let q = format!("max by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_TEMP[{range}]))");
-                let out =
-                    engine.range_query(black_box(&store), &q, T0 + 600_000, end, step, &opts).expect("valid query");
-                black_box(out)
+                black_box(engine.range_query(black_box(&store), q, start, end, step, &opts).expect("valid query"))
             })
         });
+    };
+    // Every sample of the 256 energy series is read once by the range query.
+    g.throughput(Throughput::Elements((GPUS * SAMPLES) as u64));
+    range_query(
+        &mut g,
+        "range_query_sum_rate_5m_256_gpus_12h_1m_step",
+        "sum by (Hostname) (rate(DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION[5m]))",
+        T0 + 300_000,
+        60_000,
+    );
+    // `rate` over a gauge that drops in two of five samples, at a 15 s step: every
+    // sample sits in 20 windows, as in the issue's `sum(rate({__name__=~"DCGM.*"}[5m]))`.
+    range_query(
+        &mut g,
+        "range_query_sum_rate_5m_temp_gauge_256_gpus_12h_15s_step",
+        "sum(rate(DCGM_FI_DEV_GPU_TEMP[5m]))",
+        T0 + 300_000,
+        SCRAPE_MS,
+    );
+    // `max_over_time` over windows that overlap 40 times (the dashboard's
+    // `max_temp_per_node`), then 20, 8 and 4 times.
+    for step in [SCRAPE_MS, 30_000, 75_000, 150_000] {
+        range_query(
+            &mut g,
+            &format!("range_query_max_over_time_10m_temp_by_host_256_gpus_12h_{}s_step", step / 1000),
+            "max by (Hostname) (max_over_time(DCGM_FI_DEV_GPU_TEMP[10m]))",
+            T0 + 600_000,
+            step,
+        );
     }
     // `avg_over_time(util[1h])` at a 10 m step (every sample in 6 windows), the shape of
     // the billion-sample benchmark's `top10_util`, and at 1 m (60).
     for step in [600_000, 60_000] {
-        let name = format!("range_query_topk_avg_over_time_1h_util_256_gpus_12h_{}m_step", step / 60_000);
-        g.bench_function(name, |b| {
-            b.iter(|| {
-                let q = "topk(10, avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]))";
-                let out =
-                    engine.range_query(black_box(&store), q, T0 + 3_600_000, end, step, &opts).expect("valid query");
-                black_box(out)
-            })
-        });
+        range_query(
+            &mut g,
+            &format!("range_query_topk_avg_over_time_1h_util_256_gpus_12h_{}m_step", step / 60_000),
+            "topk(10, avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h]))",
+            T0 + 3_600_000,
+            step,
+        );
     }
     // `changes(temp[1h])` at a 1 m step: every sample in 60 windows.
-    g.bench_function("range_query_sum_changes_1h_temp_256_gpus_12h_1m_step", |b| {
-        b.iter(|| {
-            let q = "sum(changes(DCGM_FI_DEV_GPU_TEMP[1h]))";
-            let out =
-                engine.range_query(black_box(&store), q, T0 + 3_600_000, end, 60_000, &opts).expect("valid query");
-            black_box(out)
-        })
-    });
-    g.bench_function("range_query_avg_util_by_host_256_gpus_12h_1m_step", |b| {
-        b.iter(|| {
-            let out = engine
-                .range_query(black_box(&store), "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)", T0, end, 60_000, &opts)
-                .expect("valid query");
-            black_box(out)
-        })
-    });
+    range_query(
+        &mut g,
+        "range_query_sum_changes_1h_temp_256_gpus_12h_1m_step",
+        "sum(changes(DCGM_FI_DEV_GPU_TEMP[1h]))",
+        T0 + 3_600_000,
+        60_000,
+    );
+    range_query(
+        &mut g,
+        "range_query_avg_util_by_host_256_gpus_12h_1m_step",
+        "avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL)",
+        T0,
+        60_000,
+    );
     // One hour of each series (240 samples) per evaluation.
     g.throughput(Throughput::Elements((GPUS * 240) as u64));
     g.bench_function("instant_topk_5_avg_over_time_1h_256_gpus", |b| {
