@@ -4,7 +4,7 @@
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use tessera_model::Sample;
-use tessera_query::bench_kernels::{eval_range, extrapolate, KahanSum, RangeFn};
+use tessera_query::bench_kernels::{eval_range, extrapolate, KahanSum, RangeFn, RateBatch};
 
 /// A counter scraped every 15 s with millisecond jitter and one reset, as a 5m window
 /// holds it (20 samples), with the window bounds the engine would pass.
@@ -62,6 +62,20 @@ pub fn benches(c: &mut Criterion) {
                     let w = black_box(&samples[lo..hi]);
                     acc + extrapolate(w, ws, we, true, true, w[w.len() - 1].v - w[0].v)
                 })
+            })
+        });
+        // The same windows through `RateBatch`, as the engine runs them.
+        g.bench_function(format!("{data}_batched"), |b| {
+            b.iter(|| {
+                let (mut batch, mut acc) = (RateBatch::default(), 0.0);
+                for &(lo, hi, ws, we) in &windows {
+                    let w = black_box(&samples[lo..hi]);
+                    if batch.push(w, ws, we, w[w.len() - 1].v - w[0].v, 0) {
+                        batch.finish(300_000, true, |_, v| acc += v);
+                    }
+                }
+                batch.finish(300_000, true, |_, v| acc += v);
+                acc
             })
         });
     }

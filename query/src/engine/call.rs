@@ -15,7 +15,7 @@ use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
 use crate::functions::range::over_time::{ExactSums, PairCounts, SlidingExtreme};
-use crate::functions::range::rate::{self, ResetIndex};
+use crate::functions::range::rate::{RateBatch, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
@@ -489,13 +489,15 @@ impl Evaluator<'_> {
         match func {
             RangeFn::Rate | RangeFn::Increase => {
                 let (resets, is_rate) = (ResetIndex::new(samples), func == RangeFn::Rate);
+                let mut batch = RateBatch::default();
+                let mut emit = |k: usize, v: f64| pts.push((self.ts(k), v));
                 self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
-                    if hi - lo >= 2 {
-                        let change = resets.change(samples, lo, hi);
-                        pts.push((self.ts(k), rate::extrapolate(&samples[lo..hi], ws, we, true, is_rate, change)));
+                    if hi - lo >= 2 && batch.push(&samples[lo..hi], ws, we, resets.change(samples, lo, hi), k) {
+                        batch.finish(range, is_rate, &mut emit);
                     }
                     Ok(())
                 })?;
+                batch.finish(range, is_rate, &mut emit);
             }
             RangeFn::Changes | RangeFn::Resets if overlap >= 2 => {
                 let counts = PairCounts::new(samples, func == RangeFn::Resets);

@@ -130,39 +130,165 @@ pub fn extrapolate(
     is_rate: bool,
     change: f64,
 ) -> f64 {
-    let first = samples[0];
-    let last = samples[samples.len() - 1];
-    let result = change;
+    let w = Window::of(samples, window_start_ms, window_end_ms, change);
+    let range_s = is_rate.then(|| (window_end_ms - window_start_ms) as f64 / 1000.0);
+    w.extrapolate(is_counter, range_s)
+}
 
-    let mut duration_to_start = (first.t - window_start_ms) as f64 / 1000.0;
-    let mut duration_to_end = (window_end_ms - last.t) as f64 / 1000.0;
-    let sampled_interval = (last.t - first.t) as f64 / 1000.0;
-    let average_interval = sampled_interval / (samples.len() - 1) as f64;
+/// What [`extrapolate`] needs of one window, its integers already converted to `f64`
+/// (exactly: every operand is far below 2^53).
+#[derive(Clone, Copy, Debug, Default)]
+struct Window {
+    /// Milliseconds from the window's start to its first sample, from its last sample
+    /// to its end, and between its first and last sample.
+    to_start_ms: f64,
+    to_end_ms: f64,
+    sampled_ms: f64,
+    /// Samples in the window minus one.
+    gaps: f64,
+    first_v: f64,
+    change: f64,
+}
 
-    let threshold = average_interval * 1.1;
-    if duration_to_start >= threshold {
-        duration_to_start = average_interval / 2.0;
-    }
-    if is_counter {
-        // Where would a straight line through the samples have hit zero? Do not
-        // extrapolate to before that point.
-        let mut duration_to_zero = duration_to_start;
-        if result > 0.0 && first.v >= 0.0 {
-            duration_to_zero = sampled_interval * (first.v / result);
+impl Window {
+    #[inline(always)]
+    fn of(samples: &[Sample], window_start_ms: i64, window_end_ms: i64, change: f64) -> Window {
+        let (first, last) = (samples[0], samples[samples.len() - 1]);
+        Window {
+            to_start_ms: (first.t - window_start_ms) as f64,
+            to_end_ms: (window_end_ms - last.t) as f64,
+            sampled_ms: (last.t - first.t) as f64,
+            gaps: (samples.len() - 1) as f64,
+            first_v: first.v,
+            change,
         }
-        if duration_to_zero < duration_to_start {
-            duration_to_start = duration_to_zero;
-        }
-    }
-    if duration_to_end >= threshold {
-        duration_to_end = average_interval / 2.0;
     }
 
-    let mut factor = (sampled_interval + duration_to_start + duration_to_end) / sampled_interval;
-    if is_rate {
-        factor /= (window_end_ms - window_start_ms) as f64 / 1000.0;
+    /// Prometheus' arithmetic, operation for operation (so bit for bit); `range_s` is
+    /// the window's length in seconds for `rate`, `None` for `increase`/`delta`. Written
+    /// without branches so that a loop over windows runs as straight-line code.
+    #[inline(always)]
+    fn extrapolate(self, is_counter: bool, range_s: Option<f64>) -> f64 {
+        let result = self.change;
+        let mut duration_to_start = self.to_start_ms / 1000.0;
+        let mut duration_to_end = self.to_end_ms / 1000.0;
+        let sampled_interval = self.sampled_ms / 1000.0;
+        let average_interval = sampled_interval / self.gaps;
+
+        let threshold = average_interval * 1.1;
+        if duration_to_start >= threshold {
+            duration_to_start = average_interval / 2.0;
+        }
+        if is_counter {
+            // Where would a straight line through the samples have hit zero? Do not
+            // extrapolate to before that point.
+            let mut duration_to_zero = duration_to_start;
+            if result > 0.0 && self.first_v >= 0.0 {
+                duration_to_zero = sampled_interval * (self.first_v / result);
+            }
+            if duration_to_zero < duration_to_start {
+                duration_to_start = duration_to_zero;
+            }
+        }
+        if duration_to_end >= threshold {
+            duration_to_end = average_interval / 2.0;
+        }
+
+        let mut factor = (sampled_interval + duration_to_start + duration_to_end) / sampled_interval;
+        if let Some(range_s) = range_s {
+            factor /= range_s;
+        }
+        result * factor
     }
-    result * factor
+}
+
+/// Windows of one series gathered for [`extrapolate`] in batches. One window's
+/// arithmetic is a chain of up to seven dependent divisions; computed one window at a
+/// time, interleaved with finding the next window, the processor overlaps about two
+/// windows' chains. A batch keeps each input in its own array and runs the chains of
+/// [`RateBatch::LEN`] windows in one straight loop, which the compiler turns into packed
+/// arithmetic (two windows per division). Every answer is [`extrapolate`]'s, bit for bit.
+pub struct RateBatch {
+    len: usize,
+    to_start_ms: [f64; RateBatch::LEN],
+    to_end_ms: [f64; RateBatch::LEN],
+    sampled_ms: [f64; RateBatch::LEN],
+    gaps: [f64; RateBatch::LEN],
+    first_v: [f64; RateBatch::LEN],
+    change: [f64; RateBatch::LEN],
+    /// The caller's tag of each window (its step).
+    tags: [usize; RateBatch::LEN],
+    out: [f64; RateBatch::LEN],
+}
+
+impl Default for RateBatch {
+    fn default() -> RateBatch {
+        let zero = [0.0; RateBatch::LEN];
+        RateBatch {
+            len: 0,
+            to_start_ms: zero,
+            to_end_ms: zero,
+            sampled_ms: zero,
+            gaps: zero,
+            first_v: zero,
+            change: zero,
+            tags: [0; RateBatch::LEN],
+            out: zero,
+        }
+    }
+}
+
+impl RateBatch {
+    /// Windows per batch.
+    pub const LEN: usize = 64;
+
+    /// Adds a window (at least two samples) whose change is known, tagged `tag`; true
+    /// when the batch is full and must be [`finish`](RateBatch::finish)ed.
+    #[inline]
+    pub fn push(
+        &mut self,
+        samples: &[Sample],
+        window_start_ms: i64,
+        window_end_ms: i64,
+        change: f64,
+        tag: usize,
+    ) -> bool {
+        let w = Window::of(samples, window_start_ms, window_end_ms, change);
+        let i = self.len;
+        self.to_start_ms[i] = w.to_start_ms;
+        self.to_end_ms[i] = w.to_end_ms;
+        self.sampled_ms[i] = w.sampled_ms;
+        self.gaps[i] = w.gaps;
+        self.first_v[i] = w.first_v;
+        self.change[i] = w.change;
+        self.tags[i] = tag;
+        self.len += 1;
+        self.len == Self::LEN
+    }
+
+    /// Extrapolates the gathered windows (a counter's: `rate`/`increase`), hands each
+    /// `(tag, value)` to `out` in the order pushed, and empties the batch. `range_ms` is
+    /// the windows' length, the same for all.
+    pub fn finish(&mut self, range_ms: i64, is_rate: bool, mut out: impl FnMut(usize, f64)) {
+        let range_s = is_rate.then(|| range_ms as f64 / 1000.0);
+        // Every lane is computed, also past `len` (where the inputs are stale or zero,
+        // harmless in floating point): a loop of fixed length vectorizes best.
+        for i in 0..Self::LEN {
+            let w = Window {
+                to_start_ms: self.to_start_ms[i],
+                to_end_ms: self.to_end_ms[i],
+                sampled_ms: self.sampled_ms[i],
+                gaps: self.gaps[i],
+                first_v: self.first_v[i],
+                change: self.change[i],
+            };
+            self.out[i] = w.extrapolate(true, range_s);
+        }
+        for (&tag, &v) in self.tags[..self.len].iter().zip(&self.out[..self.len]) {
+            out(tag, v);
+        }
+        self.len = 0;
+    }
 }
 
 /// Prometheus' `instantValue`: `irate` (`is_rate`) or `idelta` from the last two samples.

@@ -471,6 +471,46 @@ mod props {
             }
         }
 
+        /// `RateBatch` hands back `extrapolate`'s value bit for bit, for every window in
+        /// the order pushed, across batch boundaries and in a last, partial batch.
+        #[test]
+        fn rate_batch_gives_extrapolate_bit_for_bit(
+            values in proptest::collection::vec(prop_oneof![
+                3 => (-50i32..50).prop_map(f64::from),
+                2 => -5.0f64..5.0,
+                1 => Just(f64::NAN),
+                1 => Just(-0.0),
+            ], 2..300),
+            jitter in 0i64..4_000,
+            range in 1_000i64..400_000,
+            step in 1_000i64..60_000,
+            is_rate in any::<bool>(),
+        ) {
+            let mut s = load(15_000, &values);
+            for (i, p) in s.iter_mut().enumerate() {
+                p.t += (i as i64 * 7_919) % (jitter + 1);
+            }
+            let (mut batch, mut got, mut want) = (rate::RateBatch::default(), Vec::new(), Vec::new());
+            let mut we = s[0].t;
+            let mut k = 0;
+            while we <= s[s.len() - 1].t + range {
+                let ws = we - range;
+                let (lo, hi) = (s.partition_point(|p| p.t <= ws), s.partition_point(|p| p.t <= we));
+                if hi >= lo + 2 {
+                    let w = &s[lo..hi];
+                    let change = w[w.len() - 1].v - w[0].v;
+                    want.push((k, rate::extrapolate(w, ws, we, true, is_rate, change).to_bits()));
+                    if batch.push(w, ws, we, change, k) {
+                        batch.finish(range, is_rate, |tag, v| got.push((tag, v.to_bits())));
+                    }
+                }
+                we += step;
+                k += 1;
+            }
+            batch.finish(range, is_rate, |tag, v| got.push((tag, v.to_bits())));
+            prop_assert_eq!(got, want);
+        }
+
         /// `max_over_time`/`min_over_time` give Prometheus' compare walk's value bit for
         /// bit, with NaNs (payloads too), ±0, ±Inf and ties.
         #[test]
