@@ -532,6 +532,40 @@ impl<'a> Evaluator<'a> {
         self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| f(&samples[lo..hi], k, ws, we))
     }
 
+    /// The steps whose window `(ref - range, ref]` (`ref` as in [`Evaluator::windows_of`])
+    /// can hold one of `samples` (in time order); the steps before and after see none.
+    /// A series often lives for a small part of a long range (pods churn: over a week at
+    /// a 10-minute step a notebook's series spans ~50 of 1,008 steps), so its windows are
+    /// looked for in its own span, not at every step of the query.
+    pub(crate) fn steps_seeing(
+        &self,
+        samples: &[tessera_model::Sample],
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+    ) -> std::ops::Range<usize> {
+        let n = self.n_steps();
+        let (Some(first), Some(last), None) = (samples.first(), samples.last(), at) else {
+            // An `@` pins every step's window to the same one.
+            return if samples.is_empty() { 0..0 } else { 0..n };
+        };
+        // The first step at or after time `t`, as i128 so that no offset overflows.
+        let step_from = |t: i128| -> usize {
+            let (start, step) = (i128::from(self.start), i128::from(self.step.max(1)));
+            if t <= start {
+                0
+            } else {
+                ((t - start + step - 1) / step).min(n as i128) as usize
+            }
+        };
+        let (offset, range) = (i128::from(offset), i128::from(range));
+        // Before `from` a window ends before the first sample; from `to` on it starts at
+        // or after the last one (the start is exclusive).
+        let from = step_from(i128::from(first.t) + offset);
+        let to = step_from(i128::from(last.t) + offset + range);
+        from..to.max(from)
+    }
+
     /// [`Evaluator::windows_of`] handing over each window as the index range `lo..hi`
     /// of `samples`, for a caller that keeps per-sample prefix data of the series.
     pub fn window_bounds_of(
@@ -544,7 +578,7 @@ impl<'a> Evaluator<'a> {
     ) -> Result<(), QueryError> {
         let base = self.ctx.cur_samples();
         let (mut lo, mut hi) = (0usize, 0usize);
-        for k in 0..self.n_steps() {
+        for k in self.steps_seeing(samples, range, offset, at) {
             let r = at.unwrap_or_else(|| self.ts(k)) - offset;
             let ws = r - range;
             while hi < samples.len() && samples[hi].t <= r {

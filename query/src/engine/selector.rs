@@ -152,7 +152,8 @@ impl Evaluator<'_> {
         let lookback = self.ctx.lookback;
         let mut ss = StepSeries::new(s.labels, false);
         let mut i = 0usize; // number of samples with t <= ref
-        for k in 0..self.n_steps() {
+                            // A sample is seen by the steps within the lookback after it: a window of that length.
+        for k in self.steps_seeing(&s.samples, lookback, offset, at) {
             let t = self.ts(k);
             let r = at.unwrap_or(t) - offset;
             while i < s.samples.len() && s.samples[i].t <= r {

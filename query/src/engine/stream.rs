@@ -218,9 +218,10 @@ impl Sink for Fold {
             }
         };
         let row = &mut self.accs[g * self.steps..(g + 1) * self.steps];
-        // The points are on the step grid in time order: walk to each one's step
-        // instead of dividing per point (an integer division costs more than the fold).
-        let mut k = 0;
+        // The points are on the step grid in time order: one division finds the first
+        // one's step (a series may start late in a long range), then a walk to each next
+        // one's instead of a division per point (which costs more than the fold).
+        let mut k = s.pts.first().map_or(0, |&(t, _)| ev.step_of(t).min(self.steps.saturating_sub(1)));
         for &(t, v) in &s.pts {
             while k + 1 < self.steps && ev.ts(k + 1) <= t {
                 k += 1;
@@ -284,7 +285,8 @@ impl Sink for TopK {
             }
         }
         let mut id: Option<u32> = None;
-        let mut k = 0;
+        // As in `Fold::take`: the first point's step by division, the next by a walk.
+        let mut k = s.pts.first().map_or(0, |&(t, _)| ev.step_of(t).min(self.steps.saturating_sub(1)));
         for &(t, v) in &s.pts {
             while k + 1 < self.steps && ev.ts(k + 1) <= t {
                 k += 1;

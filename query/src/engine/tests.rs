@@ -368,3 +368,61 @@ fn range_functions_over_overlapping_windows_equal_instant_queries() {
         }
     }
 }
+
+/// Series that live for a small part of a long range (pods churn) are evaluated only at
+/// the steps that can see them (`Evaluator::steps_seeing`): every step of the range
+/// query still equals an instant query at that time pinned with `@` (with `@` the
+/// evaluator visits every step), with offsets either way, selectors, range functions
+/// and the streamed aggregations.
+#[test]
+fn short_lived_series_in_a_long_range_give_every_step_its_instant_answer() {
+    let mut s = MemStore::new();
+    // Lifetimes in minutes of a 3 h range: at its start, inside, at its end, and one
+    // sample only; scraped every 30 s.
+    for (pod, from, to) in [("early", 0i64, 12), ("middle", 70, 71), ("late", 160, 180), ("single", 95, 95)] {
+        let l = Labels::from_pairs([("__name__", "g"), ("pod", pod)]);
+        for half in from * 2..=to * 2 {
+            s.add(l.clone(), half * 30_000, (half % 7) as f64 + 1.0);
+        }
+    }
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    let (start, end, step) = (0, 180 * 60_000, 60_000);
+    let queries = [
+        "g {at}",
+        "g {at} offset 5m",
+        "g {at} offset -7m",
+        "rate(g[5m] {at})",
+        "max_over_time(g[10m] {at} offset -3m)",
+        "count_over_time(g[1m] {at} offset 2m)",
+        "sum(g {at})",
+        "topk(1, last_over_time(g[3m] {at}))",
+    ];
+    for q in queries {
+        let range_q = q.replace("{at}", "");
+        let Value::Matrix(m) = e.range_query(&s, &range_q, start, end, step, &opts).expect(&range_q).value else {
+            panic!("{range_q}: not a matrix")
+        };
+        let mut points = 0;
+        for t in (start..=end).step_by(step as usize) {
+            let pinned = q.replace("{at}", &format!("@ {}", t / 1000));
+            let Value::Vector(v) = e.instant_query(&s, &pinned, t, &opts).expect(&pinned).value else {
+                panic!("{pinned}: not a vector")
+            };
+            for elem in &v {
+                let series = m.iter().find(|x| x.labels == elem.labels);
+                let got = series.and_then(|x| x.samples.iter().find(|p| p.t == t));
+                assert_eq!(
+                    got.map(|p| p.v.to_bits()),
+                    Some(elem.v.to_bits()),
+                    "{range_q} at {t} for {:?}",
+                    elem.labels
+                );
+                points += 1;
+            }
+        }
+        let in_range: usize = m.iter().map(|x| x.samples.len()).sum();
+        assert!(points > 0, "{range_q}: no point at all");
+        assert_eq!(in_range, points, "{range_q}: the range query has points the instant queries do not");
+    }
+}
