@@ -374,19 +374,25 @@ impl ChunkSamples {
         // range: samples up to the first one after `maxt`, minus those before `mint`.
         chunk::decode_into(chunk, enc, &mut self.samples)?;
         let new = &self.samples[before..];
-        let end = before + new.iter().position(|s| s.t > self.maxt).unwrap_or(new.len());
-        self.samples.truncate(end);
-        let first_in = before + self.samples[before..].iter().position(|s| s.t >= self.mint).unwrap_or(end - before);
-        if first_in > before {
-            let mut keep = before;
-            for i in first_in..end {
-                let s = self.samples[i];
-                if s.t >= self.mint {
-                    self.samples[keep] = s;
-                    keep += 1;
+        // A chunk's samples are in time order: one wholly in range (most of a long
+        // query's) needs no trimming.
+        let inside = new.first().is_some_and(|s| s.t >= self.mint) && new.last().is_some_and(|s| s.t <= self.maxt);
+        if !inside {
+            let end = before + new.iter().position(|s| s.t > self.maxt).unwrap_or(new.len());
+            self.samples.truncate(end);
+            let first_in =
+                before + self.samples[before..].iter().position(|s| s.t >= self.mint).unwrap_or(end - before);
+            if first_in > before {
+                let mut keep = before;
+                for i in first_in..end {
+                    let s = self.samples[i];
+                    if s.t >= self.mint {
+                        self.samples[keep] = s;
+                        keep += 1;
+                    }
                 }
+                self.samples.truncate(keep);
             }
-            self.samples.truncate(keep);
         }
         if before > 0 && self.samples.len() > before && self.samples[before].t <= self.samples[before - 1].t {
             self.in_order = false;

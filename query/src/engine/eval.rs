@@ -578,15 +578,15 @@ impl<'a> Evaluator<'a> {
     ) -> Result<(), QueryError> {
         let base = self.ctx.cur_samples();
         let (mut lo, mut hi) = (0usize, 0usize);
+        let (mut moved_lo, mut moved_hi) = (0usize, 0usize);
         for k in self.steps_seeing(samples, range, offset, at) {
             let r = at.unwrap_or_else(|| self.ts(k)) - offset;
             let ws = r - range;
-            while hi < samples.len() && samples[hi].t <= r {
-                hi += 1;
-            }
-            while lo < hi && samples[lo].t <= ws {
-                lo += 1;
-            }
+            // Regular scrapes move both bounds by the same count each step: try that first.
+            let (was_lo, was_hi) = (lo, hi);
+            hi = skip_through_guessing(samples, hi, r, moved_hi);
+            lo = skip_through_guessing(&samples[..hi], lo, ws, moved_lo);
+            (moved_lo, moved_hi) = (lo - was_lo, hi - was_hi);
             if lo >= hi {
                 continue;
             }
@@ -596,6 +596,38 @@ impl<'a> Evaluator<'a> {
         }
         Ok(())
     }
+}
+
+/// The first index from `i` on whose sample is after `t` (`samples` in time order).
+/// A window's bounds move by the samples between two steps: one or two at a 15 s step,
+/// twenty at a 10-minute one over 30 s scrapes. A few are walked, farther ones found by
+/// galloping then bisecting, so a long step costs a few comparisons, not one per sample.
+#[inline]
+pub(super) fn skip_through(samples: &[tessera_model::Sample], mut i: usize, t: i64) -> usize {
+    for _ in 0..4 {
+        match samples.get(i) {
+            Some(s) if s.t <= t => i += 1,
+            _ => return i,
+        }
+    }
+    // Gallop: `samples[i - 1].t <= t`; double the stride while still not past `t`.
+    let mut stride = 4;
+    while i + stride < samples.len() && samples[i + stride - 1].t <= t {
+        i += stride;
+        stride *= 2;
+    }
+    let end = (i + stride).min(samples.len());
+    i + samples[i..end].partition_point(|s| s.t <= t)
+}
+
+/// [`skip_through`], trying `i + guess` first (checked with two comparisons).
+#[inline]
+pub(super) fn skip_through_guessing(samples: &[tessera_model::Sample], i: usize, t: i64, guess: usize) -> usize {
+    let g = i + guess;
+    if guess > 0 && g <= samples.len() && samples[g - 1].t <= t && samples.get(g).is_none_or(|s| s.t > t) {
+        return g;
+    }
+    skip_through(samples, i, t)
 }
 
 /// A range-vector argument: samples (stale markers removed) covering every window the

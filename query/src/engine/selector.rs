@@ -156,9 +156,7 @@ impl Evaluator<'_> {
         for k in self.steps_seeing(&s.samples, lookback, offset, at) {
             let t = self.ts(k);
             let r = at.unwrap_or(t) - offset;
-            while i < s.samples.len() && s.samples[i].t <= r {
-                i += 1;
-            }
+            i = super::eval::skip_through(&s.samples, i, r);
             if i == 0 {
                 continue;
             }
@@ -212,6 +210,11 @@ impl Evaluator<'_> {
 /// A selected series as a range argument's: staleness markers removed; `None` when
 /// nothing is left.
 pub(crate) fn range_series(s: Series) -> Option<RangeSeries> {
-    let samples: Vec<Sample> = s.samples.into_iter().filter(|p| !is_stale_nan(p.v)).collect();
+    let mut samples = s.samples;
+    // Most series hold no marker (a series gets one when it ends): look before moving,
+    // with a scan that does not stop early (so it runs as packed compares).
+    if samples.iter().fold(false, |any, p| any | is_stale_nan(p.v)) {
+        samples.retain(|p| !is_stale_nan(p.v));
+    }
     (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, drop_name: false, samples })
 }

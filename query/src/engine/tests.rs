@@ -426,3 +426,26 @@ fn short_lived_series_in_a_long_range_give_every_step_its_instant_answer() {
         assert_eq!(in_range, points, "{range_q}: the range query has points the instant queries do not");
     }
 }
+
+proptest::proptest! {
+    /// `skip_through` (walk, gallop, bisect) and `skip_through_guessing` (right and wrong
+    /// guesses) find what a walk sample by sample finds, from any start, with repeated timestamps and bounds before, inside and after.
+    #[test]
+    fn skip_through_finds_the_first_sample_after_the_bound(
+        gaps in proptest::collection::vec(0i64..3, 0..200),
+        from in 0usize..220,
+        bound in -5i64..400,
+    ) {
+        let mut t = 0;
+        let samples: Vec<Sample> = gaps.iter().map(|g| { t += g; Sample { t, v: 0.0 } }).collect();
+        let from = from.min(samples.len());
+        let mut walk = from;
+        while walk < samples.len() && samples[walk].t <= bound {
+            walk += 1;
+        }
+        proptest::prop_assert_eq!(super::eval::skip_through(&samples, from, bound), walk);
+        for guess in [0, 1, 5, walk - from, walk - from + 1, 300] {
+            proptest::prop_assert_eq!(super::eval::skip_through_guessing(&samples, from, bound, guess), walk, "guess {}", guess);
+        }
+    }
+}
