@@ -163,7 +163,12 @@ impl<'a> BitReader<'a> {
                 let last_start = (self.data.len() - 8) * 8 + 7;
                 let fit = last_start.checked_sub(self.pos).map_or(0, |room| room / w as usize + 1);
                 done = fit.min(out.len());
-                self.pos = unpack_from(self.data, 0, self.pos, w, &mut out[..done]);
+                let mut groups = 0;
+                if self.pos % 8 == 0 && unpack_groups(self.data, self.pos / 8, w, &mut out[..done / 8 * 8]) {
+                    groups = done / 8 * 8;
+                    self.pos += groups * w as usize;
+                }
+                self.pos = unpack_from(self.data, 0, self.pos, w, &mut out[groups..done]);
             }
             if done < out.len() {
                 // The rest start in the last 8 bytes (or the data is shorter): a copy of
@@ -222,6 +227,41 @@ impl<'a> BitReader<'a> {
 /// `pos` of a stream whose byte 0 is `bytes[0]` at stream bit `base` (a multiple of 8);
 /// every field's 8-byte window must lie in `bytes` (a missing one reads as zeros).
 /// Returns the bit after the last field.
+/// Fills `out` (a multiple of 8 fields) with the `w`-bit fields that start at byte
+/// `byte`, every field's 8-byte window inside `bytes`, 8 fields at a time: 8 fields of
+/// `w` bits are `w` bytes, so within a group that starts on a byte every field's byte
+/// and shift are constants of its width, and the loads, shifts and stores run without
+/// the variable shifts and the dependent position of [`unpack_from`] (about 3× its
+/// speed in the decode benches). False, with nothing read, for a width above
+/// [`PEEK_BITS`].
+fn unpack_groups(bytes: &[u8], byte: usize, w: u32, out: &mut [u64]) -> bool {
+    macro_rules! by_width {
+        ($($w:literal)*) => {
+            match w {
+                $($w => unpack_groups_of::<$w>(bytes, byte, out),)*
+                _ => return false,
+            }
+        };
+    }
+    by_width!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29
+        30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57);
+    true
+}
+
+#[inline(always)]
+fn unpack_groups_of<const W: usize>(bytes: &[u8], mut byte: usize, out: &mut [u64]) {
+    for group in out.chunks_exact_mut(8) {
+        // The last field starts at bit 7·W: its window ends at byte 7·W/8 + 8.
+        let window = &bytes[byte..byte + 7 * W / 8 + 8];
+        for (j, r) in group.iter_mut().enumerate() {
+            let (at, shift) = (j * W / 8, j * W % 8);
+            let word = u64::from_be_bytes(window[at..at + 8].try_into().expect("8 bytes"));
+            *r = (word << shift) >> (64 - W);
+        }
+        byte += W;
+    }
+}
+
 #[inline(always)]
 fn unpack_from(bytes: &[u8], base: usize, mut pos: usize, w: u32, out: &mut [u64]) -> usize {
     for r in out {
