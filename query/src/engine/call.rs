@@ -14,13 +14,15 @@ use crate::error::QueryError;
 use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
-use crate::functions::range::over_time::{ExactSums, PairCounts, SlidingExtreme};
+use crate::functions::range::over_time::{BlockExtremes, ExactSums, PairCounts, SlidingExtreme};
 use crate::functions::range::rate::{RateBatch, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// `max_over_time`/`min_over_time` slide over windows (`SlidingExtreme`) instead of
-/// scanning each when a sample sits in at least this many windows (range ÷ step).
+/// scanning each when a sample sits in at least this many windows (range ÷ step); below
+/// it, a range that is a whole number of steps is cut into step-long blocks
+/// (`BlockExtremes`).
 const SLIDE_FROM_OVERLAP: i64 = 16;
 
 /// Time functions: with no argument they read the evaluation time.
@@ -474,7 +476,7 @@ impl Evaluator<'_> {
     /// sample 20 times), each the walk's answer bit for bit: `rate`/`increase`
     /// (`ResetIndex`), `changes`/`resets` (`PairCounts`), `sum`/`avg_over_time` over an
     /// integer series (`ExactSums`), `max`/`min_over_time` over windows that overlap
-    /// enough (`SlidingExtreme`). Pushes a float series' points into `pts` and returns
+    /// enough (`SlidingExtreme`) or are whole numbers of steps (`BlockExtremes`). Pushes a float series' points into `pts` and returns
     /// true, or returns false when the function or the series does not qualify.
     fn range_fn_by_helper(
         &self,
@@ -511,6 +513,15 @@ impl Evaluator<'_> {
                 let avg = func == RangeFn::AvgOverTime;
                 self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, _| {
                     pts.push((self.ts(k), if avg { sums.avg(lo, hi) } else { sums.sum(lo, hi) }));
+                    Ok(())
+                })?;
+            }
+            RangeFn::MaxOverTime | RangeFn::MinOverTime
+                if overlap >= 2 && overlap < SLIDE_FROM_OVERLAP && at.is_none() && range % self.step == 0 =>
+            {
+                let mut blocks = BlockExtremes::new(func == RangeFn::MaxOverTime, overlap as usize);
+                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, we| {
+                    pts.push((self.ts(k), blocks.window(samples, lo, hi, k, we, self.step)));
                     Ok(())
                 })?;
             }

@@ -561,6 +561,36 @@ mod props {
             }
         }
 
+        /// `BlockExtremes` gives `max`/`min`'s value bit for bit in every window of a
+        /// range query whose range is `span` steps: NaNs (payloads too), ±0, ±Inf, ties,
+        /// gaps that leave steps with empty windows (skipped, as the engine skips them).
+        #[test]
+        fn block_extremes_equal_the_scan(
+            values in extremes(),
+            gaps in proptest::collection::vec(prop_oneof![4 => Just(1i64), 1 => 2i64..12], 40),
+            step in 1i64..4,
+            span in 2usize..8,
+            first_step in -10i64..3,
+        ) {
+            let mut t = 0;
+            let s: Vec<Sample> = values.iter().zip(&gaps).map(|(&v, g)| { t += g * 500; Sample { t, v } }).collect();
+            let (step, range) = (step * 500, step * 500 * span as i64);
+            for max in [true, false] {
+                let mut blocks = over_time::BlockExtremes::new(max, span);
+                for k in 0..(s.len() as i64 + 40) {
+                    let r = (first_step + k) * step;
+                    let (lo, hi) = (s.partition_point(|p| p.t <= r - range), s.partition_point(|p| p.t <= r));
+                    if lo >= hi {
+                        continue;
+                    }
+                    let w = &s[lo..hi];
+                    let scan = if max { over_time::max(w) } else { over_time::min(w) }.map(f64::to_bits);
+                    let got = blocks.window(&s, lo, hi, k as usize, r, step).to_bits();
+                    prop_assert_eq!(Some(got), scan, "max {} step {} window {}..{}", max, k, lo, hi);
+                }
+            }
+        }
+
         /// `ExactSums` gives `sum_over_time`/`avg_over_time`'s Kahan answer bit for bit in
         /// every window of an integer series (±0, values at the exactness bound), and is
         /// not built for fractions, NaN or values past the bound.
