@@ -2,6 +2,7 @@
 //! the dispatch over AST nodes.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -13,6 +14,24 @@ use crate::error::{ErrorKind, QueryError};
 use crate::model::Queryable;
 use crate::value::{QueryOutput, Value};
 use tessera_model::Sample;
+
+/// Annotations (warnings or infos) in the order raised, each once. A query raises one
+/// per series in some cases (`rate` over a gauge names the metric), so repeats are
+/// found in a set, not by comparing with every earlier message.
+#[derive(Debug, Default)]
+struct Notes {
+    list: Vec<String>,
+    seen: HashSet<String>,
+}
+
+impl Notes {
+    fn add(&mut self, msg: String) {
+        if !self.seen.contains(&msg) {
+            self.seen.insert(msg.clone());
+            self.list.push(msg);
+        }
+    }
+}
 
 /// State shared by every evaluator of one query (subqueries get their own
 /// [`Evaluator`] but the same context).
@@ -30,8 +49,8 @@ pub(crate) struct Ctx {
     /// Calls to `check_interrupt` since the clock was last read; reading the clock per
     /// sample would cost more than the work it guards.
     ticks: Cell<u32>,
-    warnings: RefCell<Vec<String>>,
-    infos: RefCell<Vec<String>>,
+    warnings: RefCell<Notes>,
+    infos: RefCell<Notes>,
     pub query: String,
     /// The top-level query's start and end, which `@ start()` / `@ end()` refer to
     /// even inside subqueries.
@@ -60,8 +79,8 @@ impl Ctx {
             peak_samples: Cell::new(0),
             streaming: eo.streaming,
             ticks: Cell::new(0),
-            warnings: RefCell::new(Vec::new()),
-            infos: RefCell::new(Vec::new()),
+            warnings: RefCell::default(),
+            infos: RefCell::default(),
             query: query.to_string(),
             query_start: start,
             query_end: end,
@@ -149,17 +168,11 @@ impl Ctx {
     }
 
     pub fn warn(&self, msg: String) {
-        let mut w = self.warnings.borrow_mut();
-        if !w.contains(&msg) {
-            w.push(msg);
-        }
+        self.warnings.borrow_mut().add(msg);
     }
 
     pub fn info(&self, msg: String) {
-        let mut w = self.infos.borrow_mut();
-        if !w.contains(&msg) {
-            w.push(msg);
-        }
+        self.infos.borrow_mut().add(msg);
     }
 
     /// `(line:col)` of the first occurrence of `needle` in the query at or after byte
@@ -242,11 +255,11 @@ impl Ctx {
 
     /// The warnings and infos raised so far.
     pub fn into_annotations(self) -> (Vec<String>, Vec<String>) {
-        (self.warnings.into_inner(), self.infos.into_inner())
+        (self.warnings.into_inner().list, self.infos.into_inner().list)
     }
 
     pub fn into_output(self, value: Value) -> QueryOutput {
-        QueryOutput { value, warnings: self.warnings.into_inner(), infos: self.infos.into_inner() }
+        QueryOutput { value, warnings: self.warnings.into_inner().list, infos: self.infos.into_inner().list }
     }
 }
 

@@ -449,3 +449,21 @@ proptest::proptest! {
         }
     }
 }
+
+/// An annotation raised by many series (`rate` over gauges names each metric) comes
+/// back once per distinct message, in the order first raised.
+#[test]
+fn annotations_repeated_by_many_series_are_listed_once_in_order() {
+    let mut s = MemStore::new();
+    for metric in ["temp", "util", "power_total"] {
+        for gpu in 0..50 {
+            let l = Labels::from_pairs([("__name__", metric), ("gpu", &format!("{metric}-{gpu}"))]);
+            for i in 0..10 {
+                s.add(l.clone(), i * 15_000, i as f64);
+            }
+        }
+    }
+    let out = Engine::default().instant_query(&s, "rate({gpu!=\"\"}[5m])", 150_000, &QueryOptions::default()).unwrap();
+    assert_eq!(out.infos.len(), 2, "{:?}", out.infos);
+    assert!(out.infos[0].contains("\"temp\"") && out.infos[1].contains("\"util\""), "{:?}", out.infos);
+}
