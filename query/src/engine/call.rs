@@ -517,7 +517,7 @@ impl Evaluator<'_> {
                 })?;
             }
             RangeFn::MaxOverTime | RangeFn::MinOverTime
-                if overlap >= 2 && overlap < SLIDE_FROM_OVERLAP && at.is_none() && range % self.step == 0 =>
+                if (2..SLIDE_FROM_OVERLAP).contains(&overlap) && at.is_none() && range % self.step == 0 =>
             {
                 let mut blocks = BlockExtremes::new(func == RangeFn::MaxOverTime, overlap as usize);
                 self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, we| {

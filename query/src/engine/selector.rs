@@ -10,7 +10,7 @@ use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
 use super::types::StepSeries;
 use crate::error::QueryError;
 use crate::model::{SelectHints, Series};
-use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, Sample, METRIC_NAME};
+use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, METRIC_NAME};
 
 /// Compiles a selector's matchers (plus the metric name, which promql-parser keeps
 /// apart) into the `Queryable` contract's matcher sets, one per `or` alternative: the

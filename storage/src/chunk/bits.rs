@@ -164,7 +164,7 @@ impl<'a> BitReader<'a> {
                 let fit = last_start.checked_sub(self.pos).map_or(0, |room| room / w as usize + 1);
                 done = fit.min(out.len());
                 let mut groups = 0;
-                if self.pos % 8 == 0 && unpack_groups(self.data, self.pos / 8, w, &mut out[..done / 8 * 8]) {
+                if self.pos.is_multiple_of(8) && unpack_groups(self.data, self.pos / 8, w, &mut out[..done / 8 * 8]) {
                     groups = done / 8 * 8;
                     self.pos += groups * w as usize;
                 }
