@@ -151,8 +151,9 @@ impl Evaluator<'_> {
     ) -> Option<StepSeries> {
         let lookback = self.ctx.lookback;
         let mut ss = StepSeries::new(s.labels, false);
-        let mut i = 0usize; // number of samples with t <= ref
-                            // A sample is seen by the steps within the lookback after it: a window of that length.
+        // `i`: the number of samples with `t <= ref`. A sample is seen by the steps within
+        // the lookback after it, as by a window of that length: only those are visited.
+        let mut i = 0usize;
         for k in self.steps_seeing(&s.samples, lookback, offset, at) {
             let t = self.ts(k);
             let r = at.unwrap_or(t) - offset;

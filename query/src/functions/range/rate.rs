@@ -271,9 +271,11 @@ impl RateBatch {
     /// the windows' length, the same for all.
     pub fn finish(&mut self, range_ms: i64, is_rate: bool, mut out: impl FnMut(usize, f64)) {
         let range_s = is_rate.then(|| range_ms as f64 / 1000.0);
-        // Every lane is computed, also past `len` (where the inputs are stale or zero,
-        // harmless in floating point): a loop of fixed length vectorizes best.
-        for i in 0..Self::LEN {
+        // Lanes are computed in pairs for the packed divisions, so one past `len` may be
+        // (its inputs stale or zero: harmless in floating point). A partial batch (an
+        // instant query has one window per series) costs its own windows, not 64.
+        let n = self.len.next_multiple_of(2).min(Self::LEN);
+        for i in 0..n {
             let w = Window {
                 to_start_ms: self.to_start_ms[i],
                 to_end_ms: self.to_end_ms[i],
