@@ -85,6 +85,10 @@ proptest::proptest! {
         b.truncate(b.len().saturating_sub(cut));
         for bytes in [&b, &random] {
             proptest::prop_assert_eq!(validate_label_set(bytes).is_ok(), decode_label_set(bytes).is_ok(), "{:?}", bytes);
+            // One UTF-8 check over the whole decodes what string-by-string checks do.
+            let mut c = crate::varint::Cursor::new(bytes, "labels");
+            let one_by_one = decode_labels_from(&mut c).ok().filter(|_| c.is_empty());
+            proptest::prop_assert_eq!(decode_labels(bytes).ok(), one_by_one, "{:?}", bytes);
         }
     }
 }
