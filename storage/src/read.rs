@@ -87,20 +87,46 @@ fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
 /// Snapshots of series that are not in the head: labels from the `series` column
 /// family, no head chunks. Ids without a record (deleted by retention after the index
 /// was read) are skipped.
+///
+/// The ids ascend (they come from a bitmap) and so do their big-endian keys, so one
+/// iterator walks the column family forward: a few steps to a near record (selected
+/// ids are usually close: the other metrics' series lie between them), a seek to a far
+/// one. A point lookup per id (`multi_get`) searched the index and a block for each;
+/// it was 8.5 % of `dcgm_all_rate`'s profile on a freshly started server.
 pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSnap>> {
+    /// Records stepped over before a seek is cheaper.
+    const STEPS_BEFORE_SEEK: usize = 8;
     let cf = db.cf_handle(CF_SERIES).ok_or_else(|| Error::corrupt("rocksdb", "missing series column family"))?;
     let mut out = Vec::with_capacity(ids.len());
-    for batch in ids.chunks(1024) {
-        stop.check("series listing")?;
-        let ks: Vec<[u8; 4]> = batch.iter().map(|&id| keys::series_key(id)).collect();
-        // Ids come from a bitmap, ascending, so the big-endian keys are sorted.
-        let got = db.batched_multi_get_cf(cf, &ks, true);
-        for (&id, v) in batch.iter().zip(got) {
-            let Some(v) = v.map_err(Error::rocks("get series"))? else { continue };
-            labels_codec::validate_label_set(&v)?;
-            out.push(SeriesSnap { id, labels: Box::from(&*v), head_chunks: Vec::new(), maxt });
+    let mut it = db.raw_iterator_cf(cf);
+    let mut positioned = false;
+    for (i, &id) in ids.iter().enumerate() {
+        if i % 1024 == 0 {
+            stop.check("series listing")?;
         }
+        let key = keys::series_key(id);
+        let mut steps = 0;
+        while positioned && it.valid() && it.key().is_some_and(|k| k < key.as_slice()) && steps < STEPS_BEFORE_SEEK {
+            it.next();
+            steps += 1;
+        }
+        if !(positioned && it.valid() && it.key().is_some_and(|k| k >= key.as_slice())) {
+            it.seek(key);
+            positioned = true;
+        }
+        if !it.valid() {
+            it.status().map_err(Error::rocks("get series"))?;
+            break; // no record at or after this id: none for the rest either
+        }
+        let (Some(k), Some(v)) = (it.key(), it.value()) else { continue };
+        if k != key.as_slice() {
+            continue;
+        }
+        labels_codec::validate_label_set(v)?;
+        out.push(SeriesSnap { id, labels: Box::from(v), head_chunks: Vec::new(), maxt });
+        it.next();
     }
+    it.status().map_err(Error::rocks("get series"))?;
     Ok(out)
 }
 

@@ -1245,3 +1245,38 @@ fn appends_by_id_reach_the_series_the_id_was_reported_for() {
     assert_eq!(all_samples(&e, &a), vec![Sample::new(T0, 1.0), Sample::new(T0 + 15_000, 3.0)]);
     assert_eq!(all_samples(&e, &b), vec![Sample::new(T0, 10.0), Sample::new(T0 + 15_000, 11.0)]);
 }
+
+/// After a restart every series' labels come from the `series` column family, read by
+/// one forward walk over the selected ids: dense runs (stepped over), far gaps (sought),
+/// the first and the last id, and every series at once all come back with their samples.
+#[test]
+fn series_read_after_a_restart_are_found_near_and_far() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let picked: BTreeSet<usize> = [0, 1, 2, 5, 30, 31, 100, 150, 199].into_iter().collect();
+    let series: Vec<Vec<Label>> = (0..200)
+        .map(|i| {
+            let pick = if picked.contains(&i) { "y" } else { "n" };
+            labels(&[("__name__", "x"), ("i", &format!("{i:03}")), ("pick", pick)])
+        })
+        .collect();
+    {
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        for (i, l) in series.iter().enumerate() {
+            append1(&e, l, &series_at(3, i as f64));
+        }
+        e.close().expect("close");
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    let got = e.select(&[m("pick", MatchOp::Equal, "y")], i64::MIN, i64::MAX).expect("select");
+    let want: Vec<&Vec<Label>> = picked.iter().map(|&i| &series[i]).collect();
+    assert_eq!(
+        got.iter().map(|s| s.labels.as_slice()).collect::<Vec<_>>(),
+        want.iter().map(|l| l.as_slice()).collect::<Vec<_>>()
+    );
+    for s in &got {
+        let i: usize = s.labels.get("i").expect("i").parse().expect("number");
+        assert_eq!(s.samples, series_at(3, i as f64), "series {i}");
+    }
+    let all = e.select(&[m("__name__", MatchOp::Equal, "x")], i64::MIN, i64::MAX).expect("select all");
+    assert_eq!(all.len(), 200);
+}
