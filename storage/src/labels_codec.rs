@@ -3,6 +3,8 @@
 //! hash (diagram in `FORMAT.md`). It lives apart from `keys` (RocksDB layout) and `wal`
 //! (log framing) because both persist it and neither should depend on the other.
 
+use std::ops::Range;
+
 use crate::error::{Error, Result};
 use crate::varint::{self, Cursor};
 use tessera_model::{Label, Labels};
@@ -43,6 +45,7 @@ pub fn put_pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 pub fn check_canonical(b: &[u8]) -> std::result::Result<(), String> {
     let mut prev: Option<&[u8]> = None;
     let short_lengths = walk_pairs(b, |name, _| {
+        let name = &b[name];
         if name.len() > usize::from(u16::MAX) {
             return Err(format!("label name of {} bytes exceeds 65535", name.len()));
         }
@@ -59,7 +62,7 @@ pub fn check_canonical(b: &[u8]) -> std::result::Result<(), String> {
     } else {
         let mut all = true;
         walk_pairs(b, |n, v| {
-            all &= utf8(n) && utf8(v);
+            all &= utf8(&b[n]) && utf8(&b[v]);
             Ok(())
         })?;
         all
@@ -70,24 +73,23 @@ pub fn check_canonical(b: &[u8]) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Calls `each(name, value)` for the pairs of an encoding, checking its framing (no
-/// truncation, no trailing bytes). Returns whether every varint (count and lengths)
-/// took one byte.
-fn walk_pairs<'a>(
-    b: &'a [u8],
-    mut each: impl FnMut(&'a [u8], &'a [u8]) -> std::result::Result<(), String>,
+/// Calls `each(name, value)` with where each pair's name and value lie in `b`, checking
+/// the framing (no truncation, no trailing bytes). Returns whether every varint (count
+/// and lengths) took one byte.
+fn walk_pairs(
+    b: &[u8],
+    mut each: impl FnMut(Range<usize>, Range<usize>) -> std::result::Result<(), String>,
 ) -> std::result::Result<bool, String> {
     let mut short = true;
     let mut pos = 0usize;
-    let next = |pos: &mut usize, short: &mut bool| -> std::result::Result<&'a [u8], String> {
+    let next = |pos: &mut usize, short: &mut bool| -> std::result::Result<Range<usize>, String> {
         let truncated = || "truncated label set".to_owned();
         let (len, used) = varint::read_uvarint(b.get(*pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
         *short &= used == 1;
         let start = *pos + used;
-        let end = usize::try_from(len).ok().and_then(|l| start.checked_add(l)).ok_or_else(truncated)?;
-        let s = b.get(start..end).ok_or_else(truncated)?;
-        *pos = end;
-        Ok(s)
+        let end = usize::try_from(len).ok().and_then(|l| start.checked_add(l)).filter(|&e| e <= b.len());
+        *pos = end.ok_or_else(truncated)?;
+        Ok(start..*pos)
     };
     let (n, used) = varint::read_uvarint(b).map_err(|e| e.to_string())?;
     short &= used == 1;
@@ -144,8 +146,8 @@ pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
     if let Some(labels) = decode_labels_checked_once(b) {
         return Ok(labels);
     }
-    // Not well formed (or a length of 128 bytes or more): string by string, which
-    // names what is wrong.
+    // Not well formed, or not UTF-8 as a whole (a length byte of 0x80 or more can make
+    // it so): string by string, which names what is wrong.
     let mut c = Cursor::new(b, "labels");
     let labels = decode_labels_from(&mut c)?;
     if !c.is_empty() {
@@ -156,29 +158,24 @@ pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
 
 /// [`decode_labels`]' answer when `b` is well formed, with one UTF-8 check over the whole
 /// encoding instead of one per string (a series read decodes about twenty strings).
-/// Every length below 128 is one ASCII byte, so when the whole is valid UTF-8, a string
-/// is valid exactly when it starts and ends on a character boundary, which slicing the
-/// checked whole verifies. `None` when anything is off; the caller then decodes string
-/// by string.
+/// When the whole is valid UTF-8, a string that is valid on its own starts and ends on
+/// character boundaries of the whole, so slicing the checked whole at the framing's
+/// ranges ([`walk_pairs`]) gives exactly the strings a check of each would accept.
+/// `None` when anything is off; the caller then decodes string by string.
 fn decode_labels_checked_once(b: &[u8]) -> Option<Vec<Label>> {
     let whole = std::str::from_utf8(b).ok()?;
-    let mut c = Cursor::new(b, "labels");
-    let n = c.uvarint().ok()?;
-    if n > b.len() as u64 {
-        return None;
-    }
-    let mut next = || -> Option<&str> {
-        let len = usize::try_from(c.uvarint().ok()?).ok()?;
-        let start = c.pos;
-        c.bytes(len).ok()?;
-        whole.get(start..start + len)
-    };
-    let mut labels = Vec::with_capacity(n as usize);
-    for _ in 0..n {
-        let (name, value) = (next()?, next()?);
+    // Every pair takes at least two bytes, which bounds a corrupt count.
+    let count = varint::read_uvarint(b).ok()?.0.min(b.len() as u64 / 2);
+    let mut labels = Vec::with_capacity(count as usize);
+    walk_pairs(b, |name, value| {
+        let (Some(name), Some(value)) = (whole.get(name), whole.get(value)) else {
+            return Err(String::new());
+        };
         labels.push(Label { name: name.into(), value: value.into() });
-    }
-    c.is_empty().then_some(labels)
+        Ok(())
+    })
+    .ok()?;
+    Some(labels)
 }
 
 /// The label-set hash: xxh3-64 of the canonical encoding (stable across machines).

@@ -98,21 +98,22 @@ pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result
     const STEPS_BEFORE_SEEK: usize = 8;
     let cf = db.cf_handle(CF_SERIES).ok_or_else(|| Error::corrupt("rocksdb", "missing series column family"))?;
     let mut out = Vec::with_capacity(ids.len());
+    // Not valid until the first seek (as in `for_each_chunk`).
     let mut it = db.raw_iterator_cf(cf);
-    let mut positioned = false;
     for (i, &id) in ids.iter().enumerate() {
         if i % 1024 == 0 {
             stop.check("series listing")?;
         }
         let key = keys::series_key(id);
-        let mut steps = 0;
-        while positioned && it.valid() && it.key().is_some_and(|k| k < key.as_slice()) && steps < STEPS_BEFORE_SEEK {
+        let before_key = |it: &rocksdb::DBRawIterator<'_>| it.key().is_some_and(|k| k < key.as_slice());
+        for _ in 0..STEPS_BEFORE_SEEK {
+            if !(it.valid() && before_key(&it)) {
+                break;
+            }
             it.next();
-            steps += 1;
         }
-        if !(positioned && it.valid() && it.key().is_some_and(|k| k >= key.as_slice())) {
+        if !it.valid() || before_key(&it) {
             it.seek(key);
-            positioned = true;
         }
         if !it.valid() {
             it.status().map_err(Error::rocks("get series"))?;

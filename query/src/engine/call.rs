@@ -476,8 +476,9 @@ impl Evaluator<'_> {
     /// sample 20 times), each the walk's answer bit for bit: `rate`/`increase`
     /// (`ResetIndex`), `changes`/`resets` (`PairCounts`), `sum`/`avg_over_time` over an
     /// integer series (`ExactSums`), `max`/`min_over_time` over windows that overlap
-    /// enough (`SlidingExtreme`) or are whole numbers of steps (`BlockExtremes`). Pushes a float series' points into `pts` and returns
-    /// true, or returns false when the function or the series does not qualify.
+    /// enough (`SlidingExtreme`) or are whole numbers of steps (`BlockExtremes`). Pushes
+    /// a float series' points into `pts` and returns true, or returns false when the
+    /// function or the series does not qualify.
     fn range_fn_by_helper(
         &self,
         func: RangeFn,

@@ -218,15 +218,7 @@ impl Sink for Fold {
             }
         };
         let row = &mut self.accs[g * self.steps..(g + 1) * self.steps];
-        // The points are on the step grid in time order: one division finds the first
-        // one's step (a series may start late in a long range), then a walk to each next
-        // one's instead of a division per point (which costs more than the fold).
-        let mut k = s.pts.first().map_or(0, |&(t, _)| ev.step_of(t).min(self.steps.saturating_sub(1)));
-        for &(t, v) in &s.pts {
-            while k + 1 < self.steps && ev.ts(k + 1) <= t {
-                k += 1;
-            }
-            debug_assert_eq!(k, ev.step_of(t));
+        for (k, v) in ev.points_by_step(&s.pts, self.steps) {
             row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
         }
         Ok(())
@@ -285,12 +277,7 @@ impl Sink for TopK {
             }
         }
         let mut id: Option<u32> = None;
-        // As in `Fold::take`: the first point's step by division, the next by a walk.
-        let mut k = s.pts.first().map_or(0, |&(t, _)| ev.step_of(t).min(self.steps.saturating_sub(1)));
-        for &(t, v) in &s.pts {
-            while k + 1 < self.steps && ev.ts(k + 1) <= t {
-                k += 1;
-            }
+        for (k, v) in ev.points_by_step(&s.pts, self.steps) {
             let Some(kk) = self.k[k] else {
                 self.overflow_at = Some(self.overflow_at.map_or(k, |o| o.min(k)));
                 continue;
@@ -353,6 +340,21 @@ impl Evaluator<'_> {
     /// The step index of grid timestamp `t`.
     fn step_of(&self, t: i64) -> usize {
         ((t - self.start) / self.step) as usize
+    }
+
+    /// `(step index, value)` of a series' points, which lie on the step grid in time
+    /// order (`steps` of them): one division finds the first one's step (a series may
+    /// start late in a long range), then a walk each next one's, instead of a division
+    /// per point (which costs more than the fold it feeds).
+    fn points_by_step<'p>(&'p self, pts: &'p [(i64, f64)], steps: usize) -> impl Iterator<Item = (usize, f64)> + 'p {
+        let mut k = pts.first().map_or(0, |&(t, _)| self.step_of(t).min(steps.saturating_sub(1)));
+        pts.iter().map(move |&(t, v)| {
+            while k + 1 < steps && self.ts(k + 1) <= t {
+                k += 1;
+            }
+            debug_assert_eq!(k, self.step_of(t));
+            (k, v)
+        })
     }
 
     /// Evaluates `e` series by series when it is a chain or a folded aggregation over
