@@ -396,10 +396,7 @@ impl Evaluator<'_> {
         if matches!(name, "rate" | "increase") {
             if let Some(metric) = s.labels.get(METRIC_NAME) {
                 if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
-                    let p = self.ctx.pos_of(metric, 0);
-                    self.ctx.info(format!(
-                        "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {metric:?} {p}"
-                    ));
+                    self.ctx.info_not_counter(metric);
                 }
             }
         }

@@ -51,6 +51,9 @@ pub(crate) struct Ctx {
     ticks: Cell<u32>,
     warnings: RefCell<Notes>,
     infos: RefCell<Notes>,
+    /// Metric names already given the "might not be a counter" info: `rate` over
+    /// 30,000 gauges would otherwise format and look up the same message per series.
+    non_counters: RefCell<HashSet<String>>,
     pub query: String,
     /// The top-level query's start and end, which `@ start()` / `@ end()` refer to
     /// even inside subqueries.
@@ -81,6 +84,7 @@ impl Ctx {
             ticks: Cell::new(0),
             warnings: RefCell::default(),
             infos: RefCell::default(),
+            non_counters: RefCell::default(),
             query: query.to_string(),
             query_start: start,
             query_end: end,
@@ -173,6 +177,19 @@ impl Ctx {
 
     pub fn info(&self, msg: String) {
         self.infos.borrow_mut().add(msg);
+    }
+
+    /// Prometheus' info that `metric`, given to `rate`/`increase`, might not be a
+    /// counter (its name lacks a counter suffix), once per metric name.
+    pub fn info_not_counter(&self, metric: &str) {
+        if self.non_counters.borrow().contains(metric) {
+            return;
+        }
+        self.non_counters.borrow_mut().insert(metric.to_string());
+        let p = self.pos_of(metric, 0);
+        self.info(format!(
+            "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: {metric:?} {p}"
+        ));
     }
 
     /// `(line:col)` of the first occurrence of `needle` in the query at or after byte

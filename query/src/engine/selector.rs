@@ -154,7 +154,9 @@ impl Evaluator<'_> {
         // `i`: the number of samples with `t <= ref`. A sample is seen by the steps within
         // the lookback after it, as by a window of that length: only those are visited.
         let mut i = 0usize;
-        for k in self.steps_seeing(&s.samples, lookback, offset, at) {
+        let steps = self.steps_seeing(&s.samples, lookback, offset, at);
+        ss.pts.reserve(steps.len());
+        for k in steps {
             let t = self.ts(k);
             let r = at.unwrap_or(t) - offset;
             i = super::eval::skip_through(&s.samples, i, r);

@@ -64,7 +64,7 @@ pub struct ResetIndex {
 enum Losses {
     /// The series has no reset.
     None,
-    /// `sums[i]`: the exact sum of the values lost at the resets counted in `count[i]`.
+    /// `sums[j]`: the exact sum of the values lost at the series' first `j` resets.
     Exact(Vec<f64>),
     /// The position of every reset, in order.
     At(Vec<u32>),
@@ -73,8 +73,8 @@ enum Losses {
 impl ResetIndex {
     pub fn new(samples: &[Sample]) -> ResetIndex {
         let count = PairCounts::new(samples, true);
-        let any = !samples.is_empty() && count.upto(samples.len() - 1) > 0;
-        let losses = if any { Losses::of(samples, &count) } else { Losses::None };
+        let resets = samples.len().checked_sub(1).map_or(0, |last| count.upto(last) as usize);
+        let losses = if resets > 0 { Losses::of(samples, &count, resets) } else { Losses::None };
         ResetIndex { count, losses }
     }
 
@@ -90,7 +90,7 @@ impl ResetIndex {
         }
         match &self.losses {
             // An exact zero could differ from the loop's in its sign: add one by one then.
-            Losses::Exact(sums) if change + (sums[last] - sums[lo]) != 0.0 => change + (sums[last] - sums[lo]),
+            Losses::Exact(sums) if change + (sums[to] - sums[from]) != 0.0 => change + (sums[to] - sums[from]),
             Losses::Exact(_) | Losses::None => counter_change(&samples[lo..hi]),
             Losses::At(at) => at[from..to].iter().fold(change, |c, &p| c + samples[p as usize - 1].v),
         }
@@ -98,24 +98,26 @@ impl ResetIndex {
 }
 
 impl Losses {
-    /// The losses of a series with at least one reset, whose resets `count` counts.
-    fn of(samples: &[Sample], count: &PairCounts) -> Losses {
-        // Sample i follows a reset when the running count steps up at i.
-        let reset_at = |i: usize| i > 0 && count.upto(i) > count.upto(i - 1);
+    /// The losses of a series with `resets` (at least one) resets, which `count` counts.
+    fn of(samples: &[Sample], count: &PairCounts, resets: usize) -> Losses {
+        // Where each reset is. Every sample is written to the next free slot, which
+        // moves on only past a reset: no branch on the data (a gauge drops at random).
+        let mut at = vec![0u32; resets + 1];
+        let mut m = 0;
+        for i in 1..samples.len() {
+            at[m] = i as u32;
+            m += (count.upto(i) - count.upto(i - 1)) as usize;
+        }
+        at.truncate(resets);
         if super::sums_are_exact(samples) {
             let mut sum = 0.0;
-            return Losses::Exact(
-                (0..samples.len())
-                    .map(|i| {
-                        if reset_at(i) {
-                            sum += samples[i - 1].v;
-                        }
-                        sum
-                    })
-                    .collect(),
-            );
+            let lost = at.iter().map(|&p| {
+                sum += samples[p as usize - 1].v;
+                sum
+            });
+            return Losses::Exact(std::iter::once(0.0).chain(lost).collect());
         }
-        Losses::At((0..samples.len()).filter(|&i| reset_at(i)).map(|i| i as u32).collect())
+        Losses::At(at)
     }
 }
 

@@ -472,7 +472,9 @@ mod props {
         }
 
         /// `RateBatch` hands back `extrapolate`'s value bit for bit, for every window in
-        /// the order pushed, across batch boundaries and in a last, partial batch.
+        /// the order pushed, across batch boundaries and in a last, partial batch; on the
+        /// scrape grid and off it, with missed scrapes, at steps and ranges that are
+        /// multiples of the interval and not.
         #[test]
         fn rate_batch_gives_extrapolate_bit_for_bit(
             values in proptest::collection::vec(prop_oneof![
@@ -481,15 +483,23 @@ mod props {
                 1 => Just(f64::NAN),
                 1 => Just(-0.0),
             ], 2..300),
-            jitter in 0i64..4_000,
-            range in 1_000i64..400_000,
-            step in 1_000i64..60_000,
+            jitter in prop_oneof![Just(0i64), 0i64..4_000],
+            range in prop_oneof![(1i64..25).prop_map(|m| m * 15_000), 1_000i64..400_000],
+            step in prop_oneof![(1i64..5).prop_map(|m| m * 15_000), 1_000i64..60_000],
+            // Every `holes`-th sample missing (a failed scrape): windows of the same span
+            // then differ in their number of samples.
+            holes in prop_oneof![Just(usize::MAX), 5usize..40, 60usize..300],
             is_rate in any::<bool>(),
         ) {
             let mut s = load(15_000, &values);
             for (i, p) in s.iter_mut().enumerate() {
                 p.t += (i as i64 * 7_919) % (jitter + 1);
             }
+            let mut i = 0;
+            s.retain(|_| {
+                i += 1;
+                i % holes != 0 || i < 3
+            });
             let (mut batch, mut got, mut want) = (rate::RateBatch::default(), Vec::new(), Vec::new());
             let mut we = s[0].t;
             let mut k = 0;
