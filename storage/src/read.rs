@@ -94,8 +94,6 @@ fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
 /// one. A point lookup per id (`multi_get`) searched the index and a block for each;
 /// it was 8.5 % of `dcgm_all_rate`'s profile on a freshly started server.
 pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSnap>> {
-    /// Records stepped over before a seek is cheaper.
-    const STEPS_BEFORE_SEEK: usize = 8;
     let cf = db.cf_handle(CF_SERIES).ok_or_else(|| Error::corrupt("rocksdb", "missing series column family"))?;
     let mut out = Vec::with_capacity(ids.len());
     // Not valid until the first seek (as in `for_each_chunk`).
@@ -105,16 +103,7 @@ pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result
             stop.check("series listing")?;
         }
         let key = keys::series_key(id);
-        let before_key = |it: &rocksdb::DBRawIterator<'_>| it.key().is_some_and(|k| k < key.as_slice());
-        for _ in 0..STEPS_BEFORE_SEEK {
-            if !(it.valid() && before_key(&it)) {
-                break;
-            }
-            it.next();
-        }
-        if !it.valid() || before_key(&it) {
-            it.seek(key);
-        }
+        step_or_seek(&mut it, &key);
         if !it.valid() {
             it.status().map_err(Error::rocks("get series"))?;
             break; // no record at or after this id: none for the rest either
@@ -129,6 +118,25 @@ pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result
     }
     it.status().map_err(Error::rocks("get series"))?;
     Ok(out)
+}
+
+/// Moves a forward iterator to the first key at or after `key`: by a few steps when
+/// that key is near (the next selected series' record or first chunk usually is), by a
+/// seek (an index and a block search) otherwise or when the iterator was never placed
+/// (it is not valid then). An iterator already there stays.
+fn step_or_seek(it: &mut rocksdb::DBRawIterator<'_>, key: &[u8]) {
+    /// Keys stepped over before a seek is cheaper.
+    const STEPS_BEFORE_SEEK: usize = 8;
+    let before_key = |it: &rocksdb::DBRawIterator<'_>| it.key().is_some_and(|k| k < key);
+    for _ in 0..STEPS_BEFORE_SEEK {
+        if !(it.valid() && before_key(it)) {
+            break;
+        }
+        it.next();
+    }
+    if !it.valid() || before_key(it) {
+        it.seek(key);
+    }
 }
 
 /// How many series a [`SeriesCursor`] copies out of the head under one lock (and reads
@@ -340,16 +348,14 @@ fn for_each_chunk(
     lookback: i64,
     mut f: impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    // Persisted chunks: keys are (id, chunk mint), so one seek finds the first chunk
-    // that can overlap; each chunk's maxt is in its value header, so chunks ending
-    // before `mint` are skipped without decoding. Series come in ascending id order and
-    // the previous series' walk stopped on the first key after its range, so when that
-    // key is already at or past this series' first key it is the one a seek would find
-    // (nothing lies between), and the seek is skipped.
+    // Persisted chunks: keys are (id, chunk mint), so the first key at or after `from`
+    // is the first chunk that can overlap; each chunk's maxt is in its value header, so
+    // chunks ending before `mint` are skipped without decoding. Series come in ascending
+    // id order and the previous series' walk stopped on the first key after its range:
+    // this series' first chunk, or a few chunks before it (the previous series' chunks
+    // after the range, this one's before it), so it is usually reached by stepping.
     let from = keys::chunk_key(snap.id, mint.saturating_sub(lookback));
-    if !(it.valid() && it.key().is_some_and(|k| k >= from.as_slice())) {
-        it.seek(from);
-    }
+    step_or_seek(it, &from);
     let upper = snap.maxt_key();
     while it.valid() {
         let (Some(k), Some(v)) = (it.key(), it.value()) else { break };

@@ -15,7 +15,7 @@ use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
 use crate::functions::range::over_time::{BlockExtremes, ExactSums, PairCounts, SlidingExtreme};
-use crate::functions::range::rate::{RateBatch, ResetIndex};
+use crate::functions::range::rate::{counter_change, RateBatch, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
@@ -471,11 +471,12 @@ impl Evaluator<'_> {
     /// Range functions whose windows a per-series helper answers without walking each
     /// window's samples (windows overlap: at a 15 s step, `rate(x[5m])` would walk every
     /// sample 20 times), each the walk's answer bit for bit: `rate`/`increase`
-    /// (`ResetIndex`), `changes`/`resets` (`PairCounts`), `sum`/`avg_over_time` over an
-    /// integer series (`ExactSums`), `max`/`min_over_time` over windows that overlap
-    /// enough (`SlidingExtreme`) or are whole numbers of steps (`BlockExtremes`). Pushes
-    /// a float series' points into `pts` and returns true, or returns false when the
-    /// function or the series does not qualify.
+    /// (`ResetIndex` when windows overlap, and extrapolated in batches: `RateBatch`),
+    /// `changes`/`resets` (`PairCounts`), `sum`/`avg_over_time` over an integer series
+    /// (`ExactSums`), `max`/`min_over_time` over windows that overlap enough
+    /// (`SlidingExtreme`) or are whole numbers of steps (`BlockExtremes`). Pushes a float
+    /// series' points into `pts` and returns true, or returns false when the function or
+    /// the series does not qualify.
     fn range_fn_by_helper(
         &self,
         func: RangeFn,
@@ -488,11 +489,21 @@ impl Evaluator<'_> {
         let overlap = if self.n_steps() > 1 { range / self.step.max(1) } else { 0 };
         match func {
             RangeFn::Rate | RangeFn::Increase => {
-                let (resets, is_rate) = (ResetIndex::new(samples), func == RangeFn::Rate);
+                // Windows that overlap share an index of the resets; others (an instant
+                // query's one window, a step longer than the range) are scanned.
+                let resets = (overlap >= 2).then(|| ResetIndex::new(samples));
+                let is_rate = func == RangeFn::Rate;
                 let mut batch = RateBatch::default();
                 let mut emit = |k: usize, v: f64| pts.push((self.ts(k), v));
                 self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
-                    if hi - lo >= 2 && batch.push(&samples[lo..hi], ws, we, resets.change(samples, lo, hi), k) {
+                    if hi - lo < 2 {
+                        return Ok(());
+                    }
+                    let change = match &resets {
+                        Some(resets) => resets.change(samples, lo, hi),
+                        None => counter_change(&samples[lo..hi]),
+                    };
+                    if batch.push(&samples[lo..hi], ws, we, change, k) {
                         batch.finish(range, is_rate, &mut emit);
                     }
                     Ok(())

@@ -279,8 +279,7 @@ impl<'a> Decoder<'a> {
         if self.read < 2 {
             self.head_sample()?;
         } else {
-            self.read_dod();
-            self.read_xor()?;
+            self.read_sample()?;
             if self.r.overran() {
                 return Err(BitReader::eof());
             }
@@ -299,8 +298,7 @@ impl<'a> Decoder<'a> {
             *slot = self.next_sample()?;
         }
         for slot in slots {
-            self.read_dod();
-            self.read_xor()?;
+            self.read_sample()?;
             *slot = Sample { t: self.t, v: f64::from_bits(self.v) };
         }
         if self.r.overran() {
@@ -336,53 +334,66 @@ impl<'a> Decoder<'a> {
         }
         self.delta = v;
         self.t = (self.t as u64).wrapping_add(v) as i64;
-        self.read_xor()?;
+        self.read_xor_after(self.r.peek(), 0)?;
         if self.r.overran() {
             return Err(BitReader::eof());
         }
         Ok(())
     }
 
-    /// The timestamp: a delta-of-delta behind a unary bucket prefix of at most 4 ones.
+    /// A sample after the first two: the timestamp, a delta-of-delta behind a unary
+    /// bucket prefix of at most 4 ones, then the value. Both are usually decoded from
+    /// one peek: the timestamp takes at most 24 of its 57 bits, and the value's control
+    /// bits and window often fit in the rest. (A second load of the stream, dependent on
+    /// where the timestamp ended, lengthened each sample's chain of dependent steps.)
     /// Unchecked reads; the caller checks for an overrun.
     #[inline(always)]
-    fn read_dod(&mut self) {
+    fn read_sample(&mut self) -> Result<()> {
         let w = self.r.peek();
         let ones = (!w).leading_zeros();
-        let dod = if ones < 4 {
-            // Prefix and payload (at most 4 + 20 bits) lie inside one peek; `0` has an
+        if ones < 4 {
+            // Prefix and payload (at most 4 + 20 bits) lie inside the peek; `0` has an
             // empty payload, which the double shift turns into 0.
             let n = (self.payload >> ((ones & 3) * 8)) & 0xff;
             let bits = ((w << (ones + 1)) >> 1) >> (63 - n);
-            self.r.consume(ones + 1 + n);
             // Prometheus' two's complement: above 2^(n-1) is negative.
             let full = 1u64 << n;
-            bits.wrapping_sub(if bits > full >> 1 { full } else { 0 })
+            self.advance(bits.wrapping_sub(if bits > full >> 1 { full } else { 0 }));
+            self.read_xor_after(w, ones + 1 + n)
         } else {
             self.r.consume(4);
-            self.r.take(64)
-        };
+            let dod = self.r.take(64);
+            self.advance(dod);
+            self.read_xor_after(self.r.peek(), 0)
+        }
+    }
+
+    #[inline(always)]
+    fn advance(&mut self, dod: u64) {
         self.delta = self.delta.wrapping_add(dod);
         self.t = (self.t as u64).wrapping_add(self.delta) as i64;
     }
 
     /// The value: `0` same value, `10` XOR in the previous window, `11` new window
-    /// (5 bits leading zeros, 6 bits width, 0 meaning 64). Unchecked reads.
+    /// (5 bits leading zeros, 6 bits width, 0 meaning 64). `w` is a peek at the reader's
+    /// position whose first `used` bits (at most 24) were decoded but not consumed; the
+    /// value follows them. Unchecked reads.
     #[inline(always)]
-    fn read_xor(&mut self) -> Result<()> {
-        let w = self.r.peek();
-        if w >> 63 == 0 {
-            self.r.consume(1);
+    fn read_xor_after(&mut self, w: u64, used: u32) -> Result<()> {
+        let x = w << used;
+        if x >> 63 == 0 {
+            self.r.consume(used + 1);
             return Ok(());
         }
-        let head = if (w >> 62) & 1 == 0 {
+        let head = if (x >> 62) & 1 == 0 {
             if self.sig == 0 {
                 return Err(Error::corrupt("chunk", "xor window reused before it was set"));
             }
             2
         } else {
-            let leading = ((w >> 57) & 0x1f) as u32;
-            let sig = match ((w >> 51) & 0x3f) as u32 {
+            // The 13 bits of the new window's header lie inside the peek (24 + 13 < 57).
+            let leading = ((x >> 57) & 0x1f) as u32;
+            let sig = match ((x >> 51) & 0x3f) as u32 {
                 0 => 64,
                 n => n,
             };
@@ -394,11 +405,11 @@ impl<'a> Decoder<'a> {
             13
         };
         let sig = self.sig;
-        let bits = if head + sig <= PEEK_BITS {
-            self.r.consume(head + sig);
-            (w << head) >> (64 - sig)
+        let bits = if used + head + sig <= PEEK_BITS {
+            self.r.consume(used + head + sig);
+            (x << head) >> (64 - sig)
         } else {
-            self.r.consume(head);
+            self.r.consume(used + head);
             self.r.take(sig)
         };
         // The window ends `64 - leading - sig` bits above the least significant bit.

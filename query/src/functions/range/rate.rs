@@ -33,7 +33,7 @@ pub fn extrapolated_rate(
 /// `last - first` of a window of a counter, plus the value lost at every reset (a drop
 /// means the counter restarted from zero; the value it had before the drop was lost from
 /// `last - first` and is added back), summed in Prometheus' order.
-fn counter_change(samples: &[Sample]) -> f64 {
+pub fn counter_change(samples: &[Sample]) -> f64 {
     let mut change = samples[samples.len() - 1].v - samples[0].v;
     for w in samples.windows(2) {
         if is_reset(w[0].v, w[1].v) {
