@@ -23,6 +23,24 @@ fn floats_are_formatted_like_go_strconv() {
     }
 }
 
+proptest::proptest! {
+    /// Every finite float Prometheus prints without an exponent is written as Rust's
+    /// `Display` (shortest round-trip digits, no exponent) writes it: bit patterns of all
+    /// magnitudes, and values with few decimals (what gauges hold).
+    #[test]
+    fn plain_floats_are_displays_digits(
+        bits in proptest::num::u64::ANY,
+        cents in -10_000_000_000i64..10_000_000_000,
+    ) {
+        for v in [f64::from_bits(bits), cents as f64 / 100.0, cents as f64 * 1e7, 1.0 / cents as f64] {
+            let abs = v.abs();
+            if v.is_finite() && (abs == 0.0 || (1e-6..1e21).contains(&abs)) {
+                proptest::prop_assert_eq!(format_float(v), format!("{v}"));
+            }
+        }
+    }
+}
+
 #[test]
 fn timestamps_are_unix_seconds_with_millisecond_fraction() {
     let enc = |t| {
