@@ -58,8 +58,11 @@ pub fn format_float(v: f64) -> String {
     s
 }
 
-/// Appends [`format_float`]'s text (written in place: a range query answer has a
-/// value per point, and a `String` each was a tenth of the answer's formatting).
+/// Appends [`format_float`]'s text, written in place (a range query's answer has a value
+/// per point). The digits are Ryu's: the shortest that read back as the same float, the
+/// closest of those, and on an exact tie the even one, as Go's `strconv` (also Ryu)
+/// picks. Rust's `Display` rounds such a tie up (2838873137.76953125 is `…7695313` there,
+/// `…7695312` in Prometheus' answer) and took twice as long.
 pub fn write_float(out: &mut String, v: f64) {
     if v.is_nan() {
         out.push_str("NaN");
@@ -69,29 +72,35 @@ pub fn write_float(out: &mut String, v: f64) {
         out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
         return;
     }
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format_finite(v);
+    // Without an exponent Ryu writes 1e-5 <= |v| < 1e16 (and zero), a whole number with
+    // a ".0" that Go does not write ("-0.0" for negative zero: "-0").
+    let Some((mantissa, exp)) = s.split_once('e') else {
+        out.push_str(s.strip_suffix(".0").unwrap_or(s));
+        return;
+    };
+    let exp: i32 = exp.parse().expect("ryu writes an integer exponent");
     let abs = v.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        // Rust's `{:e}` gives the same shortest digits as Go's 'e' with precision -1, but
-        // writes the exponent as `e-7`; Go writes a sign and at least two digits: `e-07`.
-        let s = format!("{v:e}");
-        let (mantissa, exp) = s.split_once('e').expect("{:e} output always contains 'e'");
-        let exp: i32 = exp.parse().expect("{:e} exponent is an integer");
+    if !(1e-6..1e21).contains(&abs) {
+        // Go's 'e' (precision -1): the exponent with a sign and at least two digits.
         let sign = if exp < 0 { '-' } else { '+' };
         let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
         return;
     }
-    // Ryu prints the shortest round-trip digits, as Go does, several times faster than
-    // `Display`; without an exponent for 1e-5 <= |v| < 1e16 (else `Display` below), and
-    // a whole number with a ".0" that Go does not write ("-0.0" for negative zero: "-0").
-    let mut buf = ryu::Buffer::new();
-    let s = buf.format_finite(v);
-    if !s.contains('e') {
-        out.push_str(s.strip_suffix(".0").unwrap_or(s));
-        return;
+    // Go's 'f' below 1e-5 and from 1e16 on: the digits `d.ddd` moved by the exponent.
+    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    out.push_str(sign);
+    let point = exp + 1; // digits before the decimal point
+    if point <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', point.unsigned_abs() as usize));
+        out.push_str(&digits);
+    } else {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (point as usize).saturating_sub(digits.len())));
     }
-    // Rust's Display prints the same digits without an exponent, which is exactly Go's
-    // 'f' with precision -1.
-    let _ = write!(out, "{v}");
 }
 
 /// Appends a millisecond timestamp as unix seconds, the way Prometheus' codec does: integer

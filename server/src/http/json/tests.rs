@@ -12,6 +12,13 @@ fn floats_are_formatted_like_go_strconv() {
         (1e-7, "1e-07"),
         (-2.5e-10, "-2.5e-10"),
         (1e20, "100000000000000000000"),
+        (-2.5e17, "-250000000000000000"),
+        (123456789012345680000.0, "123456789012345680000"),
+        (1.5e-6, "0.0000015"),
+        (-9.87e-6, "-0.00000987"),
+        // Exactly halfway between two 17-digit decimals (…7695312|5): Go's shortest
+        // formatting rounds such a tie to the even digit (Rust's `Display` writes …313).
+        (2838873137.0 + 197.0 / 256.0, "2838873137.7695312"),
         (1e21, "1e+21"),
         (1.5e300, "1.5e+300"),
         (f64::NAN, "NaN"),
@@ -24,18 +31,30 @@ fn floats_are_formatted_like_go_strconv() {
 }
 
 proptest::proptest! {
-    /// Every finite float Prometheus prints without an exponent is written as Rust's
-    /// `Display` (shortest round-trip digits, no exponent) writes it: bit patterns of all
-    /// magnitudes, and values with few decimals (what gauges hold).
+    /// Every finite float is written with the shortest digits that read back as the same
+    /// float (as many as Rust's shortest formatting needs), without an exponent where
+    /// Prometheus writes none: bit patterns of all magnitudes, values with few decimals
+    /// (what gauges hold), large multiples and small reciprocals.
     #[test]
-    fn plain_floats_are_displays_digits(
+    fn floats_are_the_shortest_digits_that_read_back(
         bits in proptest::num::u64::ANY,
         cents in -10_000_000_000i64..10_000_000_000,
     ) {
         for v in [f64::from_bits(bits), cents as f64 / 100.0, cents as f64 * 1e7, 1.0 / cents as f64] {
             let abs = v.abs();
-            if v.is_finite() && (abs == 0.0 || (1e-6..1e21).contains(&abs)) {
-                proptest::prop_assert_eq!(format_float(v), format!("{v}"));
+            if !v.is_finite() {
+                continue;
+            }
+            let s = format_float(v);
+            proptest::prop_assert_eq!(s.parse::<f64>().ok(), Some(v), "{}", s);
+            if abs == 0.0 || (1e-6..1e21).contains(&abs) {
+                proptest::prop_assert!(!s.contains('e'), "{s}");
+                proptest::prop_assert_eq!(s.len(), format!("{v}").len(), "{}", s);
+            } else {
+                let digits = |m: &str| m.chars().filter(char::is_ascii_digit).count();
+                let (mantissa, _) = s.split_once('e').expect("an exponent");
+                let shortest = format!("{v:e}");
+                proptest::prop_assert_eq!(digits(mantissa), digits(shortest.split_once('e').expect("e").0), "{}", s);
             }
         }
     }
