@@ -31,6 +31,8 @@ pub use fragment::{
     Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, PartialState, ShardEvaluator,
     StepPartial,
 };
+/// Floats as Go's `strconv` writes them (Prometheus' spelling of sample values).
+pub use functions::format::{format_go_decimal, format_go_exponent};
 pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series, SeriesStream};
 pub use sharded::{shard_of, ShardedQueryable};
 pub use value::{QueryOutput, Value, VectorElem};

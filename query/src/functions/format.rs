@@ -3,20 +3,80 @@
 //! values, `histogram_quantiles` writes φ, `histogram_quantile` reads `le`. A different
 //! spelling would create different series, so this must match to the character.
 
+/// The shortest decimal digits that read back as `v` (finite), as Go's `strconv` picks
+/// them (Ryu, as in Go: the closest such digits, and on an exact tie the even one; Rust's
+/// `Display` rounds a tie up, so 2838873137.76953125 would be `…7695313` where Go writes
+/// `…7695312`). Returns the sign, the digits without trailing zeros (`"0"` for zero) and
+/// the decimal exponent of the first digit: `v = ±d.ddd × 10^exp`.
+fn shortest_digits(v: f64) -> (bool, String, i32) {
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format_finite(v.abs());
+    let (mantissa, exp) = match s.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().expect("ryu writes an integer exponent")),
+        None => (s, 0),
+    };
+    // `mantissa` is `d.ddd` (with an exponent) or `ddd.ddd` (without).
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all = format!("{int}{frac}");
+    let lead = all.len() - all.trim_start_matches('0').len();
+    let digits = all[lead..].trim_end_matches('0');
+    if digits.is_empty() {
+        return (v.is_sign_negative(), "0".to_string(), 0);
+    }
+    (v.is_sign_negative(), digits.to_string(), exp + int.len() as i32 - 1 - lead as i32)
+}
+
+/// `d[.ddd]` without an exponent: `digits` with the point after digit `exp + 1`.
+fn plain(digits: &str, exp: i32) -> String {
+    let point = exp + 1;
+    if point <= 0 {
+        format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+    }
+}
+
+/// `d[.ddd]e±XX`: Go's exponent form, the exponent signed and at least two digits.
+fn exponent_form(digits: &str, exp: i32) -> String {
+    let sign = if exp < 0 { '-' } else { '+' };
+    match digits.split_at(1) {
+        (d, "") => format!("{d}e{sign}{:02}", exp.abs()),
+        (d, rest) => format!("{d}.{rest}e{sign}{:02}", exp.abs()),
+    }
+}
+
+/// Go's `NaN`, `+Inf`, `-Inf`, or `None` for a finite float.
+fn special(v: f64) -> Option<&'static str> {
+    if v.is_nan() {
+        Some("NaN")
+    } else if v.is_infinite() {
+        Some(if v > 0.0 { "+Inf" } else { "-Inf" })
+    } else {
+        None
+    }
+}
+
 /// `count_values`' label value: Go's `strconv.FormatFloat(v, 'f', -1, 64)`, the shortest
 /// decimal that round-trips, never in exponent form (`1e21` → `1000000000000000000000`),
 /// with Go's `NaN`, `+Inf`, `-Inf`.
 pub fn format_go_decimal(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_string()
-    } else if v == f64::INFINITY {
-        "+Inf".to_string()
-    } else if v == f64::NEG_INFINITY {
-        "-Inf".to_string()
-    } else {
-        // Rust's Display is also shortest-round-trip and exponent-free.
-        format!("{v}")
+    if let Some(s) = special(v) {
+        return s.to_string();
     }
+    let (negative, digits, exp) = shortest_digits(v);
+    format!("{}{}", if negative { "-" } else { "" }, plain(&digits, exp))
+}
+
+/// Go's `strconv.FormatFloat(v, 'e', -1, 64)`: the shortest round-trip digits in
+/// exponent form (`1.5e-07`, `1e+21`), with Go's `NaN`, `+Inf`, `-Inf`.
+pub fn format_go_exponent(v: f64) -> String {
+    if let Some(s) = special(v) {
+        return s.to_string();
+    }
+    let (negative, digits, exp) = shortest_digits(v);
+    format!("{}{}", if negative { "-" } else { "" }, exponent_form(&digits, exp))
 }
 
 /// Prometheus' `labels.FormatOpenMetricsFloat`, used for the quantile label of
@@ -50,24 +110,12 @@ pub fn format_openmetrics_float(v: f64) -> String {
 /// for this decision in shortest mode, so 1e6 is `1e+06` and 123456 stays as is), with a
 /// signed, at least two-digit exponent; `NaN`, `+Inf` and `-Inf` as `fmt` writes them.
 pub fn format_go_g(v: f64) -> String {
-    if v.is_nan() {
-        return "NaN".to_string();
+    if let Some(s) = special(v) {
+        return s.to_string();
     }
-    if v.is_infinite() {
-        return if v > 0.0 { "+Inf" } else { "-Inf" }.to_string();
-    }
-    // `{:e}` gives the shortest round-trip digits as d.ddde<exp>.
-    let sci = format!("{v:e}");
-    let (mantissa, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (sci.as_str(), 0),
-    };
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.abs())
-    } else {
-        format!("{v}")
-    }
+    let (negative, digits, exp) = shortest_digits(v);
+    let body = if (-4..6).contains(&exp) { plain(&digits, exp) } else { exponent_form(&digits, exp) };
+    format!("{}{body}", if negative { "-" } else { "" })
 }
 
 /// Go's `strconv.ParseFloat(s, 64)`, which Prometheus uses to read `le` (and `quantile`)

@@ -59,47 +59,24 @@ pub fn format_float(v: f64) -> String {
 }
 
 /// Appends [`format_float`]'s text, written in place (a range query's answer has a value
-/// per point). The digits are Ryu's: the shortest that read back as the same float, the
-/// closest of those, and on an exact tie the even one, as Go's `strconv` (also Ryu)
-/// picks. Rust's `Display` rounds such a tie up (2838873137.76953125 is `…7695313` there,
-/// `…7695312` in Prometheus' answer) and took twice as long.
+/// per point). Its digits are Ryu's, as Go's (see [`tessera_query::format_go_decimal`]);
+/// Ryu writes 1e-5 <= |v| < 1e16 (and zero) without an exponent, which is the common
+/// case here, with a ".0" on a whole number that Go does not write.
 pub fn write_float(out: &mut String, v: f64) {
-    if v.is_nan() {
-        out.push_str("NaN");
-        return;
-    }
-    if v.is_infinite() {
-        out.push_str(if v > 0.0 { "+Inf" } else { "-Inf" });
-        return;
-    }
-    let mut buf = ryu::Buffer::new();
-    let s = buf.format_finite(v);
-    // Without an exponent Ryu writes 1e-5 <= |v| < 1e16 (and zero), a whole number with
-    // a ".0" that Go does not write ("-0.0" for negative zero: "-0").
-    let Some((mantissa, exp)) = s.split_once('e') else {
-        out.push_str(s.strip_suffix(".0").unwrap_or(s));
-        return;
-    };
-    let exp: i32 = exp.parse().expect("ryu writes an integer exponent");
     let abs = v.abs();
-    if !(1e-6..1e21).contains(&abs) {
-        // Go's 'e' (precision -1): the exponent with a sign and at least two digits.
-        let sign = if exp < 0 { '-' } else { '+' };
-        let _ = write!(out, "{mantissa}e{sign}{:02}", exp.abs());
-        return;
+    let mut buf = ryu::Buffer::new();
+    if v.is_finite() && (abs == 0.0 || (1e-5..1e16).contains(&abs)) {
+        let s = buf.format_finite(v);
+        if !s.contains('e') {
+            out.push_str(s.strip_suffix(".0").unwrap_or(s));
+            return;
+        }
     }
-    // Go's 'f' below 1e-5 and from 1e16 on: the digits `d.ddd` moved by the exponent.
-    let (sign, mantissa) = mantissa.strip_prefix('-').map_or(("", mantissa), |m| ("-", m));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    out.push_str(sign);
-    let point = exp + 1; // digits before the decimal point
-    if point <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', point.unsigned_abs() as usize));
-        out.push_str(&digits);
+    if v.is_finite() && (abs == 0.0 || (1e-6..1e21).contains(&abs)) {
+        out.push_str(&tessera_query::format_go_decimal(v));
     } else {
-        out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', (point as usize).saturating_sub(digits.len())));
+        // Prometheus switches to exponent form outside [1e-6, 1e21); NaN, ±Inf.
+        out.push_str(&tessera_query::format_go_exponent(v));
     }
 }
 

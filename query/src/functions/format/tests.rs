@@ -29,6 +29,48 @@ fn go_decimal_never_uses_exponents() {
     assert_eq!(format_go_decimal(f64::NAN), "NaN");
 }
 
+/// Exactly halfway between two 17-digit decimals (…7695312|5): Go picks the even digit.
+#[test]
+fn a_tie_between_shortest_digits_goes_to_the_even_one() {
+    let v = 2838873137.0 + 197.0 / 256.0;
+    assert_eq!(format_go_decimal(v), "2838873137.7695312");
+    assert_eq!(format_go_exponent(v), "2.8388731377695312e+09");
+    assert_eq!(format_go_g(-v), "-2.8388731377695312e+09");
+    assert_eq!(format_go_exponent(1e21), "1e+21");
+    assert_eq!(format_go_exponent(-1.5e-7), "-1.5e-07");
+    assert_eq!(format_go_exponent(0.0), "0e+00");
+    assert_eq!(format_go_decimal(-0.0), "-0");
+    assert_eq!(format_go_g(123456.0), "123456");
+    assert_eq!(format_go_g(0.0001), "0.0001");
+}
+
+proptest::proptest! {
+    /// Every finite float reads back from each form, with as many digits as the
+    /// shortest round trip needs (Rust's `{:e}` count): all bit patterns, and decimals.
+    #[test]
+    fn every_form_reads_back_with_the_shortest_digits(
+        bits in proptest::num::u64::ANY,
+        cents in -10_000_000_000i64..10_000_000_000,
+    ) {
+        for v in [f64::from_bits(bits), cents as f64 / 100.0] {
+            if !v.is_finite() {
+                continue;
+            }
+            let digits = |s: &str| {
+                let m = s.split_once('e').map_or(s, |(m, _)| m);
+                m.trim_start_matches(['-', '0', '.']).chars().filter(char::is_ascii_digit).collect::<String>().trim_end_matches('0').len()
+            };
+            let shortest = digits(&format!("{v:e}"));
+            for s in [format_go_decimal(v), format_go_exponent(v), format_go_g(v)] {
+                proptest::prop_assert_eq!(s.parse::<f64>().ok(), Some(v), "{}", s);
+                if v != 0.0 {
+                    proptest::prop_assert_eq!(digits(&s), shortest, "{}", s);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn le_values_parse_like_go() {
     assert_eq!(parse_go_float("+Inf"), Some(f64::INFINITY));
