@@ -182,10 +182,15 @@ impl Evaluator<'_> {
                 }
             }
         }
-        // Held at once: the shards' partials and the table they merge into (a slot per
-        // group and step, as the single node's fold holds).
+        // Where the partials wait for their step to finish: in a table of every group at
+        // every step when they fill most of it (a dashboard's groups, each at every step;
+        // merging in place moves each partial once), else in a list per step holding only
+        // what arrived (many groups over a few steps each, like short-lived pods, which a
+        // table would hold many times over). The table counts as held.
         let table = groups.len().saturating_mul(n);
-        self.ctx.check_samples(self.ctx.cur_samples().saturating_add(entries).saturating_add(table))?;
+        let dense = table <= entries.saturating_mul(2);
+        let held = entries.saturating_add(if dense { table } else { 0 });
+        self.ctx.check_samples(self.ctx.cur_samples().saturating_add(held))?;
         // Final position of every group.
         let mut order: Vec<usize> = (0..groups.len()).collect();
         order.sort_by(|&x, &y| groups[x].0.cmp(&groups[y].0));
@@ -193,30 +198,44 @@ impl Evaluator<'_> {
         for (p, &g) in order.iter().enumerate() {
             pos[g] = p;
         }
-        // Every group's state at every step, step by step (`accs[step * groups + group]`),
-        // each merged from the shards' partials in shard order. (Collecting the partials
-        // per step first moved every one of them twice: a third of a query's time when
-        // 16 shards send 50 groups × 480 steps each.)
+        // The table is step by step (`table[step * groups + group]`). Either way a group's
+        // partials at one step merge in shard order.
         let width = groups.len();
-        let mut accs: Vec<Option<Acc>> = vec![None; width * n];
+        let mut table: Vec<Option<Acc>> = if dense { vec![None; width * n] } else { Vec::new() };
+        let mut by_step: Vec<Vec<(usize, Acc)>> = if dense { Vec::new() } else { vec![Vec::new(); n] };
         for shard in parts {
             for g in shard {
                 let gi = pos[index[&g.labels]];
                 for sp in g.steps {
                     let k = self.step_index(sp.t)?;
-                    match &mut accs[k * width + gi] {
-                        Some(have) => have.merge(Acc::from_partial(sp)),
-                        slot @ None => *slot = Some(Acc::from_partial(sp)),
+                    let acc = Acc::from_partial(sp);
+                    if dense {
+                        merge_into(&mut table[k * width + gi], acc);
+                    } else {
+                        by_step[k].push((gi, acc));
                     }
                 }
             }
         }
         let mut out: Vec<StepSeries> = order.iter().map(|&g| StepSeries::new(groups[g].1.clone(), false)).collect();
         let name_in_group = grouping.name_in_group();
-        for (k, step) in accs.chunks_mut(width.max(1)).enumerate() {
-            if step.iter().all(Option::is_none) {
-                continue;
-            }
+        let mut row: Vec<Option<Acc>> = if dense { Vec::new() } else { vec![None; width] };
+        for k in 0..n {
+            let step: &mut [Option<Acc>] = if dense {
+                let step = &mut table[k * width..(k + 1) * width];
+                if step.iter().all(Option::is_none) {
+                    continue;
+                }
+                step
+            } else {
+                if by_step[k].is_empty() {
+                    continue;
+                }
+                for (g, acc) in std::mem::take(&mut by_step[k]) {
+                    merge_into(&mut row[g], acc);
+                }
+                &mut row
+            };
             self.ctx.check_interrupt()?;
             let q = param.map_or(0.0, |p| super::labels_util::at_step(p, k));
             self.finish_step(&op, self.ts(k), q, name_in_group, step, &mut out);
@@ -443,5 +462,13 @@ impl Engine {
         };
         let (warnings, infos) = ctx.into_annotations();
         Ok(FragmentOutput { data, warnings, infos })
+    }
+}
+
+/// Merges a shard's state of a group at a step into what earlier shards gave.
+fn merge_into(slot: &mut Option<Acc>, acc: Acc) {
+    match slot {
+        Some(have) => have.merge(acc),
+        None => *slot = Some(acc),
     }
 }

@@ -70,6 +70,38 @@ fn a_pushed_down_range_query_matches_the_unsplit_engine_and_runs_on_every_shard(
     assert_eq!(want.infos, got.infos);
 }
 
+/// Many groups that each live for a few steps of a long range (pods churning): the
+/// shards' partials are merged step by step without a table of every group at every
+/// step, and the answer is the unsplit engine's. Also a dashboard's few groups at every
+/// step, merged in the table.
+#[test]
+fn groups_living_a_few_steps_and_groups_at_every_step_merge_like_the_unsplit_engine() {
+    let n = 3;
+    let mut whole = MemStore::new();
+    let mut parts: Vec<MemStore> = (0..n).map(|_| MemStore::new()).collect();
+    for pod in 0..200i64 {
+        for c in 0..2 {
+            let l = labels(&[("__name__", "mem"), ("c", &c.to_string()), ("pod", &pod.to_string())]);
+            // Pod p lives from minute 2p for two minutes.
+            for k in 0..8 {
+                let (t, v) = (pod * 120_000 + k * 15_000, (pod * 10 + k + c) as f64 / 4.0);
+                whole.add(l.clone(), t, v);
+                parts[shard_of(&l, n)].add(l.clone(), t, v);
+            }
+        }
+    }
+    let split = ShardedQueryable::new(parts, EngineOptions::default(), 2);
+    let e = Engine::default();
+    let ctl = QueryOptions::default();
+    for q in ["sum by (pod) (mem)", "max by (pod) (mem)", "sum by (c) (mem)", "avg(mem)"] {
+        let want = e.range_query(&whole, q, 0, 24_000_000, 15_000, &ctl).expect("unsplit");
+        let got = e.range_query(&split, q, 0, 24_000_000, 15_000, &ctl).expect("split");
+        let (Value::Matrix(w), Value::Matrix(g)) = (&want.value, &got.value) else { panic!("matrices") };
+        assert!(!w.is_empty(), "{q}");
+        assert_eq!(w, g, "{q}");
+    }
+}
+
 #[test]
 fn a_fragment_naming_no_node_is_refused() {
     let (_, split) = fixture(2);
