@@ -47,36 +47,30 @@ fn exponent_form(digits: &str, exp: i32) -> String {
     }
 }
 
-/// Go's `NaN`, `+Inf`, `-Inf`, or `None` for a finite float.
-fn special(v: f64) -> Option<&'static str> {
+/// `v` in Go's words: `NaN`, `+Inf`, `-Inf`, else its sign and `body(digits, exp)` of
+/// its [`shortest_digits`].
+fn spell(v: f64, body: impl FnOnce(&str, i32) -> String) -> String {
     if v.is_nan() {
-        Some("NaN")
-    } else if v.is_infinite() {
-        Some(if v > 0.0 { "+Inf" } else { "-Inf" })
-    } else {
-        None
+        return "NaN".to_string();
     }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    let (negative, digits, exp) = shortest_digits(v);
+    format!("{}{}", if negative { "-" } else { "" }, body(&digits, exp))
 }
 
 /// `count_values`' label value: Go's `strconv.FormatFloat(v, 'f', -1, 64)`, the shortest
 /// decimal that round-trips, never in exponent form (`1e21` → `1000000000000000000000`),
 /// with Go's `NaN`, `+Inf`, `-Inf`.
 pub fn format_go_decimal(v: f64) -> String {
-    if let Some(s) = special(v) {
-        return s.to_string();
-    }
-    let (negative, digits, exp) = shortest_digits(v);
-    format!("{}{}", if negative { "-" } else { "" }, plain(&digits, exp))
+    spell(v, plain)
 }
 
 /// Go's `strconv.FormatFloat(v, 'e', -1, 64)`: the shortest round-trip digits in
 /// exponent form (`1.5e-07`, `1e+21`), with Go's `NaN`, `+Inf`, `-Inf`.
 pub fn format_go_exponent(v: f64) -> String {
-    if let Some(s) = special(v) {
-        return s.to_string();
-    }
-    let (negative, digits, exp) = shortest_digits(v);
-    format!("{}{}", if negative { "-" } else { "" }, exponent_form(&digits, exp))
+    spell(v, exponent_form)
 }
 
 /// Prometheus' `labels.FormatOpenMetricsFloat`, used for the quantile label of
@@ -110,12 +104,7 @@ pub fn format_openmetrics_float(v: f64) -> String {
 /// for this decision in shortest mode, so 1e6 is `1e+06` and 123456 stays as is), with a
 /// signed, at least two-digit exponent; `NaN`, `+Inf` and `-Inf` as `fmt` writes them.
 pub fn format_go_g(v: f64) -> String {
-    if let Some(s) = special(v) {
-        return s.to_string();
-    }
-    let (negative, digits, exp) = shortest_digits(v);
-    let body = if (-4..6).contains(&exp) { plain(&digits, exp) } else { exponent_form(&digits, exp) };
-    format!("{}{body}", if negative { "-" } else { "" })
+    spell(v, |digits, exp| if (-4..6).contains(&exp) { plain(digits, exp) } else { exponent_form(digits, exp) })
 }
 
 /// Go's `strconv.ParseFloat(s, 64)`, which Prometheus uses to read `le` (and `quantile`)
