@@ -104,6 +104,23 @@ impl Acc {
         Acc { count: 0.0, state: AccState::Empty, drop_name: false, hist: 0 }
     }
 
+    /// The accumulator of `op` (`sum`, `count` or `group`) that [`Acc::fold_in`] leaves
+    /// after `floats` float values, summed in `sum` (seeded with the first), and `hist`
+    /// native histograms; `None` when nothing was folded in.
+    pub(crate) fn of_sum(op: &str, sum: KahanSum, floats: f64, hist: usize, drop_name: bool) -> Option<Acc> {
+        if floats == 0.0 && hist == 0 {
+            return None;
+        }
+        let (count, state) = match op {
+            // A histogram is only counted (see `fold_in`).
+            "sum" if floats > 0.0 => (floats, AccState::Sum(sum)),
+            "sum" => (floats, AccState::Empty),
+            // `count` and `group` count histograms as values.
+            _ => (floats + hist as f64, AccState::Counted),
+        };
+        Some(Acc { count, state, drop_name, hist })
+    }
+
     /// Adds one input value of a series (`drop_name`: whether the series still carries
     /// a name to drop): floats are aggregated, a native histogram is only counted.
     pub(crate) fn fold_in(&mut self, op: &str, v: f64, drop_name: bool) {

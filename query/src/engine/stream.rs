@@ -52,6 +52,7 @@ use super::types::{to_samples, StepSeries, Val};
 use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
+use crate::functions::stats::KahanSum;
 use tessera_model::Labels;
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
@@ -162,7 +163,7 @@ impl Sink for Collect {
     }
 }
 
-/// An aggregation's accumulators: one per group and step (`accs[group * steps + step]`),
+/// An aggregation's accumulators: one per group and step (`cells[group * steps + step]`),
 /// groups numbered in order of arrival. Each group also keeps the smallest labels of its
 /// input series: its first input series in label order, by which the materialising path
 /// orders groups (`finish_fold` and the pushdown merge order by it), whatever order the
@@ -174,28 +175,74 @@ struct Fold {
     index: HashMap<Labels, usize>,
     /// Per group: its labels and the smallest labels of its input series.
     groups: Vec<(Labels, Labels)>,
-    accs: Vec<Option<Acc>>,
+    cells: Cells,
     /// Values kept by `quantile`'s accumulators (the others keep a fixed state).
     values: usize,
 }
 
+/// A fold's accumulators, one per group and step.
+enum Cells {
+    /// `sum`, `count` and `group` (dashboards' commonest aggregations, usually over the
+    /// most input series): a compensated sum and two counts per cell, added in a loop
+    /// without the general accumulator's dispatch on its operator and state per value,
+    /// which was a tenth of `sum(rate(...))`'s time over 27,728 series.
+    Sums(Vec<SumCell>),
+    Accs(Vec<Option<Acc>>),
+}
+
+/// A `sum`/`count`/`group` accumulator: what [`Acc::fold_in`] would hold, built by
+/// [`Acc::of_sum`] when the step is finished or exported.
+#[derive(Clone, Copy, Default)]
+struct SumCell {
+    /// Seeded with the first float, as `Acc`'s sum is (unused by `count` and `group`).
+    sum: KahanSum,
+    floats: f64,
+    hist: usize,
+    drop_name: bool,
+}
+
+impl Cells {
+    fn len(&self) -> usize {
+        match self {
+            Cells::Sums(c) => c.len(),
+            Cells::Accs(c) => c.len(),
+        }
+    }
+
+    /// Adds the cells of a new group.
+    fn grow(&mut self, steps: usize) {
+        match self {
+            Cells::Sums(c) => c.resize(c.len() + steps, SumCell::default()),
+            Cells::Accs(c) => c.resize(c.len() + steps, None),
+        }
+    }
+
+    /// Takes cell `i`'s accumulator (`None` when no value reached it).
+    fn take(&mut self, op: &str, i: usize) -> Option<Acc> {
+        match self {
+            Cells::Sums(c) => {
+                let cell = std::mem::take(&mut c[i]);
+                Acc::of_sum(op, cell.sum, cell.floats, cell.hist, cell.drop_name)
+            }
+            Cells::Accs(c) => c[i].take(),
+        }
+    }
+}
+
 impl Fold {
     fn new(a: &AggregateExpr, steps: usize) -> Fold {
-        Fold {
-            op: a.op.to_string(),
-            grouping: Grouping::of(a),
-            steps,
-            index: HashMap::new(),
-            groups: Vec::new(),
-            accs: Vec::new(),
-            values: 0,
-        }
+        let op = a.op.to_string();
+        let cells = match op.as_str() {
+            "sum" | "count" | "group" => Cells::Sums(Vec::new()),
+            _ => Cells::Accs(Vec::new()),
+        };
+        Fold { op, grouping: Grouping::of(a), steps, index: HashMap::new(), groups: Vec::new(), cells, values: 0 }
     }
 }
 
 impl Sink for Fold {
     fn held(&self) -> usize {
-        self.accs.len() + self.values
+        self.cells.len() + self.values
     }
     fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError> {
         if self.op == "quantile" {
@@ -213,13 +260,39 @@ impl Sink for Fold {
             None => {
                 self.index.insert(key.clone(), self.groups.len());
                 self.groups.push((key, s.labels.clone()));
-                self.accs.resize(self.accs.len() + self.steps, None);
+                self.cells.grow(self.steps);
                 self.groups.len() - 1
             }
         };
-        let row = &mut self.accs[g * self.steps..(g + 1) * self.steps];
-        for (k, v) in ev.points_by_step(&s.pts, self.steps) {
-            row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
+        let row = g * self.steps..(g + 1) * self.steps;
+        match &mut self.cells {
+            Cells::Sums(cells) => {
+                let row = &mut cells[row];
+                let summed = self.op == "sum";
+                for (k, v) in ev.points_by_step(&s.pts, self.steps) {
+                    let cell = &mut row[k];
+                    cell.drop_name |= s.drop_name;
+                    if is_histogram_marker(v) {
+                        cell.hist += 1;
+                    } else {
+                        if summed {
+                            // Prometheus seeds a group's sum with its first value.
+                            if cell.floats == 0.0 {
+                                cell.sum = KahanSum::seeded(v);
+                            } else {
+                                cell.sum.add(v);
+                            }
+                        }
+                        cell.floats += 1.0;
+                    }
+                }
+            }
+            Cells::Accs(accs) => {
+                let row = &mut accs[row];
+                for (k, v) in ev.points_by_step(&s.pts, self.steps) {
+                    row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
+                }
+            }
         }
         Ok(())
     }
@@ -393,12 +466,12 @@ impl Evaluator<'_> {
             return Ok(None);
         }
         let fold = self.fold(a)?;
-        let n = fold.steps;
-        let mut accs = fold.accs;
+        let (n, op) = (fold.steps, fold.op);
+        let mut cells = fold.cells;
         let mut out = Vec::with_capacity(fold.groups.len());
         for (g, (labels, first)) in fold.groups.into_iter().enumerate() {
             let steps: Vec<_> =
-                (0..n).filter_map(|k| accs[g * n + k].take().map(|acc| acc.into_partial(self.ts(k)))).collect();
+                (0..n).filter_map(|k| cells.take(&op, g * n + k).map(|acc| acc.into_partial(self.ts(k)))).collect();
             if !steps.is_empty() {
                 out.push(GroupPartial { labels, first, steps });
             }
@@ -489,13 +562,13 @@ impl Evaluator<'_> {
         let mut out: Vec<StepSeries> =
             order.iter().map(|&g| StepSeries::new(fold.groups[g].0.clone(), false)).collect();
         let (n, ng) = (fold.steps, out.len());
-        let mut accs = fold.accs;
+        let mut cells = fold.cells;
         let mut column: Vec<Option<Acc>> = vec![None; ng];
         for k in 0..n {
             self.ctx.check_interrupt()?;
             let mut any = false;
             for (slot, &g) in column.iter_mut().zip(&order) {
-                *slot = accs[g * n + k].take();
+                *slot = cells.take(&fold.op, g * n + k);
                 any |= slot.is_some();
             }
             if any {

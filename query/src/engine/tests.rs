@@ -467,3 +467,28 @@ fn annotations_repeated_by_many_series_are_listed_once_in_order() {
     assert_eq!(out.infos.len(), 2, "{:?}", out.infos);
     assert!(out.infos[0].contains("\"temp\"") && out.infos[1].contains("\"util\""), "{:?}", out.infos);
 }
+
+/// `sum` of -0 values is +0, as in Prometheus, which adds the Kahan compensation (+0) to
+/// the running sum at the end: at every step of a range query (folded series by series)
+/// as at an instant. (The sign of a -0 is the one thing that seeding a group with its
+/// first value, as Prometheus does, changes in the running sum.)
+#[test]
+fn sum_of_negative_zeros_is_positive_zero() {
+    let mut s = MemStore::new();
+    for i in 0..10 {
+        s.add(Labels::from_pairs([("__name__", "z"), ("k", "a")]), i * 15_000, -0.0);
+        s.add(Labels::from_pairs([("__name__", "z"), ("k", "b")]), i * 15_000, -0.0);
+    }
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    for q in ["sum(z)", "sum(z{k=\"a\"})"] {
+        let Value::Matrix(m) = e.range_query(&s, q, 0, 135_000, 15_000, &opts).unwrap().value else {
+            panic!("not a matrix")
+        };
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].samples.len(), 10);
+        assert!(m[0].samples.iter().all(|p| p.v.to_bits() == 0), "{q}: {:?}", m[0].samples);
+        let Value::Vector(v) = e.instant_query(&s, q, 60_000, &opts).unwrap().value else { panic!("not a vector") };
+        assert_eq!(v[0].v.to_bits(), 0, "{q}: {v:?}");
+    }
+}

@@ -40,7 +40,9 @@ impl KahanSum {
     }
 
     /// A sum that starts at `first` exactly, as Prometheus seeds a `sum` group with its
-    /// first value (so `sum(-0)` stays `-0`, which `0 + -0` would not).
+    /// first value. Its state differs from adding `first` to an empty sum only in the
+    /// sign of a -0 and in a NaN's compensation; the value (`sum + c`) is the same, +0
+    /// for `sum(-0)` as in Prometheus, which adds the compensation at the end.
     pub fn seeded(first: f64) -> Self {
         KahanSum { sum: first, c: 0.0 }
     }
