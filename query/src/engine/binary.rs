@@ -28,22 +28,65 @@ fn is_comparison(op: &str) -> bool {
 /// Applies a float operator. Returns the value and, for comparisons, whether the
 /// comparison held (arithmetic always "keeps").
 pub(crate) fn float_binop(op: &str, l: f64, r: f64) -> Result<(f64, bool), QueryError> {
-    Ok(match op {
-        "+" => (l + r, true),
-        "-" => (l - r, true),
-        "*" => (l * r, true),
-        "/" => (l / r, true),
-        "%" => (l % r, true),
-        "^" => (l.powf(r), true),
-        "atan2" => (l.atan2(r), true),
-        "==" => (l, l == r),
-        "!=" => (l, l != r),
-        ">" => (l, l > r),
-        "<" => (l, l < r),
-        ">=" => (l, l >= r),
-        "<=" => (l, l <= r),
-        other => return Err(QueryError::execution(format!("operator \"{other}\" not allowed for float operations"))),
+    match float_op(op) {
+        Some(f) => Ok(f(l, r)),
+        None => Err(QueryError::execution(format!("operator \"{op}\" not allowed for float operations"))),
+    }
+}
+
+/// [`float_binop`]'s operator, resolved once for a loop over many points.
+fn float_op(op: &str) -> Option<fn(f64, f64) -> (f64, bool)> {
+    Some(match op {
+        "+" => |l, r| (l + r, true),
+        "-" => |l, r| (l - r, true),
+        "*" => |l, r| (l * r, true),
+        "/" => |l, r| (l / r, true),
+        "%" => |l, r| (l % r, true),
+        "^" => |l: f64, r| (l.powf(r), true),
+        "atan2" => |l: f64, r| (l.atan2(r), true),
+        "==" => |l, r| (l, l == r),
+        "!=" => |l, r| (l, l != r),
+        ">" => |l, r| (l, l > r),
+        "<" => |l, r| (l, l < r),
+        ">=" => |l, r| (l, l >= r),
+        "<=" => |l, r| (l, l <= r),
+        _ => return None,
     })
+}
+
+/// Tests compare the series-by-series join of vector operations with the step-by-step
+/// walk: they can turn the join off, and count the joins taken, on their own thread.
+pub(crate) mod test_hooks {
+    #[cfg(test)]
+    thread_local! {
+        pub static STEP_WALK_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        pub static JOINS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[inline]
+    pub fn step_walk_only() -> bool {
+        #[cfg(test)]
+        return STEP_WALK_ONLY.with(|c| c.get());
+        #[cfg(not(test))]
+        false
+    }
+
+    #[inline]
+    pub fn joined() {
+        #[cfg(test)]
+        JOINS.with(|c| c.set(c.get() + 1));
+    }
+}
+
+/// The two sides of a vector operation with their signature ids (see
+/// [`signature_ids`]).
+#[derive(Clone, Copy)]
+struct Sides<'a> {
+    many: &'a [StepSeries],
+    one: &'a [StepSeries],
+    many_sid: &'a [usize],
+    one_sid: &'a [usize],
+    n_sigs: usize,
 }
 
 /// Output series being assembled step by step. Label sets are interned once (a dense
@@ -274,6 +317,12 @@ impl Evaluator<'_> {
         let many_sig: Vec<Vec<u8>> = many.iter().map(|s| signature(&s.labels, on, names)).collect();
         let one_sig: Vec<Vec<u8>> = one.iter().map(|s| signature(&s.labels, on, names)).collect();
         let (many_sid, one_sid, n_sigs) = signature_ids(&many_sig, &one_sig);
+        if !any_fill && !test_hooks::step_walk_only() {
+            let sides = Sides { many: &many, one: &one, many_sid: &many_sid, one_sid: &one_sid, n_sigs };
+            if let Some(out) = self.vector_binop_by_series(op, sides, on, names, card, include, return_bool)? {
+                return Ok(out);
+            }
+        }
         // Result label id of each (many, one) pair, computed on first use: the pair a
         // many-side series matched last (almost always the same one at every step), then
         // a map for the rest.
@@ -421,6 +470,108 @@ impl Evaluator<'_> {
             }
         }
         Ok(out.series)
+    }
+
+    /// [`Evaluator::vector_binop`] series by series, when no step can raise a matching
+    /// error and no two pairs share an output series: every signature has at most one
+    /// series on the "one" side (and on the "many" side for one-to-one), and every
+    /// matched pair has its own result labels. Then each many-side series pairs with
+    /// the same one-side series at every step, and their points are joined by
+    /// timestamp: no walk over every series at every step, no lookup per point (that
+    /// walk was 40 % of `sum by (cluster) (A) / sum by (cluster) (A + B)`, on one
+    /// thread). Output series come in many-side order, the order Prometheus emits each
+    /// step's elements in. `None` when a signature is shared (the step-by-step walk
+    /// then checks each step's matches).
+    #[allow(clippy::too_many_arguments)]
+    fn vector_binop_by_series(
+        &self,
+        op: &str,
+        sides: Sides<'_>,
+        on: bool,
+        names: &[String],
+        card: Card,
+        include: &[String],
+        return_bool: bool,
+    ) -> Result<Option<Vec<StepSeries>>, QueryError> {
+        let Sides { many, one, many_sid, one_sid, n_sigs } = sides;
+        const NONE: usize = usize::MAX;
+        let mut one_of_sig = vec![NONE; n_sigs];
+        for (i, &sid) in one_sid.iter().enumerate() {
+            if one_of_sig[sid] != NONE {
+                return Ok(None);
+            }
+            one_of_sig[sid] = i;
+        }
+        if card == Card::OneToOne {
+            let mut seen = vec![false; n_sigs];
+            for &sid in many_sid {
+                if std::mem::replace(&mut seen[sid], true) {
+                    return Ok(None);
+                }
+            }
+        }
+        let Some(apply) = float_op(op) else {
+            return Err(QueryError::execution(format!("operator \"{op}\" not allowed for float operations")));
+        };
+        let cmp = is_comparison(op);
+        // Result labels of every pair, which must all differ (else two pairs would
+        // interleave their points in one output series, or a step could hold a match
+        // error: group_left over series that differ only in their name).
+        let mut pairs = Vec::new();
+        let mut distinct: HashSet<(Labels, bool)> = HashSet::new();
+        for (mi, &sid) in many_sid.iter().enumerate() {
+            let oi = one_of_sig[sid];
+            if oi == NONE {
+                continue;
+            }
+            let labels = result_metric(&many[mi].labels, &one[oi].labels, on, names, card, include);
+            let drop_name = return_bool || !cmp || many[mi].drop_name;
+            if !distinct.insert((labels.clone(), drop_name)) {
+                return Ok(None);
+            }
+            pairs.push((mi, oi, labels, drop_name));
+        }
+        let mut out = Vec::new();
+        for (mi, oi, labels, drop_name) in pairs {
+            self.ctx.check_interrupt()?;
+            let (a, b) = (&many[mi].pts, &one[oi].pts);
+            let mut pts = Vec::with_capacity(a.len().min(b.len()));
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                let ((ta, mv), (tb, ov)) = (a[i], b[j]);
+                if ta != tb {
+                    if ta < tb {
+                        i += 1;
+                    } else {
+                        j += 1;
+                    }
+                    continue;
+                }
+                i += 1;
+                j += 1;
+                if is_histogram_marker(mv) || is_histogram_marker(ov) {
+                    if is_histogram_marker(mv) != is_histogram_marker(ov) || matches!(op, ">" | "<" | ">=" | "<=") {
+                        self.incompatible(op);
+                    }
+                    continue;
+                }
+                let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
+                let (mut val, keep) = apply(l, r);
+                if return_bool {
+                    val = if keep { 1.0 } else { 0.0 };
+                } else if !keep {
+                    continue;
+                }
+                pts.push((ta, val));
+            }
+            if !pts.is_empty() {
+                let mut s = StepSeries::new(labels, drop_name);
+                s.pts = pts;
+                out.push(s);
+            }
+        }
+        test_hooks::joined();
+        Ok(Some(out))
     }
 
     /// For each step timestamp, the matching signatures (`sigs[i]` belongs to

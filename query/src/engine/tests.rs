@@ -492,3 +492,90 @@ fn sum_of_negative_zeros_is_positive_zero() {
         assert_eq!(v[0].v.to_bits(), 0, "{q}: {v:?}");
     }
 }
+
+/// Vector-vector operations joined series by series (when every many-side series has
+/// one partner at every step) answer what the step-by-step walk answers, bit for bit:
+/// arithmetic, comparisons with and without `bool`, `on`/`ignoring`, `group_left` and
+/// `group_right`, over series that start, stop and skip steps.
+#[test]
+fn vector_operations_joined_by_series_equal_the_step_walk() {
+    use super::binary::test_hooks::{JOINS, STEP_WALK_ONLY};
+    let mut s = MemStore::new();
+    let gpu = |name: &str, g: i64, pod: &str| {
+        Labels::from_pairs([("__name__", name), ("gpu", &g.to_string()), ("kind", name), ("pod", pod)])
+    };
+    for i in 0..80i64 {
+        let t = i * 15_000;
+        for g in 0..6i64 {
+            // Pods are replaced every 30 steps; GPU 5 leaves half way.
+            let pod = format!("p{}-{}", g % 3, i / 30);
+            if g == 5 && i > 40 {
+                continue;
+            }
+            let used = ((i * 7 + g * 13) % 17) as f64 * 0.7;
+            if (i + g) % 9 != 0 {
+                s.add(gpu("used", g, &pod), t, if i % 23 == 5 { f64::NAN } else { used });
+            }
+            if (i * 3 + g) % 11 != 0 {
+                s.add(gpu("free", g, &pod), t, 12.0 - used * 0.5);
+            }
+        }
+        for p in 0..3 {
+            if i % 13 != p {
+                let pod = format!("p{p}-{}", i / 30);
+                let job = format!("job{}", p % 2);
+                s.add(Labels::from_pairs([("__name__", "info"), ("job", job.as_str()), ("pod", pod.as_str())]), t, 1.0);
+            }
+        }
+    }
+    let queries = [
+        "used + ignoring(kind) free",
+        "used / ignoring(kind) (used + ignoring(kind) free)",
+        "used > bool ignoring(kind) free",
+        "used > ignoring(kind) free",
+        "free <= ignoring(kind) used",
+        "used - on(gpu, pod) free",
+        "used * on(pod) group_left(job) info",
+        "info / on(pod) group_right(job) free",
+        "used >= on(pod) group_left info",
+    ];
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    let run = |q: &str, walk: bool| {
+        STEP_WALK_ONLY.with(|c| c.set(walk));
+        let out = e.range_query(&s, q, 0, 1_185_000, 15_000, &opts);
+        STEP_WALK_ONLY.with(|c| c.set(false));
+        match out.unwrap_or_else(|err| panic!("{q}: {err:?}")).value {
+            Value::Matrix(mut m) => {
+                m.sort_by(|a, b| a.labels.cmp(&b.labels));
+                m.into_iter()
+                    .map(|s| (s.labels, s.samples.iter().map(|p| (p.t, p.v.to_bits())).collect::<Vec<_>>()))
+                    .collect::<Vec<_>>()
+            }
+            other => panic!("{q}: not a matrix: {other:?}"),
+        }
+    };
+    for q in queries {
+        let joins = JOINS.with(|c| c.get());
+        let joined = run(q, false);
+        assert!(JOINS.with(|c| c.get()) > joins, "{q}: not joined series by series");
+        let walked = run(q, true);
+        assert!(!joined.is_empty(), "{q}: no result");
+        assert_eq!(joined, walked, "{q}");
+    }
+    // A shared signature (two pods' series of one GPU match `on(gpu)` at once) is left
+    // to the walk, which reports the match error.
+    let joins = JOINS.with(|c| c.get());
+    let err = e.range_query(&s, "used + on(gpu) free", 0, 1_185_000, 15_000, &opts).unwrap_err();
+    assert!(err.message.contains("many-to-many matching not allowed"), "{}", err.message);
+    // So are pairs that would share an output series: `group_left(gpu)` copies the
+    // info series' (absent) `gpu` over both GPUs of a pod.
+    let q = "used * on(pod) group_left(gpu) info";
+    let err = e.range_query(&s, q, 0, 1_185_000, 15_000, &opts).unwrap_err();
+    assert!(err.message.contains("grouping labels must ensure unique matches"), "{}", err.message);
+    // And one-to-one matches of two series at once.
+    let q = "{__name__=~\"used|free\"} / ignoring(kind) used";
+    let err = e.range_query(&s, q, 0, 1_185_000, 15_000, &opts).unwrap_err();
+    assert!(err.message.contains("many-to-one matching must be explicit"), "{}", err.message);
+    assert_eq!(JOINS.with(|c| c.get()), joins);
+}
