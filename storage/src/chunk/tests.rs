@@ -270,3 +270,24 @@ proptest! {
         prop_assert_eq!(a.overran(), b.overran());
     }
 }
+
+/// A peek anywhere, inside the data, within its last 8 bytes or past its end, reads the
+/// stream's bits followed by zeros: what a zero-padded copy of the data holds there.
+#[test]
+fn peek_reads_zeros_past_the_end_at_every_position() {
+    for len in 0..20usize {
+        let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(97) ^ 0xa5).collect();
+        let mut padded = data.clone();
+        padded.resize(len + 40, 0);
+        for pos in 0..(len * 8 + 200) as u32 {
+            let mut r = super::bits::BitReader::new(&data);
+            r.consume(pos);
+            let byte = pos as usize / 8;
+            let want = match padded.get(byte..byte + 8) {
+                Some(b) => u64::from_be_bytes(b.try_into().unwrap()) << (pos % 8),
+                None => 0,
+            };
+            assert_eq!(r.peek(), want, "len {len}, bit {pos}");
+        }
+    }
+}
