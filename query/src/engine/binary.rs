@@ -574,22 +574,6 @@ impl Evaluator<'_> {
         Ok(Some(out))
     }
 
-    /// For each step timestamp, the matching signatures (`sigs[i]` belongs to
-    /// `series[i]`) of the series that have a point there.
-    fn signatures_by_step<'s>(&self, series: &[StepSeries], sigs: &'s [Vec<u8>]) -> HashMap<i64, HashSet<&'s [u8]>> {
-        let mut cur = StepCursor::new(series.len());
-        let mut present = Vec::new();
-        let mut out = HashMap::new();
-        for k in 0..self.n_steps() {
-            let t = self.ts(k);
-            cur.at(series, t, &mut present);
-            if !present.is_empty() {
-                out.insert(t, present.iter().map(|&(i, _)| sigs[i].as_slice()).collect());
-            }
-        }
-        out
-    }
-
     fn set_op(
         &self,
         op: &str,
@@ -600,14 +584,15 @@ impl Evaluator<'_> {
     ) -> Result<Vec<StepSeries>, QueryError> {
         let lsig: Vec<Vec<u8>> = lhs.iter().map(|s| signature(&s.labels, on, names)).collect();
         let rsig: Vec<Vec<u8>> = rhs.iter().map(|s| signature(&s.labels, on, names)).collect();
+        let (lsid, rsid, n_sigs) = signature_ids(&lsig, &rsig);
         match op {
             "and" | "unless" => {
                 let want = op == "and";
                 let mut out = lhs;
-                let sigs_at = self.signatures_by_step(&rhs, &rsig);
+                let times = times_by_signature(&rhs, &rsid, n_sigs);
                 for (i, s) in out.iter_mut().enumerate() {
-                    let sig = lsig[i].as_slice();
-                    s.pts.retain(|p| sigs_at.get(&p.0).is_some_and(|set| set.contains(sig)) == want);
+                    let mut on_right = TimeSet::new(&times[lsid[i]]);
+                    s.pts.retain(|p| on_right.contains(p.0) == want);
                 }
                 out.retain(|s| !s.pts.is_empty());
                 Ok(out)
@@ -615,16 +600,11 @@ impl Evaluator<'_> {
             _ => {
                 // or: every left element, plus right elements whose signature is absent
                 // on the left at that step.
-                let sigs_at = self.signatures_by_step(&lhs, &lsig);
+                let times = times_by_signature(&lhs, &lsid, n_sigs);
                 let mut extra = Vec::new();
                 for (i, s) in rhs.iter().enumerate() {
-                    let sig = rsig[i].as_slice();
-                    let pts: Vec<(i64, f64)> = s
-                        .pts
-                        .iter()
-                        .filter(|p| !sigs_at.get(&p.0).is_some_and(|set| set.contains(sig)))
-                        .copied()
-                        .collect();
+                    let mut on_left = TimeSet::new(&times[rsid[i]]);
+                    let pts: Vec<(i64, f64)> = s.pts.iter().filter(|p| !on_left.contains(p.0)).copied().collect();
                     if !pts.is_empty() {
                         extra.push(StepSeries { labels: s.labels.clone(), drop_name: s.drop_name, pts });
                     }
@@ -634,6 +614,42 @@ impl Evaluator<'_> {
                 Ok(merge_same_labels(out))
             }
         }
+    }
+}
+
+/// Per signature id, the steps (ascending timestamps) at which some series of `series`
+/// with that signature has a point: what a set operator matches against, found once
+/// per series instead of a set of signatures per step (hashing every element twice).
+fn times_by_signature(series: &[StepSeries], sid: &[usize], n_sigs: usize) -> Vec<Vec<i64>> {
+    let mut times: Vec<Vec<i64>> = vec![Vec::new(); n_sigs];
+    let mut shared = vec![false; n_sigs];
+    for (s, &id) in series.iter().zip(sid) {
+        shared[id] |= !times[id].is_empty();
+        times[id].extend(s.pts.iter().map(|p| p.0));
+    }
+    for (t, shared) in times.iter_mut().zip(shared) {
+        if shared {
+            t.sort_unstable();
+            t.dedup();
+        }
+    }
+    times
+}
+
+/// Membership in ascending timestamps, asked in ascending order (a series' points).
+struct TimeSet<'a> {
+    times: &'a [i64],
+}
+
+impl<'a> TimeSet<'a> {
+    fn new(times: &'a [i64]) -> Self {
+        TimeSet { times }
+    }
+
+    fn contains(&mut self, t: i64) -> bool {
+        let skip = self.times.iter().take_while(|&&x| x < t).count();
+        self.times = &self.times[skip..];
+        self.times.first() == Some(&t)
     }
 }
 

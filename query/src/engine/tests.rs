@@ -579,3 +579,47 @@ fn vector_operations_joined_by_series_equal_the_step_walk() {
     assert!(err.message.contains("many-to-one matching must be explicit"), "{}", err.message);
     assert_eq!(JOINS.with(|c| c.get()), joins);
 }
+
+/// `and`, `unless` and `or` at every step of a range query match what instant queries
+/// at those steps match, when the other side's series share a signature and take turns
+/// over time (a pod replaced under the same `job`): the steps a signature is present at
+/// are the union over its series.
+#[test]
+fn set_operators_over_series_taking_turns_equal_instant_queries() {
+    let mut s = MemStore::new();
+    for i in 0..40i64 {
+        let t = i * 15_000;
+        for job in ["a", "b", "c"] {
+            s.add(Labels::from_pairs([("__name__", "x"), ("job", job)]), t, i as f64);
+        }
+        // `y`'s series for job "a" take turns: the later pod first in label order.
+        let pod = if i < 20 { "p2" } else { "p1" };
+        if i % 7 != 3 {
+            s.add(Labels::from_pairs([("__name__", "y"), ("job", "a"), ("pod", pod)]), t, 1.0);
+        }
+        if i % 3 == 0 {
+            s.add(Labels::from_pairs([("__name__", "y"), ("job", "b"), ("pod", "p3")]), t, 2.0);
+        }
+    }
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    for q in ["x and on(job) y", "x unless on(job) y", "y or on(job) x", "x or on(job) y"] {
+        let Value::Matrix(m) = e.range_query(&s, q, 0, 585_000, 15_000, &opts).expect(q).value else {
+            panic!("{q}: not a matrix")
+        };
+        let mut points = 0;
+        for t in (0..=585_000).step_by(15_000) {
+            let Value::Vector(mut want) = e.instant_query(&s, q, t, &opts).expect(q).value else {
+                panic!("{q}: not a vector")
+            };
+            want.sort_by(|a, b| a.labels.cmp(&b.labels));
+            let mut got: Vec<(Labels, f64)> =
+                m.iter().filter_map(|s| s.samples.iter().find(|p| p.t == t).map(|p| (s.labels.clone(), p.v))).collect();
+            got.sort_by(|a, b| a.0.cmp(&b.0));
+            let want: Vec<(Labels, f64)> = want.into_iter().map(|v| (v.labels, v.v)).collect();
+            assert_eq!(got, want, "{q} at {t}");
+            points += got.len();
+        }
+        assert!(points > 0, "{q}: empty");
+    }
+}
