@@ -331,7 +331,7 @@ impl Evaluator<'_> {
         ngroups: usize,
         mut step: impl FnMut(&Self, usize, i64, &mut [Option<Acc>]) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
-        let mut cur = StepCursor::new(input.len());
+        let mut cur = StepCursor::new(input);
         let mut present = Vec::new();
         let mut accs: Vec<Option<Acc>> = vec![None; ngroups];
         for k in 0..self.n_steps() {
@@ -410,7 +410,7 @@ impl Evaluator<'_> {
         let mut index: HashMap<Labels, usize> = HashMap::new();
         let mut out: Vec<StepSeries> = Vec::new();
         let mut creators: Vec<usize> = Vec::new();
-        let mut cur = StepCursor::new(input.len());
+        let mut cur = StepCursor::new(input);
         let mut present = Vec::new();
         for k in 0..self.n_steps() {
             self.ctx.check_interrupt()?;
@@ -491,7 +491,7 @@ impl Evaluator<'_> {
         let mut out: Vec<StepSeries> = input.iter().map(|s| StepSeries::new(s.labels.clone(), s.drop_name)).collect();
         // For instant queries the output order matters (topk sorts its result).
         let mut instant_order: Vec<usize> = Vec::new();
-        let mut cur = StepCursor::new(input.len());
+        let mut cur = StepCursor::new(input);
         let mut present = Vec::new();
         for k in 0..n {
             self.ctx.check_interrupt()?;

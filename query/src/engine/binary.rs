@@ -144,27 +144,59 @@ fn signature_ids(many: &[Vec<u8>], one: &[Vec<u8>]) -> (Vec<usize>, Vec<usize>, 
 }
 
 /// Walks the points of many step series in step order: `present(k)` lists, for step
-/// `k`, each series that has a point there with its value.
+/// `k`, each series that has a point there with its value, in series order. Only the
+/// series alive at a step are looked at (those whose first point is at or before it and
+/// whose last is not before it): with pods replaced every few minutes a long range
+/// holds many times more series than any one step, and a walk over all of them at
+/// every step cost series × steps.
 pub(crate) struct StepCursor {
     pos: Vec<usize>,
+    /// Series not started yet, by their first point's time, latest first (the next to
+    /// start is last).
+    pending: Vec<(i64, usize)>,
+    /// Started series with points left, ascending.
+    alive: Vec<usize>,
 }
 
 impl StepCursor {
-    pub fn new(n: usize) -> Self {
-        StepCursor { pos: vec![0; n] }
+    pub fn new(series: &[StepSeries]) -> Self {
+        let mut pending: Vec<(i64, usize)> =
+            series.iter().enumerate().filter_map(|(i, s)| s.pts.first().map(|p| (p.0, i))).collect();
+        pending.sort_unstable_by(|a, b| b.cmp(a));
+        StepCursor { pos: vec![0; series.len()], pending, alive: Vec::new() }
     }
+
     /// Fills `out` with `(series index, value)` for the series that have a point at `t`.
-    /// Must be called with increasing `t`.
+    /// Must be called with increasing `t`, with the series given to `new`.
     pub fn at(&mut self, series: &[StepSeries], t: i64, out: &mut Vec<(usize, f64)>) {
         out.clear();
-        for (i, s) in series.iter().enumerate() {
-            let p = &mut self.pos[i];
-            while *p < s.pts.len() && s.pts[*p].0 < t {
+        let mut started = false;
+        while let Some(&(first, i)) = self.pending.last() {
+            if first > t {
+                break;
+            }
+            self.alive.push(i);
+            self.pending.pop();
+            started = true;
+        }
+        if started {
+            self.alive.sort_unstable();
+        }
+        let mut ended = false;
+        for &i in &self.alive {
+            let (p, pts) = (&mut self.pos[i], &series[i].pts);
+            while *p < pts.len() && pts[*p].0 < t {
                 *p += 1;
             }
-            if *p < s.pts.len() && s.pts[*p].0 == t {
-                out.push((i, s.pts[*p].1));
+            match pts.get(*p) {
+                Some(&(pt, v)) if pt == t => out.push((i, v)),
+                Some(_) => {}
+                None => ended = true,
             }
+        }
+        if ended {
+            let pos = &self.pos;
+            self.alive.retain(|&i| pos[i] < series[i].pts.len());
         }
     }
 }
@@ -329,8 +361,8 @@ impl Evaluator<'_> {
         let mut last_pair: Vec<Option<(usize, usize)>> = vec![None; many.len()];
         let mut result_labels: HashMap<(usize, usize), usize> = HashMap::new();
         let mut out = OutSeries::new();
-        let mut cur_many = StepCursor::new(many.len());
-        let mut cur_one = StepCursor::new(one.len());
+        let mut cur_many = StepCursor::new(&many);
+        let mut cur_one = StepCursor::new(&one);
         let (mut pm, mut po) = (Vec::new(), Vec::new());
         // Per signature id, valid when its stamp is this step's: the one-side series with
         // that signature, and the result label ids matched to it.

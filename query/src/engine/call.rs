@@ -62,7 +62,7 @@ impl Evaluator<'_> {
             }
             "scalar" => {
                 let v = self.eval_vector(arg(0)?)?;
-                let mut cur = StepCursor::new(v.len());
+                let mut cur = StepCursor::new(&v);
                 let mut present = Vec::new();
                 let mut out = Vec::with_capacity(n);
                 for k in 0..n {
@@ -94,7 +94,7 @@ impl Evaluator<'_> {
                 let a = arg(0)?;
                 let v = self.eval_vector(a)?;
                 let labels = absent_labels(a);
-                let mut cur = StepCursor::new(v.len());
+                let mut cur = StepCursor::new(&v);
                 let mut present = Vec::new();
                 let mut ss = StepSeries::new(labels, false);
                 for k in 0..n {
@@ -591,7 +591,7 @@ impl Evaluator<'_> {
                 }
             }
         }
-        let mut cur = StepCursor::new(v.len());
+        let mut cur = StepCursor::new(&v);
         let mut present = Vec::new();
         let mut buckets: Vec<Vec<(f64, f64)>> = vec![Vec::new(); out.len()];
         let mut native_out: HashMap<usize, usize> = HashMap::new();

@@ -623,3 +623,34 @@ fn set_operators_over_series_taking_turns_equal_instant_queries() {
         assert!(points > 0, "{q}: empty");
     }
 }
+
+proptest::proptest! {
+    /// The step cursor lists, at each step, exactly the series with a point there, in
+    /// series order, whatever steps the series start, stop and skip at.
+    #[test]
+    fn step_cursor_lists_the_series_present_at_each_step(
+        masks in proptest::collection::vec(proptest::collection::vec(proptest::bool::weighted(0.3), 0..40), 0..30),
+    ) {
+        let series: Vec<super::types::StepSeries> = masks
+            .iter()
+            .enumerate()
+            .map(|(i, mask)| {
+                let mut s = super::types::StepSeries::new(Labels::from_pairs([("i", i.to_string())]), false);
+                s.pts = mask.iter().enumerate().filter(|(_, &m)| m).map(|(k, _)| (k as i64 * 10, (i * 100 + k) as f64)).collect();
+                s
+            })
+            .collect();
+        let mut cur = super::binary::StepCursor::new(&series);
+        let mut present = Vec::new();
+        for k in 0..40i64 {
+            let t = k * 10;
+            cur.at(&series, t, &mut present);
+            let want: Vec<(usize, f64)> = series
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.pts.iter().find(|p| p.0 == t).map(|p| (i, p.1)))
+                .collect();
+            proptest::prop_assert_eq!(&present, &want, "step {}", k);
+        }
+    }
+}
