@@ -108,8 +108,10 @@ pub fn nan_first_cmp(a: &f64, b: &f64) -> Ordering {
 /// Prometheus' `quantile(q, values)`: the φ-quantile by linear interpolation between the
 /// two closest ranks (`rank = q·(n-1)`).
 ///
-/// `values` is sorted in place (NaN first). Special cases, all as Prometheus:
-/// no values or `q` NaN → NaN; `q < 0` → -Inf; `q > 1` → +Inf.
+/// `values` is reordered in place: the two ranks are selected (NaN first, as
+/// Prometheus sorts), not the whole slice sorted, which is linear instead of n log n
+/// and was a tenth of `quantile by (modelName) (0.99, ...)` over 16,000 GPUs. Special
+/// cases, all as Prometheus: no values or `q` NaN → NaN; `q < 0` → -Inf; `q > 1` → +Inf.
 pub fn quantile(q: f64, values: &mut [f64]) -> f64 {
     if values.is_empty() || q.is_nan() {
         return f64::NAN;
@@ -120,13 +122,16 @@ pub fn quantile(q: f64, values: &mut [f64]) -> f64 {
     if q > 1.0 {
         return f64::INFINITY;
     }
-    values.sort_unstable_by(nan_first_cmp);
     let n = values.len() as f64;
     let rank = q * (n - 1.0);
     let lower = rank.floor().max(0.0);
     let upper = (lower + 1.0).min(n - 1.0);
     let weight = rank - rank.floor();
-    values[lower as usize] * (1.0 - weight) + values[upper as usize] * weight
+    let (_, &mut at_lower, above) = values.select_nth_unstable_by(lower as usize, nan_first_cmp);
+    // The next rank is the least of the values ordered after the lower one.
+    let at_upper =
+        if upper > lower { above.iter().copied().min_by(nan_first_cmp).unwrap_or(at_lower) } else { at_lower };
+    at_lower * (1.0 - weight) + at_upper * weight
 }
 
 /// Running state of the `avg` aggregation operator, as Prometheus computes it: a Kahan sum

@@ -235,3 +235,30 @@ fn merged_partial_averages_agree_with_one_sequential_average() {
         }
     }
 }
+
+proptest! {
+    /// The quantile from the two selected ranks is the one read off the fully sorted
+    /// values (NaN first), for any φ and values with NaNs, infinities and repeats.
+    #[test]
+    fn quantile_by_selection_equals_quantile_of_the_sorted_values(
+        values in proptest::collection::vec(
+            prop_oneof![
+                4 => (-50i32..50).prop_map(|x| x as f64 * 0.25),
+                1 => Just(f64::NAN),
+                1 => Just(f64::INFINITY),
+                1 => Just(f64::NEG_INFINITY),
+            ],
+            1..60,
+        ),
+        q in prop_oneof![Just(0.0), Just(1.0), Just(0.5), 0.0f64..=1.0],
+    ) {
+        let mut sorted = values.clone();
+        sorted.sort_by(nan_first_cmp);
+        let rank = q * (sorted.len() as f64 - 1.0);
+        let (lower, upper) = (rank.floor() as usize, (rank.floor() as usize + 1).min(sorted.len() - 1));
+        let weight = rank - rank.floor();
+        let want = sorted[lower] * (1.0 - weight) + sorted[upper] * weight;
+        let got = quantile(q, &mut values.clone());
+        prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{} vs {}", got, want);
+    }
+}
