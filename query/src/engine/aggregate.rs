@@ -121,6 +121,21 @@ impl Acc {
         Some(Acc { count, state, drop_name, hist })
     }
 
+    /// The accumulator of `max` (`max` true) or `min` that [`Acc::fold_in`] leaves after
+    /// `floats` float values whose extreme is `v`, and `hist` native histograms; `None`
+    /// when nothing was folded in.
+    pub(crate) fn of_extreme(max: bool, v: f64, floats: f64, hist: usize, drop_name: bool) -> Option<Acc> {
+        if floats == 0.0 && hist == 0 {
+            return None;
+        }
+        let state = match (floats > 0.0, max) {
+            (false, _) => AccState::Empty,
+            (true, true) => AccState::Max(v),
+            (true, false) => AccState::Min(v),
+        };
+        Some(Acc { count: floats, state, drop_name, hist })
+    }
+
     /// Adds one input value of a series (`drop_name`: whether the series still carries
     /// a name to drop): floats are aggregated, a native histogram is only counted.
     pub(crate) fn fold_in(&mut self, op: &str, v: f64, drop_name: bool) {

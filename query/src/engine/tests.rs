@@ -654,3 +654,27 @@ proptest::proptest! {
         }
     }
 }
+
+/// `max` and `min` keep the first of equal values, as Prometheus does (it replaces a
+/// group's value only by a strictly greater or smaller one, or when it is NaN): -0 first
+/// in label order stays -0 against a later +0, at every step and at an instant.
+#[test]
+fn max_and_min_keep_the_first_of_equal_values() {
+    let mut s = MemStore::new();
+    for i in 0..10 {
+        s.add(Labels::from_pairs([("__name__", "z"), ("k", "a")]), i * 15_000, -0.0);
+        s.add(Labels::from_pairs([("__name__", "z"), ("k", "b")]), i * 15_000, 0.0);
+        s.add(Labels::from_pairs([("__name__", "z"), ("k", "c")]), i * 15_000, f64::NAN);
+    }
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    for q in ["max(z)", "min(z)"] {
+        let Value::Matrix(m) = e.range_query(&s, q, 0, 135_000, 15_000, &opts).unwrap().value else {
+            panic!("not a matrix")
+        };
+        assert_eq!(m[0].samples.len(), 10);
+        assert!(m[0].samples.iter().all(|p| p.v.to_bits() == (-0.0f64).to_bits()), "{q}: {:?}", m[0].samples);
+        let Value::Vector(v) = e.instant_query(&s, q, 60_000, &opts).unwrap().value else { panic!("not a vector") };
+        assert_eq!(v[0].v.to_bits(), (-0.0f64).to_bits(), "{q}: {v:?}");
+    }
+}
