@@ -34,8 +34,11 @@ pub(crate) fn float_binop(op: &str, l: f64, r: f64) -> Result<(f64, bool), Query
     }
 }
 
+/// A float operator: the value and whether a comparison held (see [`float_binop`]).
+type FloatOp = fn(f64, f64) -> (f64, bool);
+
 /// [`float_binop`]'s operator, resolved once for a loop over many points.
-fn float_op(op: &str) -> Option<fn(f64, f64) -> (f64, bool)> {
+fn float_op(op: &str) -> Option<FloatOp> {
     Some(match op {
         "+" => |l, r| (l + r, true),
         "-" => |l, r| (l - r, true),
@@ -349,9 +352,12 @@ impl Evaluator<'_> {
         let many_sig: Vec<Vec<u8>> = many.iter().map(|s| signature(&s.labels, on, names)).collect();
         let one_sig: Vec<Vec<u8>> = one.iter().map(|s| signature(&s.labels, on, names)).collect();
         let (many_sid, one_sid, n_sigs) = signature_ids(&many_sig, &one_sig);
+        let Some(apply) = float_op(op) else {
+            return Err(QueryError::execution(format!("operator \"{op}\" not allowed for float operations")));
+        };
         if !any_fill && !test_hooks::step_walk_only() {
             let sides = Sides { many: &many, one: &one, many_sid: &many_sid, one_sid: &one_sid, n_sigs };
-            if let Some(out) = self.vector_binop_by_series(op, sides, on, names, card, include, return_bool)? {
+            if let Some(out) = self.vector_binop_by_series(op, apply, sides, on, names, card, include, return_bool)? {
                 return Ok(out);
             }
         }
@@ -449,53 +455,33 @@ impl Evaluator<'_> {
                     ));
                 }
                 entry.push(labels);
-                if is_histogram_marker(mv) || is_histogram_marker(ov) {
-                    // Histograms are opaque here; ordering them is undefined in
-                    // Prometheus too (an info annotation, no result).
-                    if is_histogram_marker(mv) != is_histogram_marker(ov) || matches!(op, ">" | "<" | ">=" | "<=") {
-                        self.incompatible(op);
-                    }
-                    continue;
-                }
-                let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
-                let (mut val, keep) = float_binop(op, l, r)?;
-                if return_bool {
-                    val = if keep { 1.0 } else { 0.0 };
-                } else if !keep {
-                    continue;
-                }
+                let Some(val) = self.pair_value(op, apply, card, return_bool, mv, ov) else { continue };
                 let drop_name = return_bool || !cmp || many[mi].drop_name;
                 out.push(labels, drop_name, t, val);
             }
             if any_fill {
                 // Elements without a partner on the other side, paired with the fill value.
-                let mut emit = |src: &StepSeries, x: f64, x_is_many: bool, fillv: f64| -> Result<(), QueryError> {
-                    if is_histogram_marker(x) {
-                        return Ok(());
-                    }
+                // A native histogram is skipped without an annotation (the fill is a float).
+                let mut emit = |src: &StepSeries, x: f64, x_is_many: bool, fillv: f64| {
                     let (mv, ov) = if x_is_many { (x, fillv) } else { (fillv, x) };
-                    let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
-                    let (mut val, keep) = float_binop(op, l, r)?;
-                    if return_bool {
-                        val = if keep { 1.0 } else { 0.0 };
-                    } else if !keep {
-                        return Ok(());
+                    if is_histogram_marker(x) {
+                        return;
                     }
+                    let Some(val) = self.pair_value(op, apply, card, return_bool, mv, ov) else { return };
                     let labels = out.intern(result_metric(&src.labels, &src.labels, on, names, card, &[]));
                     out.push(labels, return_bool || !cmp || src.drop_name, t, val);
-                    Ok(())
                 };
                 if let Some(f) = fill_one {
                     for &(mi, mv) in &pm {
                         if one_stamp[many_sid[mi]] != stamp {
-                            emit(&many[mi], mv, true, f)?;
+                            emit(&many[mi], mv, true, f);
                         }
                     }
                 }
                 if let Some(f) = fill_many {
                     for &(oi, ov) in &po {
                         if matched_stamp[one_sid[oi]] != stamp {
-                            emit(&one[oi], ov, false, f)?;
+                            emit(&one[oi], ov, false, f);
                         }
                     }
                 }
@@ -518,6 +504,7 @@ impl Evaluator<'_> {
     fn vector_binop_by_series(
         &self,
         op: &str,
+        apply: FloatOp,
         sides: Sides<'_>,
         on: bool,
         names: &[String],
@@ -542,9 +529,6 @@ impl Evaluator<'_> {
                 }
             }
         }
-        let Some(apply) = float_op(op) else {
-            return Err(QueryError::execution(format!("operator \"{op}\" not allowed for float operations")));
-        };
         let cmp = is_comparison(op);
         // Result labels of every pair, which must all differ (else two pairs would
         // interleave their points in one output series, or a step could hold a match
@@ -581,20 +565,9 @@ impl Evaluator<'_> {
                 }
                 i += 1;
                 j += 1;
-                if is_histogram_marker(mv) || is_histogram_marker(ov) {
-                    if is_histogram_marker(mv) != is_histogram_marker(ov) || matches!(op, ">" | "<" | ">=" | "<=") {
-                        self.incompatible(op);
-                    }
-                    continue;
+                if let Some(val) = self.pair_value(op, apply, card, return_bool, mv, ov) {
+                    pts.push((ta, val));
                 }
-                let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
-                let (mut val, keep) = apply(l, r);
-                if return_bool {
-                    val = if keep { 1.0 } else { 0.0 };
-                } else if !keep {
-                    continue;
-                }
-                pts.push((ta, val));
             }
             if !pts.is_empty() {
                 let mut s = StepSeries::new(labels, drop_name);
@@ -604,6 +577,26 @@ impl Evaluator<'_> {
         }
         test_hooks::joined();
         Ok(Some(out))
+    }
+
+    /// The element of a matched pair (`mv` the many side's value, `ov` the one side's):
+    /// `None` when a comparison without `bool` drops it, or when a native histogram
+    /// takes part (opaque here; ordering them is undefined in Prometheus too: an info
+    /// annotation when the pair mixes kinds or compares, no result).
+    fn pair_value(&self, op: &str, apply: FloatOp, card: Card, return_bool: bool, mv: f64, ov: f64) -> Option<f64> {
+        if is_histogram_marker(mv) || is_histogram_marker(ov) {
+            if is_histogram_marker(mv) != is_histogram_marker(ov) || matches!(op, ">" | "<" | ">=" | "<=") {
+                self.incompatible(op);
+            }
+            return None;
+        }
+        let (l, r) = if card == Card::OneToMany { (ov, mv) } else { (mv, ov) };
+        let (val, keep) = apply(l, r);
+        if return_bool {
+            Some(if keep { 1.0 } else { 0.0 })
+        } else {
+            keep.then_some(val)
+        }
     }
 
     fn set_op(

@@ -187,34 +187,46 @@ enum Cells {
     /// without the general accumulator's dispatch on its operator and state per value,
     /// which was a tenth of `sum(rate(...))`'s time over 27,728 series (and with `min`
     /// and `max` below, a sixth of `max by (Hostname) (max_over_time(...))`'s).
-    Sums(Vec<SumCell>),
+    Sums(Vec<Cell<KahanSum>>),
     /// `max` (`max` true) and `min`: the extreme so far and the same counts.
     Extremes {
         max: bool,
-        cells: Vec<ExtremeCell>,
+        cells: Vec<Cell<f64>>,
     },
     Accs(Vec<Option<Acc>>),
 }
 
-/// A `min`/`max` accumulator: what [`Acc::fold_in`] would hold, built by
-/// [`Acc::of_extreme`].
+/// What [`Acc::fold_in`] would hold for `sum`/`count`/`group` (`state` the sum, seeded
+/// with the first float, unused by `count` and `group`) or `min`/`max` (`state` the
+/// extreme): built back into an `Acc` by [`Acc::of_sum`] or [`Acc::of_extreme`] when the
+/// step is finished or exported.
 #[derive(Clone, Copy, Default)]
-struct ExtremeCell {
-    v: f64,
+struct Cell<S> {
+    state: S,
     floats: f64,
     hist: usize,
     drop_name: bool,
 }
 
-/// A `sum`/`count`/`group` accumulator: what [`Acc::fold_in`] would hold, built by
-/// [`Acc::of_sum`] when the step is finished or exported.
-#[derive(Clone, Copy, Default)]
-struct SumCell {
-    /// Seeded with the first float, as `Acc`'s sum is (unused by `count` and `group`).
-    sum: KahanSum,
-    floats: f64,
-    hist: usize,
+/// Folds one series' points (`(step, value)`) into its group's row: a native histogram
+/// is only counted; a float goes to `add(state, first, value)`, `first` when it is the
+/// cell's first float.
+fn fold_row<S>(
+    row: &mut [Cell<S>],
+    points: impl Iterator<Item = (usize, f64)>,
     drop_name: bool,
+    mut add: impl FnMut(&mut S, bool, f64),
+) {
+    for (k, v) in points {
+        let cell = &mut row[k];
+        cell.drop_name |= drop_name;
+        if is_histogram_marker(v) {
+            cell.hist += 1;
+            continue;
+        }
+        add(&mut cell.state, cell.floats == 0.0, v);
+        cell.floats += 1.0;
+    }
 }
 
 impl Cells {
@@ -229,8 +241,8 @@ impl Cells {
     /// Adds the cells of a new group.
     fn grow(&mut self, steps: usize) {
         match self {
-            Cells::Sums(c) => c.resize(c.len() + steps, SumCell::default()),
-            Cells::Extremes { cells, .. } => cells.resize(cells.len() + steps, ExtremeCell::default()),
+            Cells::Sums(c) => c.resize(c.len() + steps, Cell::default()),
+            Cells::Extremes { cells, .. } => cells.resize(cells.len() + steps, Cell::default()),
             Cells::Accs(c) => c.resize(c.len() + steps, None),
         }
     }
@@ -240,11 +252,11 @@ impl Cells {
         match self {
             Cells::Sums(c) => {
                 let cell = std::mem::take(&mut c[i]);
-                Acc::of_sum(op, cell.sum, cell.floats, cell.hist, cell.drop_name)
+                Acc::of_sum(op, cell.state, cell.floats, cell.hist, cell.drop_name)
             }
             Cells::Extremes { max, cells } => {
                 let cell = std::mem::take(&mut cells[i]);
-                Acc::of_extreme(*max, cell.v, cell.floats, cell.hist, cell.drop_name)
+                Acc::of_extreme(*max, cell.state, cell.floats, cell.hist, cell.drop_name)
             }
             Cells::Accs(c) => c[i].take(),
         }
@@ -288,48 +300,31 @@ impl Sink for Fold {
             }
         };
         let row = g * self.steps..(g + 1) * self.steps;
+        let points = ev.points_by_step(&s.pts, self.steps);
         match &mut self.cells {
             Cells::Sums(cells) => {
-                let row = &mut cells[row];
                 let summed = self.op == "sum";
-                for (k, v) in ev.points_by_step(&s.pts, self.steps) {
-                    let cell = &mut row[k];
-                    cell.drop_name |= s.drop_name;
-                    if is_histogram_marker(v) {
-                        cell.hist += 1;
-                    } else {
-                        if summed {
-                            // Prometheus seeds a group's sum with its first value.
-                            if cell.floats == 0.0 {
-                                cell.sum = KahanSum::seeded(v);
-                            } else {
-                                cell.sum.add(v);
-                            }
-                        }
-                        cell.floats += 1.0;
-                    }
-                }
+                fold_row(&mut cells[row], points, s.drop_name, |sum, first, v| match (summed, first) {
+                    // `count` and `group` only count.
+                    (false, _) => {}
+                    // Prometheus seeds a group's sum with its first value.
+                    (true, true) => *sum = KahanSum::seeded(v),
+                    (true, false) => sum.add(v),
+                });
             }
             Cells::Extremes { max, cells } => {
-                let (row, max) = (&mut cells[row], *max);
-                for (k, v) in ev.points_by_step(&s.pts, self.steps) {
-                    let cell = &mut row[k];
-                    cell.drop_name |= s.drop_name;
-                    if is_histogram_marker(v) {
-                        cell.hist += 1;
-                        continue;
-                    }
+                let max = *max;
+                fold_row(&mut cells[row], points, s.drop_name, |m, first, v| {
                     // The first value seeds the cell; a NaN is replaced by any later one.
-                    let better = if max { cell.v < v } else { cell.v > v };
-                    if cell.floats == 0.0 || better || cell.v.is_nan() {
-                        cell.v = v;
+                    let better = if max { *m < v } else { *m > v };
+                    if first || better || m.is_nan() {
+                        *m = v;
                     }
-                    cell.floats += 1.0;
-                }
+                });
             }
             Cells::Accs(accs) => {
                 let row = &mut accs[row];
-                for (k, v) in ev.points_by_step(&s.pts, self.steps) {
+                for (k, v) in points {
                     row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
                 }
             }
