@@ -454,11 +454,20 @@ impl Evaluator<'_> {
     /// order (`steps` of them): one division finds the first one's step (a series may
     /// start late in a long range), then a walk each next one's, instead of a division
     /// per point (which costs more than the fold it feeds).
+    ///
+    /// A series with a point at every step of its span (the usual case) is told by its
+    /// last point's step, and its points are numbered without the walk.
     fn points_by_step<'p>(&'p self, pts: &'p [(i64, f64)], steps: usize) -> impl Iterator<Item = (usize, f64)> + 'p {
-        let mut k = pts.first().map_or(0, |&(t, _)| self.step_of(t).min(steps.saturating_sub(1)));
-        pts.iter().map(move |&(t, v)| {
-            while k + 1 < steps && self.ts(k + 1) <= t {
-                k += 1;
+        let first = pts.first().map_or(0, |&(t, _)| self.step_of(t).min(steps.saturating_sub(1)));
+        let dense = pts.last().is_some_and(|&(t, _)| self.step_of(t) == first + pts.len() - 1);
+        let mut k = first;
+        pts.iter().enumerate().map(move |(i, &(t, v))| {
+            if dense {
+                k = first + i;
+            } else {
+                while k + 1 < steps && self.ts(k + 1) <= t {
+                    k += 1;
+                }
             }
             debug_assert_eq!(k, self.step_of(t));
             (k, v)
