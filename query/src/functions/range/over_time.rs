@@ -359,12 +359,6 @@ impl PairCounts {
         PairCounts(counts)
     }
 
-    /// Counts already accumulated: `running[i]` events among samples `1..=i`
-    /// (`running[0] == 0`).
-    pub(super) fn from_running(running: Vec<u32>) -> PairCounts {
-        PairCounts(running)
-    }
-
     /// The count over the samples `lo..hi` (`lo < hi`).
     #[inline]
     pub fn count(&self, lo: usize, hi: usize) -> f64 {

@@ -80,20 +80,10 @@ impl ResetIndex {
         if !any {
             return ResetIndex(None);
         }
-        // One pass: the running count, and each reset's position written to the next
-        // free slot, which moves on only past a reset (no branch on the data: a gauge
-        // drops at random).
-        let mut running = Vec::with_capacity(samples.len());
-        running.push(0u32);
-        let mut at = vec![0u32; samples.len()];
-        let mut m = 0u32;
-        for (i, w) in samples.windows(2).enumerate() {
-            at[m as usize] = i as u32 + 1;
-            m += u32::from(is_reset(w[0].v, w[1].v));
-            running.push(m);
-        }
-        at.truncate(m as usize);
-        ResetIndex(Some(Resets { count: PairCounts::from_running(running), losses: Losses::of(samples, at) }))
+        let count = PairCounts::new(samples, true);
+        let resets = count.upto(samples.len() - 1) as usize;
+        let losses = Losses::of(samples, &count, resets);
+        ResetIndex(Some(Resets { count, losses }))
     }
 
     /// The window `lo..hi` (indices into the series' `samples`, at least two)'s
@@ -117,9 +107,17 @@ impl ResetIndex {
 }
 
 impl Losses {
-    /// The losses of a series whose resets are at `at` (at least one): a drop from
-    /// `p - 1` to `p` for each `p`.
-    fn of(samples: &[Sample], at: Vec<u32>) -> Losses {
+    /// The losses of a series with `resets` (at least one) resets, which `count` counts.
+    fn of(samples: &[Sample], count: &PairCounts, resets: usize) -> Losses {
+        // Where each reset is. Every sample is written to the next free slot, which
+        // moves on only past a reset: no branch on the data (a gauge drops at random).
+        let mut at = vec![0u32; resets + 1];
+        let mut m = 0;
+        for i in 1..samples.len() {
+            at[m] = i as u32;
+            m += (count.upto(i) - count.upto(i - 1)) as usize;
+        }
+        at.truncate(resets);
         if super::sums_are_exact(samples) {
             let mut sum = 0.0;
             let lost = at.iter().map(|&p| {
