@@ -179,9 +179,10 @@ pub struct SeriesCursor<'a> {
     mint: i64,
     maxt: i64,
     lookback: i64,
-    /// Samples of the series read last: the next one's buffer starts that big (series
-    /// of one select tend to be alike), instead of growing by doubling chunk by chunk.
-    last_len: usize,
+    /// The current series' encoded chunks, copied out of the iterator (reused across
+    /// series), and each one's encoding and bytes in `chunk_bytes`.
+    chunk_bytes: Vec<u8>,
+    chunks: Vec<(Encoding, std::ops::Range<usize>)>,
 }
 
 impl<'a> SeriesCursor<'a> {
@@ -223,7 +224,8 @@ impl<'a> SeriesCursor<'a> {
             mint,
             maxt,
             lookback,
-            last_len: 0,
+            chunk_bytes: Vec::new(),
+            chunks: Vec::new(),
         })
     }
 
@@ -274,11 +276,29 @@ impl<'a> SeriesCursor<'a> {
             Some(f) => f(labels),
             None => labels,
         };
-        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, self.last_len);
-        for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, bytes| samples.add(enc, bytes))
-            .map_err(|e| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain())))?;
+        // The chunks are copied out first (their encoded bytes, a tenth of the samples'
+        // size) so that the samples' buffer is allocated once at its final size, which
+        // their headers give: grown chunk by chunk, it was copied into one twice as big
+        // whenever it filled, 2.5 % of a week-long `rate` query's instructions and more
+        // of its time (fresh pages for the bigger buffer).
+        let unreadable =
+            |e: Error| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain()));
+        let (bytes, chunks) = (&mut self.chunk_bytes, &mut self.chunks);
+        bytes.clear();
+        chunks.clear();
+        for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, chunk| {
+            bytes.extend_from_slice(chunk);
+            chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
+            Ok(())
+        })
+        .map_err(unreadable)?;
+        // A header that does not parse counts nothing here; decoding names the error.
+        let total = chunks.iter().map(|(_, r)| chunk::num_samples(&bytes[r.clone()]).unwrap_or(0)).sum();
+        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total);
+        for (enc, r) in chunks.iter() {
+            samples.add(*enc, &bytes[r.clone()]).map_err(unreadable)?;
+        }
         let samples = samples.finish();
-        self.last_len = samples.len();
         Ok(Some(SeriesSamples { labels, samples }))
     }
 }
