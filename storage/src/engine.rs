@@ -415,10 +415,7 @@ impl Engine {
                         id
                     }
                     None => {
-                        let id = head.next_id;
-                        if id == u32::MAX {
-                            return Err(Error::SeriesIdsExhausted);
-                        }
+                        let id = head.new_id(labels_codec::metric_name(enc)).ok_or(Error::SeriesIdsExhausted)?;
                         ctx.sink.put_series(id, hash, enc)?;
                         head.insert(id, hash, MemSeries::new(enc.into(), true));
                         new_series.push((id, enc.to_vec()));

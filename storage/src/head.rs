@@ -314,8 +314,12 @@ pub struct Head {
     /// Slots of further series whose label sets share a hash (rare; xxh3-64 collisions).
     collisions: HashMap<u64, Vec<u32>, SeededState>,
     /// The next id to assign: ids are never reused, also not after retention deleted
-    /// the series (persisted in `meta` as `next_series_id`).
+    /// the series (persisted in `meta` as `next_series_id`). Runs reserved by
+    /// [`Head::new_id`] lie below it.
     pub next_id: u32,
+    /// Per metric name, the rest of the run of ids it is being given (see
+    /// [`Head::new_id`]): the next id and the run's end.
+    id_runs: HashMap<Box<[u8]>, (u32, u32)>,
     /// Series with a non-empty open chunk.
     pub active: u64,
     /// Newest timestamp stored in the shard (drives retention), i64::MIN when empty.
@@ -336,6 +340,14 @@ pub struct Head {
 
 /// Slots per page of [`Slots`].
 const PAGE: usize = 256;
+
+/// Ids per run a metric name's new series are given (see [`Head::new_id`]).
+pub const ID_RUN: u32 = 256;
+
+/// Metric names with a run of ids at once; further names' series get single ids. Bounds
+/// the map (a sender may invent names), and the ids a restart leaves unused in open runs
+/// to a million.
+const MAX_ID_RUNS: usize = 4096;
 
 /// The head's series storage: fixed-size pages of slots, so growing never copies or
 /// doubles what is there, and a slot freed by eviction is reused by the next series.
@@ -408,6 +420,32 @@ impl Head {
 
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (u32, &mut MemSeries)> {
         self.slots.iter_mut().map(|(id, s)| (*id, s))
+    }
+
+    /// An id for a new series named `metric`, `None` once ids are exhausted. A metric's
+    /// new series get consecutive ids from a run of [`ID_RUN`] reserved for it, so its
+    /// chunks (keyed by id) lie together in RocksDB and a query over one metric reads the
+    /// blocks of that metric only. Handed out in arrival order, the series of the metrics
+    /// one target exposes took turns: a query over one of four DCGM fields read and
+    /// decompressed every field's blocks (BENCHMARKS.md, "A week-long query's sample
+    /// buffers"). Ids of a run not used when the process stops are never used; ids stay
+    /// unique because a run starts at `next_id` and moves it past the run.
+    pub fn new_id(&mut self, metric: &[u8]) -> Option<u32> {
+        if let Some((next, end)) = self.id_runs.get_mut(metric) {
+            if *next < *end {
+                *next += 1;
+                return Some(*next - 1);
+            }
+        } else if self.id_runs.len() >= MAX_ID_RUNS {
+            let id = self.next_id;
+            self.next_id = id.checked_add(1)?;
+            return Some(id);
+        }
+        let start = self.next_id;
+        let end = start.checked_add(ID_RUN)?;
+        self.next_id = end;
+        self.id_runs.insert(metric.into(), (start + 1, end));
+        Some(start)
     }
 
     /// Finds the id of a head series by its canonical label encoding.

@@ -32,6 +32,21 @@ pub fn put_pair(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(value);
 }
 
+/// The value of `__name__` in a canonical encoding; empty when it has none.
+pub fn metric_name(b: &[u8]) -> &[u8] {
+    let mut found = 0..0;
+    let walked = walk_pairs(b, |name, value| {
+        if &b[name] == b"__name__" {
+            found = value;
+        }
+        Ok(())
+    });
+    if walked.is_err() {
+        return &[];
+    }
+    &b[found]
+}
+
 /// Checks that `b` is a canonical encoding `Engine::append` may store: it decodes
 /// without trailing bytes, every name and value is UTF-8, names are at most 65,535 bytes,
 /// sorted and unique. Walks the bytes once and allocates nothing. The error is a

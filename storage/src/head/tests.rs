@@ -87,3 +87,42 @@ fn evicted_slots_are_reused_and_compaction_keeps_every_lookup_right() {
     }
     assert_eq!(h.iter().count(), 1_100);
 }
+
+#[test]
+fn new_series_of_one_metric_get_consecutive_ids_however_metrics_interleave() {
+    let mut h = Head::new();
+    // Four metrics of one target arrive in turns, as a scrape writes them.
+    let mut ids: Vec<Vec<u32>> = vec![Vec::new(); 4];
+    for _gpu in 0..ID_RUN + 10 {
+        for (m, got) in ids.iter_mut().enumerate() {
+            got.push(h.new_id(format!("field{m}").as_bytes()).expect("ids left"));
+        }
+    }
+    for got in &ids {
+        // Consecutive within a run, and the next run is a fresh one above everything.
+        assert!(got.windows(2).take(ID_RUN as usize - 1).all(|w| w[1] == w[0] + 1), "{got:?}");
+        assert_eq!(got[ID_RUN as usize] % ID_RUN, 0, "a full run continues in a new one");
+    }
+    let mut all: Vec<u32> = ids.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 4 * (ID_RUN as usize + 10), "no id given twice");
+    assert!(all.iter().all(|&id| id < h.next_id), "next_id stays above every id given");
+}
+
+#[test]
+fn new_ids_are_single_past_the_run_limit_and_none_when_exhausted() {
+    let mut h = Head::new();
+    for m in 0..MAX_ID_RUNS {
+        h.new_id(format!("m{m}").as_bytes()).expect("ids left");
+    }
+    let before = h.next_id;
+    assert_eq!(h.new_id(b"one_more"), Some(before), "a name past the limit gets one id");
+    assert_eq!(h.new_id(b"one_more"), Some(before + 1));
+    assert_eq!(h.next_id, before + 2);
+    assert_eq!(h.new_id(b"m0"), Some(1), "names with a run keep using it");
+
+    let mut h = Head::new();
+    h.next_id = u32::MAX - 3;
+    assert_eq!(h.new_id(b"x"), None, "a run that would pass u32::MAX is not opened");
+}

@@ -92,3 +92,17 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn metric_name_is_found_wherever_it_sorts() {
+    let enc = |pairs: &[(&str, &str)]| {
+        let mut out = Vec::new();
+        encode_labels(&pairs.iter().map(|(n, v)| Label::new(*n, *v)).collect::<Vec<_>>(), &mut out);
+        out
+    };
+    assert_eq!(metric_name(&enc(&[("__name__", "up"), ("job", "a")])), b"up");
+    // An upper-case name sorts before `__name__`.
+    assert_eq!(metric_name(&enc(&[("Hostname", "h1"), ("__name__", "DCGM_FI_DEV_GPU_TEMP")])), b"DCGM_FI_DEV_GPU_TEMP");
+    assert_eq!(metric_name(&enc(&[("job", "a")])), b"");
+    assert_eq!(metric_name(&[0x05, 0x01]), b"", "a truncated encoding has no name");
+}
