@@ -386,6 +386,9 @@ fn print_ingest(r: &ingest::IngestReport) {
     for e in &p.first_errors {
         println!("error: {e}");
     }
+    for e in &p.first_retried_errors {
+        println!("retried: {e}");
+    }
     println!("client: {:.1} s generating, {:.1} CPU s in total", r.generate_s, r.client_cpu_s);
 }
 

@@ -43,6 +43,7 @@ struct ShardResult {
     written_header: u64,
     status: BTreeMap<String, u64>,
     errors: Vec<String>,
+    retried_errors: Vec<String>,
     latency: Latencies,
 }
 
@@ -65,6 +66,9 @@ pub struct PushReport {
     pub status: BTreeMap<String, u64>,
     /// The first few error responses, verbatim (truncated), to see why.
     pub first_errors: Vec<String>,
+    /// The first few errors of attempts that were retried (and may then have succeeded).
+    #[serde(default)]
+    pub first_retried_errors: Vec<String>,
     pub latency: Percentiles,
     pub elapsed_s: f64,
     pub samples_per_s: f64,
@@ -98,6 +102,11 @@ pub async fn run(cfg: PushConfig, shards: Vec<mpsc::Receiver<Batch>>) -> anyhow:
                 total.errors.push(e);
             }
         }
+        for e in r.retried_errors {
+            if total.retried_errors.len() < 5 {
+                total.retried_errors.push(e);
+            }
+        }
         total.latency.merge(r.latency);
     }
     let elapsed = start.elapsed().as_secs_f64();
@@ -114,6 +123,7 @@ pub async fn run(cfg: PushConfig, shards: Vec<mpsc::Receiver<Batch>>) -> anyhow:
         samples_written_header: total.written_header,
         status: total.status,
         first_errors: total.errors,
+        first_retried_errors: total.retried_errors,
         latency: total.latency.summary(),
         elapsed_s: elapsed,
         samples_per_s: if elapsed > 0.0 { total.samples_ok as f64 / elapsed } else { 0.0 },
@@ -152,7 +162,15 @@ async fn send_once(client: &reqwest::Client, cfg: &PushConfig, batch: &Batch) ->
         Ok(r) => r,
         Err(e) => {
             let label = if e.is_timeout() { "timeout" } else { "conn-error" };
-            return Outcome::Retry { label: label.into(), after: None, detail: e.to_string() };
+            // reqwest's message names only the URL; the cause is in its sources.
+            let mut detail = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                detail.push_str(": ");
+                detail.push_str(&cause.to_string());
+                source = cause.source();
+            }
+            return Outcome::Retry { label: label.into(), after: None, detail };
         }
     };
     let status = resp.status();
@@ -218,6 +236,9 @@ async fn shard_loop(client: reqwest::Client, cfg: PushConfig, mut rx: mpsc::Rece
                         break;
                     }
                     *r.status.entry(format!("retried-{label}")).or_default() += 1;
+                    if r.retried_errors.len() < 5 {
+                        r.retried_errors.push(detail);
+                    }
                     r.retries += 1;
                     attempt += 1;
                     tokio::time::sleep(after.unwrap_or(backoff)).await;
@@ -227,4 +248,70 @@ async fn shard_loop(client: reqwest::Client, cfg: PushConfig, mut rx: mpsc::Rece
         }
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    /// Reads one HTTP/1.1 request (headers, then `Content-Length` bytes of body).
+    async fn read_request(conn: &mut tokio::net::TcpStream) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let n = conn.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "client closed before sending a whole request");
+            buf.extend_from_slice(&chunk[..n]);
+            let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else { continue };
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            let len: usize =
+                head.lines().find_map(|l| l.strip_prefix("content-length:")).map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= end + 4 + len {
+                return;
+            }
+        }
+    }
+
+    /// A receiver that answers 503 to the first request, drops the connection of the
+    /// second without answering, and accepts the third: the batch is sent, both
+    /// retries are counted by cause, and their error texts are kept.
+    #[tokio::test]
+    async fn retried_attempts_are_counted_and_their_errors_kept() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/api/v1/write", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            for attempt in 0..3 {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                read_request(&mut conn).await;
+                match attempt {
+                    0 => conn
+                        .write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 9\r\nConnection: close\r\n\r\nwal busy\n")
+                        .await
+                        .unwrap(),
+                    1 => drop(conn),
+                    _ => conn.write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n").await.unwrap(),
+                }
+            }
+        });
+        let cfg =
+            PushConfig { url, protocol: Protocol::V1, tenant: None, max_retries: 3, timeout: Duration::from_secs(10) };
+        let (tx, rx) = mpsc::channel(1);
+        tx.send(Batch { shard: 0, samples: 7, body: Bytes::from_static(b"x"), raw_len: 1 }).await.unwrap();
+        drop(tx);
+        let report = run(cfg, vec![rx]).await.unwrap();
+        server.await.unwrap();
+
+        assert_eq!((report.samples_ok, report.samples_failed, report.requests, report.retries), (7, 0, 3, 2));
+        assert_eq!(report.status.get("2xx"), Some(&1));
+        assert_eq!(report.status.get("retried-503"), Some(&1));
+        assert_eq!(report.status.get("retried-conn-error"), Some(&1));
+        assert!(report.first_errors.is_empty(), "{:?}", report.first_errors);
+        let [busy, dropped] = &report.first_retried_errors[..] else { panic!("{:?}", report.first_retried_errors) };
+        assert_eq!(busy, "503: wal busy");
+        // reqwest's own message only names the URL; the cause follows it.
+        assert!(dropped.starts_with("error sending request") && dropped.contains("): "), "{dropped}");
+    }
 }
