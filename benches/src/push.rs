@@ -20,6 +20,15 @@ const MIN_BACKOFF: Duration = Duration::from_millis(30);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// A `Retry-After` longer than this is capped: a benchmark should not sleep for hours.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+/// How many error texts a report keeps, of final failures and of retried attempts each.
+const KEPT_ERRORS: usize = 5;
+
+/// Appends `e` to `kept` unless it already holds [`KEPT_ERRORS`].
+fn keep_error(kept: &mut Vec<String>, e: String) {
+    if kept.len() < KEPT_ERRORS {
+        kept.push(e);
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct PushConfig {
@@ -98,14 +107,10 @@ pub async fn run(cfg: PushConfig, shards: Vec<mpsc::Receiver<Batch>>) -> anyhow:
             *total.status.entry(k).or_default() += v;
         }
         for e in r.errors {
-            if total.errors.len() < 5 {
-                total.errors.push(e);
-            }
+            keep_error(&mut total.errors, e);
         }
         for e in r.retried_errors {
-            if total.retried_errors.len() < 5 {
-                total.retried_errors.push(e);
-            }
+            keep_error(&mut total.retried_errors, e);
         }
         total.latency.merge(r.latency);
     }
@@ -162,14 +167,8 @@ async fn send_once(client: &reqwest::Client, cfg: &PushConfig, batch: &Batch) ->
         Ok(r) => r,
         Err(e) => {
             let label = if e.is_timeout() { "timeout" } else { "conn-error" };
-            // reqwest's message names only the URL; the cause is in its sources.
-            let mut detail = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                detail.push_str(": ");
-                detail.push_str(&cause.to_string());
-                source = cause.source();
-            }
+            // reqwest's message names only the URL; `{:#}` appends its causes.
+            let detail = format!("{:#}", anyhow::Error::new(e));
             return Outcome::Retry { label: label.into(), after: None, detail };
         }
     };
@@ -221,24 +220,18 @@ async fn shard_loop(client: reqwest::Client, cfg: PushConfig, mut rx: mpsc::Rece
                 Outcome::Fail { label, detail } => {
                     *r.status.entry(label).or_default() += 1;
                     r.samples_failed += batch.samples;
-                    if r.errors.len() < 5 {
-                        r.errors.push(detail);
-                    }
+                    keep_error(&mut r.errors, detail);
                     break;
                 }
                 Outcome::Retry { label, after, detail } => {
                     if attempt >= cfg.max_retries {
                         *r.status.entry(label).or_default() += 1;
                         r.samples_failed += batch.samples;
-                        if r.errors.len() < 5 {
-                            r.errors.push(format!("gave up after {attempt} retries: {detail}"));
-                        }
+                        keep_error(&mut r.errors, format!("gave up after {attempt} retries: {detail}"));
                         break;
                     }
                     *r.status.entry(format!("retried-{label}")).or_default() += 1;
-                    if r.retried_errors.len() < 5 {
-                        r.retried_errors.push(detail);
-                    }
+                    keep_error(&mut r.retried_errors, detail);
                     r.retries += 1;
                     attempt += 1;
                     tokio::time::sleep(after.unwrap_or(backoff)).await;
