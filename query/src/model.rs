@@ -40,6 +40,15 @@ impl SelectHints {
     pub fn range(start: i64, end: i64) -> Self {
         SelectHints { start, end, ..Default::default() }
     }
+
+    /// Whether the engine reads the selected samples' values. It does not when the
+    /// selector feeds a function that only counts samples (`count_over_time`,
+    /// `present_over_time`, `absent_over_time`: they read timestamps, and skip
+    /// staleness markers); a source may then return any value except the staleness
+    /// marker for the other samples, and skip decoding them.
+    pub fn reads_values(&self) -> bool {
+        !matches!(self.func.as_deref(), Some("count_over_time" | "present_over_time" | "absent_over_time"))
+    }
 }
 
 /// One select a query will make, announced before evaluation through

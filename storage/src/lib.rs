@@ -45,6 +45,7 @@ mod types;
 mod varint;
 mod wal;
 
+pub use chunk::Decode;
 pub use config::{EngineConfig, WalFsync, FIFTEEN_DAYS_MS};
 pub use db::{shard_usage, CfUsage, FileUsage, ShardUsage};
 pub use engine::{Engine, ReplayReport};

@@ -13,7 +13,7 @@ use roaring::RoaringBitmap;
 use rocksdb::{DBRawIterator, DB};
 use tessera_model::Labels;
 
-use crate::chunk::{self, Encoding};
+use crate::chunk::{self, Decode, Encoding};
 use crate::db::{CF_CHUNKS, CF_SERIES};
 use crate::error::{Error, Result};
 use crate::head::{Head, MemSeries};
@@ -183,6 +183,8 @@ pub struct SeriesCursor<'a> {
     /// series), and each one's encoding and bytes in `chunk_bytes`.
     chunk_bytes: Vec<u8>,
     chunks: Vec<(Encoding, std::ops::Range<usize>)>,
+    /// What is decoded of each sample.
+    decode: Decode,
 }
 
 impl<'a> SeriesCursor<'a> {
@@ -226,7 +228,13 @@ impl<'a> SeriesCursor<'a> {
             lookback,
             chunk_bytes: Vec::new(),
             chunks: Vec::new(),
+            decode: Decode::Full,
         })
+    }
+
+    /// Decodes only what `what` asks for of the series not read yet (see [`Decode`]).
+    pub fn decode(&mut self, what: Decode) {
+        self.decode = what;
     }
 
     /// Series not read yet.
@@ -294,7 +302,7 @@ impl<'a> SeriesCursor<'a> {
         .map_err(unreadable)?;
         // A header that does not parse counts nothing here; decoding names the error.
         let total = chunks.iter().map(|(_, r)| chunk::num_samples(&bytes[r.clone()]).unwrap_or(0)).sum();
-        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total);
+        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total).decoding(self.decode);
         for (enc, r) in chunks.iter() {
             samples.add(*enc, &bytes[r.clone()]).map_err(unreadable)?;
         }
@@ -409,6 +417,7 @@ pub struct ChunkSamples {
     maxt: i64,
     samples: Vec<Sample>,
     in_order: bool,
+    decode: Decode,
 }
 
 impl ChunkSamples {
@@ -418,7 +427,13 @@ impl ChunkSamples {
 
     /// [`ChunkSamples::new`] with room for `samples` samples before the buffer grows.
     pub fn with_capacity(mint: i64, maxt: i64, samples: usize) -> ChunkSamples {
-        ChunkSamples { mint, maxt, samples: Vec::with_capacity(samples), in_order: true }
+        ChunkSamples { mint, maxt, samples: Vec::with_capacity(samples), in_order: true, decode: Decode::Full }
+    }
+
+    /// Decodes only what `what` asks for of the chunks added from now on.
+    pub fn decoding(mut self, what: Decode) -> ChunkSamples {
+        self.decode = what;
+        self
     }
 
     /// Decodes the next chunk's samples within the range.
@@ -426,7 +441,7 @@ impl ChunkSamples {
         let before = self.samples.len();
         // Decode the whole chunk straight into the series' buffer, then keep what is in
         // range: samples up to the first one after `maxt`, minus those before `mint`.
-        chunk::decode_into(chunk, enc, &mut self.samples)?;
+        chunk::decode_part_into(chunk, enc, self.decode, &mut self.samples)?;
         let new = &self.samples[before..];
         // A chunk's samples are in time order: one wholly in range (most of a long
         // query's) needs no trimming.

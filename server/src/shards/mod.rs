@@ -29,8 +29,8 @@ use std::time::Instant;
 
 use tessera_model::{Label, Labels, Matcher, Sample};
 use tessera_storage::{
-    EncodedAppend, Engine, EngineConfig, Interrupt, RefAppend, RejectReason, SeriesChunks, SeriesCursor, SeriesSamples,
-    Stats,
+    Decode, EncodedAppend, Engine, EngineConfig, Interrupt, RefAppend, RejectReason, SeriesChunks, SeriesCursor,
+    SeriesSamples, Stats,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -525,7 +525,9 @@ impl Shards {
     /// series' chunks read and decoded only when the stream is asked for it, under a
     /// read slot held for that one series. So the stream holds every matched series'
     /// labels and one series' samples, never a slot between items, and a slow consumer
-    /// never keeps other reads waiting. Blocking; stops when `stop` fires.
+    /// never keeps other reads waiting. `decode` says what is decoded of each sample.
+    /// Blocking; stops when `stop` fires.
+    #[allow(clippy::too_many_arguments)]
     pub fn select_stream(
         &self,
         only: Option<&[ShardId]>,
@@ -533,6 +535,7 @@ impl Shards {
         matchers: &[Matcher],
         mint: i64,
         maxt: i64,
+        decode: Decode,
         stop: Interrupt,
     ) -> Result<SelectStream<'_>> {
         let ms = tenant_matchers(tenant, matchers)?;
@@ -546,6 +549,7 @@ impl Shards {
             let _slot = self.read_slots.acquire(&stop)?;
             let mut cursor = engine.select_cursor(&ms, mint, maxt, &stop).map_err(|e| read_error(id, &e))?;
             cursor.relabel(strip_tenant);
+            cursor.decode(decode);
             cursors.push_back((id, cursor));
         }
         Ok(SelectStream { shards: self, cursors, stop })

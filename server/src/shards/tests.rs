@@ -375,7 +375,8 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     shards.push("b", vec![series("b", &[("__name__", "m")], &[(1000, 9.0)])]).await.expect("push");
     let want = shards.select(None, "a", &[name_eq("m")], 500, 2000, &Interrupt::none()).expect("select");
     assert_eq!(want.len(), 32, "30 gpus, the two plain ones; not the old one or tenant b's");
-    let mut stream = shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Interrupt::none()).expect("stream");
+    let mut stream =
+        shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, Interrupt::none()).expect("stream");
     let mut got = Vec::new();
     for s in stream.by_ref() {
         assert_eq!(shards.reads_in_flight(), 0, "no slot held between series");
@@ -386,16 +387,95 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     assert_eq!(got, want);
     // A group of shards streams only its own series.
     let ids: Vec<ShardId> = shards.ids().take(2).collect();
-    let part = shards.select_stream(Some(&ids), "a", &[name_eq("m")], 500, 2000, Interrupt::none()).expect("stream");
+    let part = shards
+        .select_stream(Some(&ids), "a", &[name_eq("m")], 500, 2000, Decode::Full, Interrupt::none())
+        .expect("stream");
     let part: Vec<_> = part.map(|s| s.expect("series")).collect();
     assert!(!part.is_empty() && part.len() < want.len());
     assert!(part.iter().all(|s| want.contains(s)));
 
     let (stop, guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
-    let mut stream = shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, stop).expect("stream");
+    let mut stream = shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, stop).expect("stream");
     assert!(stream.next().expect("first").is_ok());
     drop(guard);
     let err = stream.next().expect("an error item").expect_err("canceled");
     assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
     assert!(stream.next().is_none(), "the stream ends after its error");
+}
+
+/// `count_over_time` and its kin read timestamps only, so decimal chunks skip decoding
+/// their values (`SelectHints::reads_values`): the counts still leave out staleness
+/// markers, and a function that reads values in the same query still gets them.
+#[tokio::test]
+async fn counting_functions_over_stored_chunks_skip_values_but_not_staleness_markers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shards = open(dir.path(), 2);
+    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    // Two series of 15 s scrapes over an hour (decimal chunks once flushed): integers
+    // and three-digit decimals, each with staleness markers where its target went away
+    // and came back.
+    let mut batch = Vec::new();
+    let mut want = std::collections::BTreeMap::new();
+    for (gpu, scale) in [("0", 1.0), ("1", 1000.0)] {
+        let samples: Vec<(i64, f64)> = (0..240i64)
+            .map(|i| {
+                let v = if i % 50 == 49 { stale } else { ((i * 37) % 1000) as f64 / scale };
+                (i * 15_000, v)
+            })
+            .collect();
+        want.insert(gpu.to_string(), samples.clone());
+        batch.push(series("a", &[("__name__", "m"), ("gpu", gpu)], &samples));
+    }
+    shards.push("a", batch).await.expect("push");
+    let flushing = Arc::clone(&shards);
+    tokio::task::spawn_blocking(move || flushing.flush_all()).await.expect("join").expect("flush");
+    let view = shards.tenant_view("a");
+    let engine = tessera_query::Engine::new(Default::default());
+    let (start, end, step, range) = (60_000, 3_585_000, 45_000, 60_000);
+    let query = |expr: &str| {
+        let out = engine.range_query(&view, expr, start, end, step, &Default::default()).expect(expr);
+        let tessera_query::Value::Matrix(series) = out.value else { panic!("{expr}: not a matrix") };
+        series
+            .into_iter()
+            .map(|s| (s.labels.get("gpu").expect("gpu label").to_string(), s.samples))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    // What each window (t - 1m, t] holds, by the function.
+    let expect = |f: &dyn Fn(&[f64]) -> f64| {
+        want.iter()
+            .map(|(gpu, samples)| {
+                let pts = (start..=end)
+                    .step_by(step as usize)
+                    .map(|t| {
+                        let vals: Vec<f64> = samples
+                            .iter()
+                            .filter(|&&(st, v)| st > t - range && st <= t && !tessera_model::is_stale_nan(v))
+                            .map(|&(_, v)| v)
+                            .collect();
+                        Sample { t, v: f(&vals) }
+                    })
+                    .collect::<Vec<_>>();
+                (gpu.clone(), pts)
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let streamed_before = view.streamed_selects();
+    assert_eq!(query("count_over_time(m[1m])"), expect(&|v| v.len() as f64));
+    assert_eq!(query("present_over_time(m[1m])"), expect(&|_| 1.0));
+    // Sums of decimals: the engine's compensated sum may differ in the last bit.
+    let (got, sums) = (query("sum_over_time(m[1m])"), expect(&|v| v.iter().sum()));
+    assert_eq!(got.keys().collect::<Vec<_>>(), sums.keys().collect::<Vec<_>>());
+    for (gpu, pts) in &got {
+        assert_eq!(pts.len(), sums[gpu].len());
+        for (a, b) in pts.iter().zip(&sums[gpu]) {
+            assert!(a.t == b.t && (a.v - b.v).abs() <= 1e-9 * b.v.abs().max(1.0), "gpu {gpu}: {a:?} vs {b:?}");
+        }
+    }
+    assert!(view.streamed_selects() > streamed_before, "the queries read through the streamed select");
+    // Each series' first 120 samples (two markers among them) are a decimal chunk,
+    // whose values were skipped; the open chunk is read from the head (XOR).
+    let stored = shards.select_chunks("a", &[name_eq("m")], 0, 4_000_000, &Interrupt::none()).expect("chunks");
+    let encs: Vec<_> = stored.iter().flat_map(|s| &s.chunks).map(|c| (c.encoding, c.mint, c.maxt)).collect();
+    let decimal = (tessera_storage::chunk::Encoding::Decimal, 0, 119 * 15_000);
+    assert_eq!(encs.iter().filter(|&&c| c == decimal).count(), 2, "{encs:?}");
 }

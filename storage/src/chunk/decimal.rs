@@ -414,16 +414,40 @@ impl<'a> Decoder<'a> {
 /// left as it was. The output is sized once from the header and filled with the
 /// timestamp and value modes chosen outside the loop.
 pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+    decode_with(chunk, out, true)
+}
+
+/// [`decode_into`] without the values: every sample's value is `0.0`, except that
+/// staleness markers are markers. The value stream is not read (so damage inside it
+/// goes unnoticed, and does not matter to a reader that only counts samples).
+pub fn decode_timestamps_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
+    decode_with(chunk, out, false)
+}
+
+fn decode_with(chunk: &[u8], out: &mut Vec<Sample>, values: bool) -> Result<()> {
     let d = Decoder::new(chunk)?;
     let stale = d.stale.clone();
     let before = out.len();
     out.resize(before + d.count as usize, Sample { t: 0, v: 0.0 });
     let slots = &mut out[before..];
-    let r = match (d.grid.is_some(), d.order2) {
-        (false, false) => d.fill::<false, false>(slots),
-        (false, true) => d.fill::<false, true>(slots),
-        (true, false) => d.fill::<true, false>(slots),
-        (true, true) => d.fill::<true, true>(slots),
+    // Scale 0 (integers: counters, temperatures, utilisation) skips the division, the
+    // loop's slowest instruction; dividing by 1.0 would give the same bits.
+    let r = match (d.grid.is_some(), d.order2, d.p != 1.0, values) {
+        (grid, _, _, false) => {
+            if grid {
+                d.fill_timestamps::<true>(slots)
+            } else {
+                d.fill_timestamps::<false>(slots)
+            }
+        }
+        (false, false, false, true) => d.fill::<false, false, false>(slots),
+        (false, false, true, true) => d.fill::<false, false, true>(slots),
+        (false, true, false, true) => d.fill::<false, true, false>(slots),
+        (false, true, true, true) => d.fill::<false, true, true>(slots),
+        (true, false, false, true) => d.fill::<true, false, false>(slots),
+        (true, false, true, true) => d.fill::<true, false, true>(slots),
+        (true, true, false, true) => d.fill::<true, true, false>(slots),
+        (true, true, true, true) => d.fill::<true, true, true>(slots),
     };
     match r {
         Ok(()) => {
@@ -447,9 +471,11 @@ pub fn decode_into(chunk: &[u8], out: &mut Vec<Sample>) -> Result<()> {
 impl Decoder<'_> {
     /// Fills `out` (exactly the chunk's sample count) from a freshly parsed decoder.
     #[inline(always)]
-    fn fill<const GRID: bool, const ORDER2: bool>(mut self, out: &mut [Sample]) -> Result<()> {
+    fn fill<const GRID: bool, const ORDER2: bool, const SCALED: bool>(mut self, out: &mut [Sample]) -> Result<()> {
         let Some((first, rest)) = out.split_first_mut() else { return Ok(()) };
-        *first = Sample { t: self.t0, v: self.m as f64 / self.p };
+        let p = self.p;
+        let value = |m: i64| if SCALED { m as f64 / p } else { m as f64 };
+        *first = Sample { t: self.t0, v: value(self.m) };
         let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
         let (mut t, mut m, mut d) = (t0, self.m, 0i64);
         let (mut rts, mut rvs) = ([0u64; BLOCK], [0u64; BLOCK]);
@@ -474,7 +500,35 @@ impl Decoder<'_> {
                 } else {
                     m = m.wrapping_add(rv);
                 }
-                *slot = Sample { t: t as i64, v: m as f64 / self.p };
+                *slot = Sample { t: t as i64, v: value(m) };
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Decoder<'_> {
+    /// [`Decoder::fill`] of the timestamps alone; the values stay as `out` has them.
+    #[inline(always)]
+    fn fill_timestamps<const GRID: bool>(mut self, out: &mut [Sample]) -> Result<()> {
+        let Some((first, rest)) = out.split_first_mut() else { return Ok(()) };
+        first.t = self.t0;
+        let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
+        let mut t = t0;
+        let mut rts = [0u64; BLOCK];
+        let blocks = rest.len().div_ceil(BLOCK);
+        for (b, block) in rest.chunks_mut(BLOCK).enumerate() {
+            let n = block.len();
+            self.ts.read_block(&mut rts[..n], b + 1 == blocks)?;
+            let base = (b * BLOCK) as u64 + 1;
+            for (j, (slot, &zt)) in block.iter_mut().zip(&rts[..n]).enumerate() {
+                let rt = varint::unzigzag(zt) as u64;
+                t = if GRID {
+                    t0.wrapping_add(off).wrapping_add(interval.wrapping_mul(base + j as u64)).wrapping_add(rt)
+                } else {
+                    t.wrapping_add(interval).wrapping_add(rt)
+                };
+                slot.t = t as i64;
             }
         }
         Ok(())

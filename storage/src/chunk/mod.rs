@@ -21,6 +21,27 @@ pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result
     }
 }
 
+/// What a read decodes of each sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Decode {
+    /// Timestamps and values.
+    #[default]
+    Full,
+    /// Timestamps and staleness markers, for a reader that only counts samples
+    /// (`count_over_time`). Where the encoding keeps values apart from timestamps (the
+    /// decimal one) the values are not decoded and read as `0.0`; staleness markers
+    /// stay markers. XOR chunks interleave the two and are decoded fully.
+    Timestamps,
+}
+
+/// [`decode_into`] that decodes only what `what` asks for.
+pub fn decode_part_into(chunk: &[u8], enc: Encoding, what: Decode, out: &mut Vec<Sample>) -> Result<()> {
+    match (enc, what) {
+        (Encoding::Decimal, Decode::Timestamps) => decimal::decode_timestamps_into(chunk, out),
+        _ => decode_into(chunk, enc, out),
+    }
+}
+
 /// Decodes a whole chunk of any encoding into a new vector.
 pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
     let mut out = Vec::new();

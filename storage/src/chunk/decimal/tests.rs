@@ -275,10 +275,13 @@ fn decimal_value() -> impl Strategy<Value = f64> {
 
 /// Decoding `bytes` returns: samples, or an error that says the bytes are corrupt.
 fn decodes_or_is_corrupt(bytes: &[u8]) -> std::result::Result<(), TestCaseError> {
-    match decode(bytes, Encoding::Decimal) {
-        Ok(_) | Err(crate::Error::Corrupt { .. }) => Ok(()),
-        Err(e) => Err(TestCaseError::fail(format!("not a corruption error: {e}"))),
+    for r in [decode(bytes, Encoding::Decimal).map(|_| ()), decode_timestamps_into(bytes, &mut Vec::new())] {
+        match r {
+            Ok(()) | Err(crate::Error::Corrupt { .. }) => {}
+            Err(e) => return Err(TestCaseError::fail(format!("not a corruption error: {e}"))),
+        }
     }
+    Ok(())
 }
 
 /// The width choice by brute force over all 65 widths: what `Plan::new` must pick.
@@ -392,6 +395,40 @@ proptest! {
         let back = decode(&bytes, enc).expect("decode");
         for (x, y) in samples.iter().zip(&back) {
             prop_assert_eq!(x.v.to_bits(), y.v.to_bits());
+        }
+    }
+
+    /// What `count_over_time` reads: every timestamp and every staleness marker exactly
+    /// as the full decode has them, the other values `0.0`, on the grid (jittered
+    /// scrapes) and on deltas (arbitrary times).
+    #[test]
+    fn timestamps_only_decoding_keeps_times_and_staleness_markers(
+        vals in decimal_values(1..300),
+        marks in proptest::collection::vec(prop_oneof![9 => Just(false), 1 => Just(true)], 300),
+        jitter in proptest::collection::vec(-50i64..50, 300),
+        wild in proptest::collection::vec(any::<i64>(), 300),
+        regular in any::<bool>(),
+    ) {
+        let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+        let samples: Vec<Sample> = vals
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let t = if regular { 1_700_000_000_000 + i as i64 * 15_000 + jitter[i] } else { wild[i] };
+                Sample::new(t, if marks[i] { stale } else { v })
+            })
+            .collect();
+        let Some(bytes) = encode(&samples) else { return Ok(()) };
+        let full = decode(&bytes, Encoding::Decimal).expect("decode");
+        let mut part = vec![Sample::new(7, 7.0)];
+        crate::chunk::decode_part_into(&bytes, Encoding::Decimal, crate::chunk::Decode::Timestamps, &mut part)
+            .expect("decode timestamps");
+        prop_assert_eq!(part[0], Sample::new(7, 7.0), "appends after what the buffer holds");
+        prop_assert_eq!(part.len(), full.len() + 1);
+        for (x, y) in full.iter().zip(&part[1..]) {
+            prop_assert_eq!(x.t, y.t);
+            let want = if tessera_model::is_stale_nan(x.v) { stale } else { 0.0 };
+            prop_assert_eq!(y.v.to_bits(), want.to_bits());
         }
     }
 
