@@ -8,7 +8,9 @@
 //!   look values up;
 //! - the regex dialect of matchers and `label_replace` (Go RE2, see [`goregex`]);
 //! - the float bit patterns with a meaning of their own (the staleness marker and the
-//!   engine's internal marker, see [`canonical_float`]) and the metric-name label.
+//!   engine's internal marker, see [`canonical_float`]) and the metric-name label;
+//! - a spare sample buffer per thread ([`spare`]) that storage's reader takes and the
+//!   engine gives back, so that a stream of series reuses one allocation.
 //!
 //! It depends on nothing of Tessera's, so `storage` and `query` both speak it and still
 //! never import each other, and the server passes values between them unconverted.
@@ -19,6 +21,7 @@ pub mod goregex;
 mod labels;
 mod matcher;
 mod sample;
+pub mod spare;
 
 pub use error::Error;
 pub use float::{canonical_float, is_stale_nan, GO_NAN_BITS, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};

@@ -427,7 +427,10 @@ impl ChunkSamples {
 
     /// [`ChunkSamples::new`] with room for `samples` samples before the buffer grows.
     pub fn with_capacity(mint: i64, maxt: i64, samples: usize) -> ChunkSamples {
-        ChunkSamples { mint, maxt, samples: Vec::with_capacity(samples), in_order: true, decode: Decode::Full }
+        // The buffer the consumer of the previous series on this thread gave back, if
+        // big enough (see `tessera_model::spare`).
+        let samples = tessera_model::spare::take_samples(samples);
+        ChunkSamples { mint, maxt, samples, in_order: true, decode: Decode::Full }
     }
 
     /// Decodes only what `what` asks for of the chunks added from now on.

@@ -401,8 +401,7 @@ impl Evaluator<'_> {
             }
         }
         let keep_name = matches!(name, "last_over_time" | "first_over_time");
-        let mut out = StepSeries::new(s.labels, s.drop_name || !keep_name);
-        out.pts.reserve(self.n_steps());
+        let mut out = StepSeries::with_room(s.labels, s.drop_name || !keep_name, self.n_steps());
         let mut fargs = vec![0.0; plan.scalars.len()];
         // Functions that look at every sample, float or histogram.
         let all_types = matches!(
@@ -422,7 +421,9 @@ impl Evaluator<'_> {
         // A per-series fact that spares each window a scan of its samples (windows
         // overlap, so a scan per window reads every sample range/step times): whether
         // the series has a native histogram sample at all.
-        let samples = &s.samples[..];
+        // Given back when this series is done, for storage to decode the next one into.
+        let samples = tessera_model::spare::GiveBack(s.samples);
+        let samples = &samples.0[..];
         let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
         if !any_histogram && self.range_fn_by_helper(plan.func, samples, range, offset, at, &mut out.pts)? {
             return Ok((!out.pts.is_empty()).then_some(out));

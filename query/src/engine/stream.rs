@@ -329,6 +329,8 @@ impl Sink for Fold {
                 }
             }
         }
+        // Folded: the points' buffer serves the next series' range function.
+        super::types::give_back_points(s.pts);
         Ok(())
     }
 }

@@ -22,6 +22,28 @@ impl StepSeries {
     pub fn new(labels: Labels, drop_name: bool) -> Self {
         StepSeries { labels, drop_name, pts: Vec::new() }
     }
+
+    /// [`StepSeries::new`] with room for `steps` points, in the buffer a sink that folded
+    /// an earlier series on this thread gave back ([`give_back_points`]) when it is big
+    /// enough: a streamed range function makes one such series per selected series.
+    pub fn with_room(labels: Labels, drop_name: bool, steps: usize) -> Self {
+        let spare = SPARE_POINTS.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        let pts = if spare.capacity() >= steps { spare } else { Vec::with_capacity(steps) };
+        StepSeries { labels, drop_name, pts }
+    }
+}
+
+thread_local! {
+    static SPARE_POINTS: std::cell::RefCell<Vec<(i64, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Keeps `pts`' buffer (emptied) for this thread's next [`StepSeries::with_room`]; at
+/// most one buffer, of at most a query's maximum steps (11,000 points by default).
+pub(crate) fn give_back_points(mut pts: Vec<(i64, f64)>) {
+    if pts.capacity() <= 1 << 16 {
+        pts.clear();
+        SPARE_POINTS.with(|s| *s.borrow_mut() = pts);
+    }
 }
 
 /// The value of an evaluated expression over all steps.
