@@ -418,12 +418,12 @@ impl Evaluator<'_> {
         let refuse_mix = matches!(name, "rate" | "increase" | "delta" | "sum_over_time" | "avg_over_time");
         let mut floats_buf: Vec<tessera_model::Sample> = Vec::new();
         let ctx = self.ctx;
-        // A per-series fact that spares each window a scan of its samples (windows
-        // overlap, so a scan per window reads every sample range/step times): whether
-        // the series has a native histogram sample at all.
         // Given back when this series is done, for storage to decode the next one into.
         let samples = tessera_model::spare::GiveBack(s.samples);
         let samples = &samples.0[..];
+        // A per-series fact that spares each window a scan of its samples (windows
+        // overlap, so a scan per window reads every sample range/step times): whether
+        // the series has a native histogram sample at all.
         let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
         if !any_histogram && self.range_fn_by_helper(plan.func, samples, range, offset, at, &mut out.pts)? {
             return Ok((!out.pts.is_empty()).then_some(out));

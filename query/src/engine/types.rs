@@ -38,7 +38,8 @@ thread_local! {
 }
 
 /// Keeps `pts`' buffer (emptied) for this thread's next [`StepSeries::with_room`]; at
-/// most one buffer, of at most a query's maximum steps (11,000 points by default).
+/// most one buffer, of at most 64 Ki points (a query's steps are limited to 11,000 by
+/// default).
 pub(crate) fn give_back_points(mut pts: Vec<(i64, f64)>) {
     if pts.capacity() <= 1 << 16 {
         pts.clear();

@@ -149,7 +149,7 @@ impl Queryable for TenantView {
     ) -> Result<ReadResult<SeriesStream<'a>>, QueryError> {
         let stop = Interrupt::new(ctl.deadline, ctl.cancel.clone());
         // `count_over_time` and its kin read timestamps only: decimal chunks then skip
-        // decoding values (about half of their decoding).
+        // decoding their values.
         let decode = if hints.reads_values() { Decode::Full } else { Decode::Timestamps };
         let stream = self
             .shards
