@@ -1,4 +1,4 @@
-//! A spare sample buffer per thread, handed from a series' consumer back to the reader
+//! A spare buffer per thread, above all for samples, handed from a series' consumer back to the reader
 //! of the next series: the query engine folds the series of a select one at a time and
 //! storage decodes each into a fresh buffer, so without this every series cost an
 //! allocation of its whole sample count (a week at 30 s: 320 KiB), and glibc's search
@@ -7,45 +7,59 @@
 //! thread simply serves that thread's next reader.
 
 use std::cell::RefCell;
+use std::thread::LocalKey;
 
 use crate::Sample;
 
-/// The largest buffer kept (in samples): 8 MiB, so an idle thread pins at most that.
-const MAX_KEPT: usize = 512 * 1024;
+/// One thread's spare buffer of `T`s (declare it with `thread_local!` and a `const`
+/// initialiser of `RefCell::new(Vec::new())`).
+pub type Spare<T> = LocalKey<RefCell<Vec<T>>>;
 
-thread_local! {
-    static SPARE: RefCell<Vec<Sample>> = const { RefCell::new(Vec::new()) };
-}
-
-/// An empty buffer with room for at least `capacity` samples: this thread's spare if it
-/// is big enough, else a new one.
-pub fn take_samples(capacity: usize) -> Vec<Sample> {
-    let spare = SPARE.with(|s| std::mem::take(&mut *s.borrow_mut()));
-    if spare.capacity() >= capacity && capacity > 0 {
-        let mut v = spare;
-        v.clear();
-        v
-    } else {
-        // Growing the spare would copy its old bytes for nothing; a smaller spare stays.
-        if spare.capacity() > 0 {
-            give_samples(spare);
+/// An empty buffer with room for at least `capacity` items: the spare in `key` if it is
+/// big enough, else a new one (growing a smaller spare would copy its old bytes for
+/// nothing; it stays for a later, smaller take).
+pub fn take<T: 'static>(key: &'static Spare<T>, capacity: usize) -> Vec<T> {
+    key.with(|s| {
+        let mut s = s.borrow_mut();
+        if capacity > 0 && s.capacity() >= capacity {
+            let mut v = std::mem::take(&mut *s);
+            v.clear();
+            v
+        } else {
+            Vec::with_capacity(capacity)
         }
-        Vec::with_capacity(capacity)
-    }
+    })
 }
 
-/// Keeps `v` as this thread's spare if it is bigger than the one kept (and not too big
-/// to pin); its contents are dropped.
-pub fn give_samples(v: Vec<Sample>) {
-    if v.capacity() == 0 || v.capacity() > MAX_KEPT {
+/// Keeps `v` (its contents dropped) as the spare in `key` if it is bigger than the one
+/// kept and holds at most `max` items, so that an idle thread pins little.
+pub fn give<T: 'static>(key: &'static Spare<T>, v: Vec<T>, max: usize) {
+    if v.capacity() == 0 || v.capacity() > max {
         return;
     }
-    SPARE.with(|s| {
+    key.with(|s| {
         let mut s = s.borrow_mut();
         if v.capacity() > s.capacity() {
             *s = v;
         }
     });
+}
+
+/// The largest sample buffer kept (in samples): 8 MiB.
+const MAX_KEPT: usize = 512 * 1024;
+
+thread_local! {
+    static SAMPLES: RefCell<Vec<Sample>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`take`] of this thread's spare sample buffer.
+pub fn take_samples(capacity: usize) -> Vec<Sample> {
+    take(&SAMPLES, capacity)
+}
+
+/// [`give`] of a sample buffer (at most 8 MiB is kept).
+pub fn give_samples(v: Vec<Sample>) {
+    give(&SAMPLES, v, MAX_KEPT);
 }
 
 /// A buffer that is given back ([`give_samples`]) when dropped, on whichever path its

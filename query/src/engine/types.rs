@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use crate::error::QueryError;
-use tessera_model::{Labels, Sample};
+use tessera_model::{spare, Labels, Sample};
 
 /// One series of an intermediate result: its labels and its points. For an instant
 /// vector the points sit at step timestamps (at most one per step, in step order); for
@@ -27,9 +27,7 @@ impl StepSeries {
     /// an earlier series on this thread gave back ([`give_back_points`]) when it is big
     /// enough: a streamed range function makes one such series per selected series.
     pub fn with_room(labels: Labels, drop_name: bool, steps: usize) -> Self {
-        let spare = SPARE_POINTS.with(|s| std::mem::take(&mut *s.borrow_mut()));
-        let pts = if spare.capacity() >= steps { spare } else { Vec::with_capacity(steps) };
-        StepSeries { labels, drop_name, pts }
+        StepSeries { labels, drop_name, pts: spare::take(&SPARE_POINTS, steps) }
     }
 }
 
@@ -37,14 +35,11 @@ thread_local! {
     static SPARE_POINTS: std::cell::RefCell<Vec<(i64, f64)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Keeps `pts`' buffer (emptied) for this thread's next [`StepSeries::with_room`]; at
-/// most one buffer, of at most 64 Ki points (a query's steps are limited to 11,000 by
-/// default).
-pub(crate) fn give_back_points(mut pts: Vec<(i64, f64)>) {
-    if pts.capacity() <= 1 << 16 {
-        pts.clear();
-        SPARE_POINTS.with(|s| *s.borrow_mut() = pts);
-    }
+/// Keeps `pts`' buffer for this thread's next [`StepSeries::with_room`]
+/// (`tessera_model::spare`), if it holds at most 64 Ki points (a query's steps are
+/// limited to 11,000 by default).
+pub(crate) fn give_back_points(pts: Vec<(i64, f64)>) {
+    spare::give(&SPARE_POINTS, pts, 1 << 16);
 }
 
 /// The value of an evaluated expression over all steps.

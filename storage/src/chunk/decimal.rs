@@ -431,23 +431,19 @@ fn decode_with(chunk: &[u8], out: &mut Vec<Sample>, values: bool) -> Result<()> 
     out.resize(before + d.count as usize, Sample { t: 0, v: 0.0 });
     let slots = &mut out[before..];
     // Scale 0 (integers: counters, temperatures, utilisation) skips the division, the
-    // loop's slowest instruction; dividing by 1.0 would give the same bits.
+    // loop's slowest instruction; dividing by 1.0 would give the same bits. Without
+    // values only the timestamp mode matters.
     let r = match (d.grid.is_some(), d.order2, d.p != 1.0, values) {
-        (grid, _, _, false) => {
-            if grid {
-                d.fill_timestamps::<true>(slots)
-            } else {
-                d.fill_timestamps::<false>(slots)
-            }
-        }
-        (false, false, false, true) => d.fill::<false, false, false>(slots),
-        (false, false, true, true) => d.fill::<false, false, true>(slots),
-        (false, true, false, true) => d.fill::<false, true, false>(slots),
-        (false, true, true, true) => d.fill::<false, true, true>(slots),
-        (true, false, false, true) => d.fill::<true, false, false>(slots),
-        (true, false, true, true) => d.fill::<true, false, true>(slots),
-        (true, true, false, true) => d.fill::<true, true, false>(slots),
-        (true, true, true, true) => d.fill::<true, true, true>(slots),
+        (false, _, _, false) => d.fill::<false, false, false, false>(slots),
+        (true, _, _, false) => d.fill::<true, false, false, false>(slots),
+        (false, false, false, true) => d.fill::<false, false, false, true>(slots),
+        (false, false, true, true) => d.fill::<false, false, true, true>(slots),
+        (false, true, false, true) => d.fill::<false, true, false, true>(slots),
+        (false, true, true, true) => d.fill::<false, true, true, true>(slots),
+        (true, false, false, true) => d.fill::<true, false, false, true>(slots),
+        (true, false, true, true) => d.fill::<true, false, true, true>(slots),
+        (true, true, false, true) => d.fill::<true, true, false, true>(slots),
+        (true, true, true, true) => d.fill::<true, true, true, true>(slots),
     };
     match r {
         Ok(()) => {
@@ -469,13 +465,21 @@ fn decode_with(chunk: &[u8], out: &mut Vec<Sample>, values: bool) -> Result<()> 
 }
 
 impl Decoder<'_> {
-    /// Fills `out` (exactly the chunk's sample count) from a freshly parsed decoder.
+    /// Fills `out` (exactly the chunk's sample count) from a freshly parsed decoder;
+    /// without `VALUES` only the timestamps (the value stream is not read and the
+    /// values stay as `out` has them).
     #[inline(always)]
-    fn fill<const GRID: bool, const ORDER2: bool, const SCALED: bool>(mut self, out: &mut [Sample]) -> Result<()> {
+    fn fill<const GRID: bool, const ORDER2: bool, const SCALED: bool, const VALUES: bool>(
+        mut self,
+        out: &mut [Sample],
+    ) -> Result<()> {
         let Some((first, rest)) = out.split_first_mut() else { return Ok(()) };
         let p = self.p;
         let value = |m: i64| if SCALED { m as f64 / p } else { m as f64 };
-        *first = Sample { t: self.t0, v: value(self.m) };
+        first.t = self.t0;
+        if VALUES {
+            first.v = value(self.m);
+        }
         let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
         let (mut t, mut m, mut d) = (t0, self.m, 0i64);
         let (mut rts, mut rvs) = ([0u64; BLOCK], [0u64; BLOCK]);
@@ -484,7 +488,9 @@ impl Decoder<'_> {
             let n = block.len();
             let last = b + 1 == blocks;
             self.ts.read_block(&mut rts[..n], last)?;
-            self.vs.read_block(&mut rvs[..n], last)?;
+            if VALUES {
+                self.vs.read_block(&mut rvs[..n], last)?;
+            }
             let base = (b * BLOCK) as u64 + 1;
             for (j, ((slot, &zt), &zv)) in block.iter_mut().zip(&rts[..n]).zip(&rvs[..n]).enumerate() {
                 let rt = varint::unzigzag(zt) as u64;
@@ -493,42 +499,17 @@ impl Decoder<'_> {
                 } else {
                     t.wrapping_add(interval).wrapping_add(rt)
                 };
-                let rv = varint::unzigzag(zv);
-                if ORDER2 {
-                    d = d.wrapping_add(rv);
-                    m = m.wrapping_add(d);
-                } else {
-                    m = m.wrapping_add(rv);
-                }
-                *slot = Sample { t: t as i64, v: value(m) };
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Decoder<'_> {
-    /// [`Decoder::fill`] of the timestamps alone; the values stay as `out` has them.
-    #[inline(always)]
-    fn fill_timestamps<const GRID: bool>(mut self, out: &mut [Sample]) -> Result<()> {
-        let Some((first, rest)) = out.split_first_mut() else { return Ok(()) };
-        first.t = self.t0;
-        let (t0, interval, off) = (self.t0 as u64, self.interval, self.grid.unwrap_or(0));
-        let mut t = t0;
-        let mut rts = [0u64; BLOCK];
-        let blocks = rest.len().div_ceil(BLOCK);
-        for (b, block) in rest.chunks_mut(BLOCK).enumerate() {
-            let n = block.len();
-            self.ts.read_block(&mut rts[..n], b + 1 == blocks)?;
-            let base = (b * BLOCK) as u64 + 1;
-            for (j, (slot, &zt)) in block.iter_mut().zip(&rts[..n]).enumerate() {
-                let rt = varint::unzigzag(zt) as u64;
-                t = if GRID {
-                    t0.wrapping_add(off).wrapping_add(interval.wrapping_mul(base + j as u64)).wrapping_add(rt)
-                } else {
-                    t.wrapping_add(interval).wrapping_add(rt)
-                };
                 slot.t = t as i64;
+                if VALUES {
+                    let rv = varint::unzigzag(zv);
+                    if ORDER2 {
+                        d = d.wrapping_add(rv);
+                        m = m.wrapping_add(d);
+                    } else {
+                        m = m.wrapping_add(rv);
+                    }
+                    slot.v = value(m);
+                }
             }
         }
         Ok(())
