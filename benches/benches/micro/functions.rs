@@ -4,7 +4,7 @@
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use tessera_model::Sample;
-use tessera_query::bench_kernels::{eval_range, extrapolate, KahanSum, RangeFn, RateBatch};
+use tessera_query::bench_kernels::{eval_range, extrapolate, KahanSum, RangeFn, RateWindows};
 
 /// A counter scraped every 15 s with millisecond jitter and one reset, as a 5m window
 /// holds it (20 samples), with the window bounds the engine would pass.
@@ -64,18 +64,33 @@ pub fn benches(c: &mut Criterion) {
                 })
             })
         });
-        // The same windows through `RateBatch`, as the engine runs them.
-        g.bench_function(format!("{data}_batched"), |b| {
+        // The same windows through `RateWindows`, as the engine runs them: the table
+        // built for the series' timestamps, then the values read off it.
+        g.bench_function(format!("{data}_table"), |b| {
+            let mut table = RateWindows::default();
             b.iter(|| {
-                let (mut batch, mut acc) = (RateBatch::default(), 0.0);
-                for &(lo, hi, ws, we) in &windows {
-                    let w = black_box(&samples[lo..hi]);
-                    if batch.push(w, ws, we, w[w.len() - 1].v - w[0].v, 0) {
-                        batch.finish(300_000, true, |_, v| acc += v);
-                    }
+                // Window k ends at (k + 20) × 15 s: the first starts at 0.
+                table.start(0, 15_000);
+                for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
+                    table.push(black_box(&samples), lo, hi, k, we);
                 }
-                batch.finish(300_000, true, |_, v| acc += v);
-                acc
+                table.finish(300_000, true);
+                let change = |lo: usize, hi: usize| samples[hi - 1].v - samples[lo].v;
+                table.counter_values(&samples, 300_000, true, change).fold(0.0, |acc, (_, v)| acc + v)
+            })
+        });
+        // A second series with the same timestamps reuses the table: values only.
+        g.bench_function(format!("{data}_table_kept"), |b| {
+            let mut table = RateWindows::default();
+            table.start(0, 15_000);
+            for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
+                table.push(&samples, lo, hi, k, we);
+            }
+            table.finish(300_000, true);
+            b.iter(|| {
+                let s = black_box(&samples);
+                let change = |lo: usize, hi: usize| s[hi - 1].v - s[lo].v;
+                table.counter_values(s, 300_000, true, change).fold(0.0, |acc, (_, v)| acc + v)
             })
         });
     }

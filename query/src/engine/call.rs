@@ -15,7 +15,7 @@ use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
 use crate::functions::range::over_time::{BlockExtremes, ExactSums, PairCounts, SlidingExtreme};
-use crate::functions::range::rate::{counter_change, RateBatch, ResetIndex};
+use crate::functions::range::rate::{counter_change, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
@@ -472,7 +472,8 @@ impl Evaluator<'_> {
     /// Range functions whose windows a per-series helper answers without walking each
     /// window's samples (windows overlap: at a 15 s step, `rate(x[5m])` would walk every
     /// sample 20 times), each the walk's answer bit for bit: `rate`/`increase`
-    /// (`ResetIndex` when windows overlap, and extrapolated in batches: `RateBatch`),
+    /// (`ResetIndex` when windows overlap; the windows' bounds and factors from a table
+    /// shared by series with the same timestamps: `RateWindows`),
     /// `changes`/`resets` (`PairCounts`), `sum`/`avg_over_time` over an integer series
     /// (`ExactSums`), `max`/`min_over_time` over windows that overlap enough
     /// (`SlidingExtreme`) or are whole numbers of steps (`BlockExtremes`). Pushes a float
@@ -494,22 +495,37 @@ impl Evaluator<'_> {
                 // query's one window, a step longer than the range) are scanned.
                 let resets = (overlap >= 2).then(|| ResetIndex::new(samples));
                 let is_rate = func == RangeFn::Rate;
-                let mut batch = RateBatch::default();
-                let mut emit = |k: usize, v: f64| pts.push((self.ts(k), v));
-                self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
-                    if hi - lo < 2 {
-                        return Ok(());
+                let base = self.ctx.cur_samples();
+                let mut cache = self.rate_windows.borrow_mut();
+                // A table is worth keeping when windows overlap: then a series pays for
+                // its windows more than for its samples. Otherwise it is built and used.
+                let keep = overlap >= 2;
+                let (windows, kept) = cache.windows_of(samples, (range, offset, at, is_rate), keep, |w| {
+                    // Every window's start, as `window_bounds_of` computes it.
+                    match at {
+                        Some(at) => w.start(at - offset - range, 0),
+                        None => w.start(self.start - offset - range, self.step),
                     }
-                    let change = match &resets {
-                        Some(resets) => resets.change(samples, lo, hi),
-                        None => counter_change(&samples[lo..hi]),
-                    };
-                    if batch.push(&samples[lo..hi], ws, we, change, k) {
-                        batch.finish(range, is_rate, &mut emit);
-                    }
-                    Ok(())
+                    self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
+                        debug_assert_eq!(ws, w.start_ms(k));
+                        w.push(samples, lo, hi, k, we);
+                        Ok(())
+                    })?;
+                    w.finish(range, is_rate);
+                    Ok::<_, QueryError>(())
                 })?;
-                batch.finish(range, is_rate, &mut emit);
+                if kept {
+                    // The windows' walk would have counted them.
+                    self.ctx.check_samples(base + windows.most())?;
+                }
+                pts.reserve(windows.len());
+                let change = |lo: usize, hi: usize| match &resets {
+                    Some(resets) => resets.change(samples, lo, hi),
+                    None => counter_change(&samples[lo..hi]),
+                };
+                for (k, v) in windows.counter_values(samples, range, is_rate, change) {
+                    pts.push((self.ts(k), v));
+                }
             }
             RangeFn::Changes | RangeFn::Resets if overlap >= 2 => {
                 let counts = PairCounts::new(samples, func == RangeFn::Resets);

@@ -11,6 +11,7 @@ use promql_parser::parser::{AtModifier, Expr, Offset};
 use super::types::{StepSeries, Val};
 use super::{EngineOptions, QueryOptions, DEFAULT_SUBQUERY_STEP_MS};
 use crate::error::{ErrorKind, QueryError};
+use crate::functions::range::rate::RateWindowCache;
 use crate::model::Queryable;
 use crate::value::{QueryOutput, Value};
 use tessera_model::Sample;
@@ -287,6 +288,8 @@ pub(crate) struct Evaluator<'a> {
     pub start: i64,
     pub end: i64,
     pub step: i64,
+    /// `rate`/`increase` windows of the timestamp sets seen on this grid (up to a budget).
+    pub rate_windows: RefCell<RateWindowCache>,
 }
 
 /// Milliseconds of a parser duration.
@@ -311,7 +314,7 @@ fn system_time_ms(t: &SystemTime) -> i64 {
 
 impl<'a> Evaluator<'a> {
     pub fn new(q: &'a dyn Queryable, ctx: &'a Ctx, start: i64, end: i64, step: i64) -> Self {
-        Evaluator { q, ctx, start, end, step: step.max(1) }
+        Evaluator { q, ctx, start, end, step: step.max(1), rate_windows: RefCell::default() }
     }
 
     pub fn n_steps(&self) -> usize {

@@ -328,44 +328,114 @@ fn range_functions_over_overlapping_windows_equal_instant_queries() {
             s.add(series("gappy"), t, wobble);
         }
     }
-    let e = Engine::default();
-    let opts = QueryOptions::default();
     let (start, end, step) = (600_000, 3_585_000, 30_000);
     let functions =
         ["rate", "increase", "changes", "resets", "sum_over_time", "avg_over_time", "max_over_time", "min_over_time"];
     for f in functions {
         // 2 m: 4 windows per sample (sums and counts); 20 m: 40 (the slide too).
         for range in ["2m", "20m"] {
-            let q = format!("{f}(g[{range}])");
-            let Value::Matrix(m) = e.range_query(&s, &q, start, end, step, &opts).expect(&q).value else {
-                panic!("{q}: not a matrix")
-            };
-            let mut points = 0;
-            for t in (start..=end).step_by(step as usize) {
-                let Value::Vector(v) = e.instant_query(&s, &q, t, &opts).expect(&q).value else {
-                    panic!("{q}: not a vector")
-                };
-                for elem in &v {
-                    let series = m
-                        .iter()
-                        .find(|x| x.labels == elem.labels)
-                        .unwrap_or_else(|| panic!("{q} at {t}: {elem:?} missing"));
-                    let got =
-                        series.samples.iter().find(|p| p.t == t).unwrap_or_else(|| panic!("{q} at {t}: no point"));
-                    assert_eq!(
-                        got.v.to_bits(),
-                        elem.v.to_bits(),
-                        "{q} at {t} for {:?}: {} vs {}",
-                        elem.labels,
-                        got.v,
-                        elem.v
-                    );
-                    points += 1;
-                }
-            }
-            let in_range: usize = m.iter().map(|x| x.samples.len()).sum();
-            assert_eq!(in_range, points, "{q}: the range query has points the instant queries do not");
+            range_query_equals_instant_queries(&s, &format!("{f}(g[{range}])"), start, end, step);
         }
+    }
+}
+
+/// Checks that every point of range query `q` is, bit for bit, what an instant query at
+/// its time gives, and that the range query has no point the instant queries lack.
+fn range_query_equals_instant_queries(s: &MemStore, q: &str, start: i64, end: i64, step: i64) {
+    let e = Engine::default();
+    let opts = QueryOptions::default();
+    let Value::Matrix(m) = e.range_query(s, q, start, end, step, &opts).expect(q).value else {
+        panic!("{q}: not a matrix")
+    };
+    let mut points = 0;
+    for t in (start..=end).step_by(step as usize) {
+        let Value::Vector(v) = e.instant_query(s, q, t, &opts).expect(q).value else { panic!("{q}: not a vector") };
+        for elem in &v {
+            let series =
+                m.iter().find(|x| x.labels == elem.labels).unwrap_or_else(|| panic!("{q} at {t}: {elem:?} missing"));
+            let got = series.samples.iter().find(|p| p.t == t).unwrap_or_else(|| panic!("{q} at {t}: no point"));
+            assert_eq!(got.v.to_bits(), elem.v.to_bits(), "{q} at {t} for {:?}: {} vs {}", elem.labels, got.v, elem.v);
+            points += 1;
+        }
+    }
+    let in_range: usize = m.iter().map(|x| x.samples.len()).sum();
+    assert_eq!(in_range, points, "{q}: the range query has points the instant queries do not");
+}
+
+/// `rate`/`increase` reuse the windows of a series with the same timestamps
+/// (`RateWindowCache`); a series whose timestamps differ only inside (same count, same
+/// first and last) or by one millisecond at one sample, or that starts near zero (its
+/// zero point binds), gets its own windows. Every point is, bit for bit, the scanning
+/// kernel's over the samples the test cuts out itself.
+#[test]
+fn rate_windows_shared_by_series_with_the_same_timestamps_give_each_its_own_answer() {
+    let jitter = |i: i64| (i * 37) % 11;
+    let mut data: Vec<(&str, Vec<Sample>)> = Vec::new();
+    let mut add = |k: &'static str, t: i64, v: f64| match data.iter_mut().find(|(n, _)| *n == k) {
+        Some((_, s)) => s.push(Sample { t, v }),
+        None => data.push((k, vec![Sample { t, v }])),
+    };
+    for i in 0..240i64 {
+        let t = i * 15_000 + jitter(i);
+        add("a", t, 1000.0 + (i * i) as f64);
+        add("b", t, 5.0 + (i * 3 % 7) as f64 + i as f64);
+        // From zero: the zero point binds in the first windows.
+        add("from_zero", t, (i * 2) as f64);
+        // A gauge: drops (resets) and rises at random.
+        add("gauge", t, ((i * 7) % 5) as f64 * 0.37);
+        // Same count, first and last timestamp as the others; the middle moved.
+        add("moved", if (1..239).contains(&i) { t + 4_000 } else { t }, 1000.0 + (i * i) as f64);
+        // One millisecond off at a single sample.
+        add("one_ms", if i == 120 { t + 1 } else { t }, 1000.0 + (i * i) as f64);
+    }
+    let mut store = MemStore::new();
+    for (k, samples) in &data {
+        for p in samples {
+            store.add(Labels::from_pairs([("__name__", "c_total"), ("k", k)]), p.t, p.v);
+        }
+    }
+    let (start, end, step) = (300_000, 3_585_000, 15_000);
+    for (func, range, offset) in
+        [("rate", 300_000, 0), ("increase", 60_000, 0), ("rate", 300_000, 60_000), ("increase", 90_000, 0)]
+    {
+        let offset_text = if offset > 0 { format!(" offset {}s", offset / 1000) } else { String::new() };
+        let q = format!("{func}(c_total[{}s]{offset_text})", range / 1000);
+        let out = Engine::default().range_query(&store, &q, start, end, step, &QueryOptions::default()).expect(&q);
+        let Value::Matrix(m) = out.value else { panic!("{q}: not a matrix") };
+        for (k, samples) in &data {
+            let want: Vec<(i64, u64)> = (start..=end)
+                .step_by(step as usize)
+                .filter_map(|t| {
+                    let (ws, we) = (t - offset - range, t - offset);
+                    let w: Vec<Sample> = samples.iter().filter(|p| p.t > ws && p.t <= we).copied().collect();
+                    crate::functions::range::rate::extrapolated_rate(&w, ws, we, true, func == "rate")
+                        .map(|v| (t, v.to_bits()))
+                })
+                .collect();
+            let got: Vec<(i64, u64)> = m
+                .iter()
+                .find(|x| x.labels.get("k") == Some(k))
+                .map(|x| x.samples.iter().map(|p| (p.t, p.v.to_bits())).collect())
+                .unwrap_or_default();
+            assert_eq!(got, want, "{q} for {k}");
+        }
+    }
+    // `rate` and `increase` over the same samples in one query: each its own windows.
+    let q = "rate(c_total[300s]) - increase(c_total[300s])";
+    let out = Engine::default().range_query(&store, q, start, end, step, &QueryOptions::default()).expect(q);
+    let Value::Matrix(m) = out.value else { panic!("{q}: not a matrix") };
+    for (k, samples) in &data {
+        let of = |t: i64, is_rate: bool| {
+            let w: Vec<Sample> = samples.iter().filter(|p| p.t > t - 300_000 && p.t <= t).copied().collect();
+            crate::functions::range::rate::extrapolated_rate(&w, t - 300_000, t, true, is_rate)
+        };
+        let want: Vec<(i64, u64)> = (start..=end)
+            .step_by(step as usize)
+            .filter_map(|t| Some((t, (of(t, true)? - of(t, false)?).to_bits())))
+            .collect();
+        let x = m.iter().find(|x| x.labels.get("k") == Some(k)).expect(k);
+        let got: Vec<(i64, u64)> = x.samples.iter().map(|p| (p.t, p.v.to_bits())).collect();
+        assert_eq!(got, want, "{q} for {k}");
     }
 }
 

@@ -471,18 +471,22 @@ mod props {
             }
         }
 
-        /// `RateBatch` hands back `extrapolate`'s value bit for bit, for every window in
-        /// the order pushed, across batch boundaries and in a last, partial batch; on the
-        /// scrape grid and off it, with missed scrapes, at steps and ranges that are
-        /// multiples of the interval and not.
+        /// `RateWindows` hands back `extrapolate`'s value bit for bit, for every window:
+        /// on the scrape grid and off it, with missed scrapes, at steps and ranges that
+        /// are multiples of the interval and not; with counters that start near zero
+        /// (their zero point shortens the extrapolation, or nearly does), NaN, ±0, ±Inf,
+        /// huge and tiny values. A table built on one series' timestamps gives another
+        /// series with the same timestamps its own values.
         #[test]
-        fn rate_batch_gives_extrapolate_bit_for_bit(
+        fn rate_windows_give_extrapolate_bit_for_bit(
             values in proptest::collection::vec(prop_oneof![
                 3 => (-50i32..50).prop_map(f64::from),
                 2 => -5.0f64..5.0,
-                1 => Just(f64::NAN),
-                1 => Just(-0.0),
+                2 => 0.0f64..0.01,
+                1 => 1e-300f64..1e-290,
+                1 => prop_oneof![Just(f64::NAN), Just(-0.0), Just(f64::INFINITY), Just(1e300), Just(f64::MAX)],
             ], 2..300),
+            rises in proptest::collection::vec(prop_oneof![0.0f64..1.0, 1.0f64..1e6], 2..300),
             jitter in prop_oneof![Just(0i64), 0i64..4_000],
             range in prop_oneof![(1i64..25).prop_map(|m| m * 15_000), 1_000i64..400_000],
             step in prop_oneof![(1i64..5).prop_map(|m| m * 15_000), 1_000i64..60_000],
@@ -500,25 +504,44 @@ mod props {
                 i += 1;
                 i % holes != 0 || i < 3
             });
-            let (mut batch, mut got, mut want) = (rate::RateBatch::default(), Vec::new(), Vec::new());
+            // A counter on the same timestamps that starts at or near zero and rises.
+            let mut counter = s.clone();
+            let mut c = values[0].abs().min(1.0);
+            for (p, r) in counter.iter_mut().zip(rises.iter().cycle()) {
+                p.v = c;
+                c += r;
+            }
+            let mut windows = rate::RateWindows::default();
+            windows.start(s[0].t - range, step);
+            let mut want = Vec::new();
             let mut we = s[0].t;
             let mut k = 0;
             while we <= s[s.len() - 1].t + range {
                 let ws = we - range;
                 let (lo, hi) = (s.partition_point(|p| p.t <= ws), s.partition_point(|p| p.t <= we));
+                windows.push(&s, lo, hi, k, we);
                 if hi >= lo + 2 {
-                    let w = &s[lo..hi];
-                    let change = w[w.len() - 1].v - w[0].v;
-                    want.push((k, rate::extrapolate(w, ws, we, true, is_rate, change).to_bits()));
-                    if batch.push(w, ws, we, change, k) {
-                        batch.finish(range, is_rate, |tag, v| got.push((tag, v.to_bits())));
-                    }
+                    want.push((k, lo, hi, ws, we));
                 }
                 we += step;
                 k += 1;
             }
-            batch.finish(range, is_rate, |tag, v| got.push((tag, v.to_bits())));
-            prop_assert_eq!(got, want);
+            windows.finish(range, is_rate);
+            prop_assert_eq!(windows.len(), want.len());
+            for series in [&s, &counter] {
+                let got: Vec<(usize, u64)> = windows
+                    .counter_values(series, range, is_rate, |lo, hi| rate::counter_change(&series[lo..hi]))
+                    .map(|(k, v)| (k, v.to_bits()))
+                    .collect();
+                let expected: Vec<(usize, u64)> = want
+                    .iter()
+                    .map(|&(k, lo, hi, ws, we)| {
+                        let w = &series[lo..hi];
+                        (k, rate::extrapolate(w, ws, we, true, is_rate, rate::counter_change(w)).to_bits())
+                    })
+                    .collect();
+                prop_assert_eq!(got, expected, "{:?}", series);
+            }
         }
 
         /// `max_over_time`/`min_over_time` give Prometheus' compare walk's value bit for
