@@ -496,35 +496,37 @@ impl Evaluator<'_> {
                 let resets = (overlap >= 2).then(|| ResetIndex::new(samples));
                 let is_rate = func == RangeFn::Rate;
                 let base = self.ctx.cur_samples();
+                let change = |lo: usize, hi: usize| match &resets {
+                    Some(resets) => resets.change(samples, lo, hi),
+                    None => counter_change(&samples[lo..hi]),
+                };
                 let mut cache = self.rate_windows.borrow_mut();
                 // A table is worth keeping when windows overlap: then a series pays for
                 // its windows more than for its samples. Otherwise it is built and used.
                 let keep = overlap >= 2;
                 let (windows, kept) = cache.windows_of(samples, (range, offset, at, is_rate), keep, |w| {
                     // Every window's start, as `window_bounds_of` computes it.
-                    match at {
-                        Some(at) => w.start(at - offset - range, 0),
-                        None => w.start(self.start - offset - range, self.step),
-                    }
+                    let (first_start, step) = match at {
+                        Some(at) => (at - offset - range, 0),
+                        None => (self.start - offset - range, self.step),
+                    };
+                    let steps = self.steps_seeing(samples, range, offset, at).len();
+                    w.start(first_start, step, range, is_rate, steps);
                     self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
                         debug_assert_eq!(ws, w.start_ms(k));
-                        w.push(samples, lo, hi, k, we);
+                        w.push(samples, lo, hi, k, we, if hi - lo >= 2 { change(lo, hi) } else { 0.0 });
                         Ok(())
                     })?;
-                    w.finish(range, is_rate);
+                    w.finish(samples);
                     Ok::<_, QueryError>(())
                 })?;
+                pts.reserve(windows.len());
                 if kept {
                     // The windows' walk would have counted them.
                     self.ctx.check_samples(base + windows.most())?;
-                }
-                pts.reserve(windows.len());
-                let change = |lo: usize, hi: usize| match &resets {
-                    Some(resets) => resets.change(samples, lo, hi),
-                    None => counter_change(&samples[lo..hi]),
-                };
-                for (k, v) in windows.counter_values(samples, range, is_rate, change) {
-                    pts.push((self.ts(k), v));
+                    pts.extend(windows.counter_values(samples, change).map(|(k, v)| (self.ts(k), v)));
+                } else {
+                    pts.extend(windows.values().map(|(k, v)| (self.ts(k), v)));
                 }
             }
             RangeFn::Changes | RangeFn::Resets if overlap >= 2 => {

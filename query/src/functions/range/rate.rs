@@ -263,15 +263,13 @@ pub struct RateWindows {
     /// The windows' starts: `step_ms × step + first_start_ms` (exclusive).
     first_start_ms: i64,
     step_ms: i64,
-    /// The timestamps' part of each window's [`Window`], gathered by `push` for
-    /// `finish` (arrays, so that its divisions run packed), then the [`Timing`] and
-    /// factor it gives.
-    to_start_ms: Vec<f64>,
-    to_end_ms: Vec<f64>,
-    sampled_ms: Vec<f64>,
-    gaps: Vec<f64>,
-    ratio: Vec<f64>,
-    factor: Vec<f64>,
+    /// The windows' length, and whether it is `rate` (else `increase`).
+    range_ms: i64,
+    is_rate: bool,
+    /// The last windows pushed, whose timings are not computed yet.
+    batch: TimingBatch,
+    /// The values of the windows pushed, for the series that built the table.
+    values: Vec<f64>,
     /// The most samples in any window pushed, including those of fewer than two.
     most: usize,
 }
@@ -290,59 +288,99 @@ struct RateWindow {
     factor: f64,
 }
 
+/// The [`Window`]s of the last windows pushed, gathered so that their arithmetic (a
+/// chain of up to six dependent divisions each) runs in one straight loop over arrays,
+/// which the compiler turns into packed arithmetic (two windows per division); computed
+/// one at a time, the processor overlaps about two windows' chains.
+#[derive(Debug, Default)]
+struct TimingBatch {
+    len: usize,
+    to_start_ms: [f64; TimingBatch::LEN],
+    to_end_ms: [f64; TimingBatch::LEN],
+    sampled_ms: [f64; TimingBatch::LEN],
+    gaps: [f64; TimingBatch::LEN],
+    change: [f64; TimingBatch::LEN],
+}
+
+impl TimingBatch {
+    const LEN: usize = 16;
+}
+
 impl RateWindows {
+    /// Starts an empty table: `rate` (`is_rate`, else `increase`) over windows of
+    /// `range_ms`, the window of step `k` starting at `step_ms × k + first_start_ms`
+    /// (exclusive); room for `capacity` windows.
+    pub fn start(&mut self, first_start_ms: i64, step_ms: i64, range_ms: i64, is_rate: bool, capacity: usize) {
+        self.clear();
+        (self.first_start_ms, self.step_ms, self.range_ms, self.is_rate) = (first_start_ms, step_ms, range_ms, is_rate);
+        self.windows.reserve(capacity);
+        self.values.reserve(capacity);
+    }
+
     /// Forgets every window.
     pub fn clear(&mut self) {
         self.windows.clear();
-        for v in [&mut self.to_start_ms, &mut self.to_end_ms, &mut self.sampled_ms, &mut self.gaps] {
-            v.clear();
-        }
+        self.values.clear();
+        self.batch.len = 0;
         self.most = 0;
     }
 
-    /// Starts a table whose window of step `k` starts at `step_ms × k + first_start_ms`
-    /// (exclusive).
-    pub fn start(&mut self, first_start_ms: i64, step_ms: i64) {
-        self.clear();
-        (self.first_start_ms, self.step_ms) = (first_start_ms, step_ms);
-    }
-
     /// Adds the window `samples[lo..hi]` of step `step`, to `window_end_ms` (its start
-    /// as [`start`](RateWindows::start) said); one of fewer than two samples only
-    /// counts towards [`most`](RateWindows::most).
+    /// as [`start`](RateWindows::start) said), whose change is `change`
+    /// ([`ResetIndex::change`]); one of fewer than two samples only counts towards
+    /// [`most`](RateWindows::most).
     #[inline]
-    pub fn push(&mut self, samples: &[Sample], lo: usize, hi: usize, step: usize, window_end_ms: i64) {
+    pub fn push(&mut self, samples: &[Sample], lo: usize, hi: usize, step: usize, window_end_ms: i64, change: f64) {
         self.most = self.most.max(hi - lo);
         if hi - lo < 2 {
             return;
         }
-        let window_start_ms = self.start_ms(step);
-        let w = Window::of(&samples[lo..hi], window_start_ms, window_end_ms, 0.0);
+        let w = Window::of(&samples[lo..hi], self.start_ms(step), window_end_ms, change);
         let (step, lo, hi) = (step as u32, lo as u32, hi as u32);
         self.windows.push(RateWindow { step, lo, hi, ratio: 0.0, factor: 0.0 });
-        self.to_start_ms.push(w.to_start_ms);
-        self.to_end_ms.push(w.to_end_ms);
-        self.sampled_ms.push(w.sampled_ms);
-        self.gaps.push(w.gaps);
+        let b = &mut self.batch;
+        let i = b.len;
+        (b.to_start_ms[i], b.to_end_ms[i], b.sampled_ms[i], b.gaps[i]) =
+            (w.to_start_ms, w.to_end_ms, w.sampled_ms, w.gaps);
+        b.change[i] = change;
+        b.len += 1;
+        if b.len == TimingBatch::LEN {
+            self.compute_batch(samples);
+        }
     }
 
-    /// Computes the pushed windows' timings and factors, `range_ms` being their length
-    /// (`rate` divides by it in seconds; `increase` does not).
-    pub fn finish(&mut self, range_ms: i64, is_rate: bool) {
-        let per_second = if is_rate { range_ms as f64 / 1000.0 } else { 1.0 };
-        let n = self.windows.len();
-        for v in [&mut self.ratio, &mut self.factor] {
-            v.clear();
-            v.resize(n, 0.0);
+    /// Computes the windows pushed since the last batch; call once all are pushed.
+    pub fn finish(&mut self, samples: &[Sample]) {
+        self.compute_batch(samples);
+    }
+
+    fn compute_batch(&mut self, samples: &[Sample]) {
+        let len = self.batch.len;
+        let (mut ratio, mut factor) = ([0.0; TimingBatch::LEN], [0.0; TimingBatch::LEN]);
+        let per_second = if self.is_rate { self.range_ms as f64 / 1000.0 } else { 1.0 };
+        // Lanes are computed in pairs for the packed divisions, so one past `len` may be
+        // (its inputs stale or zero: harmless in floating point).
+        let b = &self.batch;
+        for i in 0..len.next_multiple_of(2).min(TimingBatch::LEN) {
+            let t = Timing::of(b.to_start_ms[i], b.to_end_ms[i], b.sampled_ms[i], b.gaps[i]);
+            (ratio[i], factor[i]) = (t.to_start / t.sampled, t.factor(t.to_start, per_second));
         }
-        let inputs = self.to_start_ms.iter().zip(&self.to_end_ms).zip(self.sampled_ms.iter().zip(&self.gaps));
-        for (((&s, &e), (&d, &g)), (ratio, factor)) in inputs.zip(self.ratio.iter_mut().zip(&mut self.factor)) {
-            let t = Timing::of(s, e, d, g);
-            (*ratio, *factor) = (t.to_start / t.sampled, t.factor(t.to_start, per_second));
+        let first = self.windows.len() - len;
+        for (i, w) in self.windows[first..].iter_mut().enumerate() {
+            (w.ratio, w.factor) = (ratio[i], factor[i]);
         }
-        for ((w, &ratio), &factor) in self.windows.iter_mut().zip(&self.ratio).zip(&self.factor) {
-            (w.ratio, w.factor) = (ratio, factor);
+        let mut values = [0.0; TimingBatch::LEN];
+        for (i, w) in self.windows[first..].iter().enumerate() {
+            values[i] = self.value(w, samples, self.batch.change[i]);
         }
+        self.values.extend_from_slice(&values[..len]);
+        self.batch.len = 0;
+    }
+
+    /// The values of the windows pushed (after [`finish`](RateWindows::finish)), with
+    /// their steps.
+    pub fn values(&self) -> impl Iterator<Item = (usize, f64)> + '_ {
+        self.windows.iter().zip(&self.values).map(|(w, &v)| (w.step as usize, v))
     }
 
     /// Windows with at least two samples.
@@ -370,48 +408,43 @@ impl RateWindows {
         self.windows.capacity() * std::mem::size_of::<RateWindow>()
     }
 
-    /// Each window's step and its samples `lo..hi`, and its `rate`/`increase` (as
-    /// [`finish`](RateWindows::finish)ed) of the counter `samples`, given the window's
-    /// change ([`ResetIndex::change`]); `range_ms` as given to `finish`.
+    /// The windows' steps and their `rate`/`increase` over another counter, `samples`,
+    /// with the same timestamps as the series that built the table, given each window's
+    /// change (`change(lo, hi)` of its samples `lo..hi`: [`ResetIndex::change`]).
     #[inline]
     pub fn counter_values<'s>(
         &'s self,
         samples: &'s [Sample],
-        range_ms: i64,
-        is_rate: bool,
         mut change: impl FnMut(usize, usize) -> f64 + 's,
     ) -> impl Iterator<Item = (usize, f64)> + 's {
-        self.windows.iter().map(move |w| {
-            let (lo, hi) = (w.lo as usize, w.hi as usize);
-            let change = change(lo, hi);
-            let first_v = samples[lo].v;
-            // `&`, not `&&`: a gauge's change is positive at random, a branch on it
-            // mispredicts; the zero point rarely binds, a branch on that does not.
-            let may_bind = (change > 0.0) & (first_v >= 0.0) & !zero_is_farther(first_v, change, w.ratio);
-            let v = if may_bind {
-                extrapolate_window(samples, lo, hi, self.start_ms(w.step as usize), range_ms, is_rate, change)
-            } else {
-                change * w.factor
-            };
-            (w.step as usize, v)
-        })
+        self.windows
+            .iter()
+            .map(move |w| (w.step as usize, self.value(w, samples, change(w.lo as usize, w.hi as usize))))
+    }
+
+    /// Window `w`'s value over `samples`, given its change.
+    #[inline(always)]
+    fn value(&self, w: &RateWindow, samples: &[Sample], change: f64) -> f64 {
+        let (lo, hi) = (w.lo as usize, w.hi as usize);
+        let first_v = samples[lo].v;
+        // `&`, not `&&`: a gauge's change is positive at random, a branch on it
+        // mispredicts; the zero point rarely binds, a branch on that does not.
+        let may_bind = (change > 0.0) & (first_v >= 0.0) & !zero_is_farther(first_v, change, w.ratio);
+        if may_bind {
+            let start = self.start_ms(w.step as usize);
+            extrapolate_window(&samples[lo..hi], start, start + self.range_ms, self.is_rate, change)
+        } else {
+            change * w.factor
+        }
     }
 }
 
-/// [`extrapolate`] of `samples[lo..hi]` from `start_ms` over `range_ms`, out of line:
+/// [`extrapolate`] of a counter's window, out of line:
 /// the rare window of [`RateWindows`] where a counter's zero point may bind.
 #[cold]
 #[inline(never)]
-fn extrapolate_window(
-    samples: &[Sample],
-    lo: usize,
-    hi: usize,
-    start_ms: i64,
-    range_ms: i64,
-    is_rate: bool,
-    change: f64,
-) -> f64 {
-    extrapolate(&samples[lo..hi], start_ms, start_ms + range_ms, true, is_rate, change)
+fn extrapolate_window(window: &[Sample], start_ms: i64, end_ms: i64, is_rate: bool, change: f64) -> f64 {
+    extrapolate(window, start_ms, end_ms, true, is_rate, change)
 }
 
 /// Whether a counter's zero point, `sampled × (first / change)` as Prometheus computes
@@ -466,8 +499,10 @@ impl RateWindowCache {
     pub const BUDGET: usize = 16 << 20;
 
     /// The windows of `samples` for `key`: the kept table of a series with the same
-    /// timestamps (true), or one `build` fills (false; `build` pushes the windows and
-    /// finishes them), kept if `keep` and the budget allows.
+    /// timestamps (true: read its values with [`RateWindows::counter_values`]), or the
+    /// one `build` fills (false: `build` pushes the windows and finishes them, and the
+    /// values are [`RateWindows::values`]); that one is kept too if `keep` and the
+    /// budget allows.
     pub fn windows_of<E>(
         &mut self,
         samples: &[Sample],
@@ -499,12 +534,15 @@ impl RateWindowCache {
             windows: s.windows.clone(),
             first_start_ms: s.first_start_ms,
             step_ms: s.step_ms,
+            range_ms: s.range_ms,
+            is_rate: s.is_rate,
             most: s.most,
-            ..RateWindows::default()
+            batch: TimingBatch::default(),
+            values: Vec::new(),
         };
-        let list = self.index.entry(at).or_default();
-        list.push(CachedWindows { key, times: samples.iter().map(|s| s.t).collect(), windows });
-        Ok((&list[list.len() - 1].windows, false))
+        let times = samples.iter().map(|s| s.t).collect();
+        self.index.entry(at).or_default().push(CachedWindows { key, times, windows });
+        Ok((&self.scratch, false))
     }
 }
 

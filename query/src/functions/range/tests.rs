@@ -512,27 +512,30 @@ mod props {
                 c += r;
             }
             let mut windows = rate::RateWindows::default();
-            windows.start(s[0].t - range, step);
+            windows.start(s[0].t - range, step, range, is_rate, 0);
             let mut want = Vec::new();
             let mut we = s[0].t;
             let mut k = 0;
             while we <= s[s.len() - 1].t + range {
                 let ws = we - range;
                 let (lo, hi) = (s.partition_point(|p| p.t <= ws), s.partition_point(|p| p.t <= we));
-                windows.push(&s, lo, hi, k, we);
+                windows.push(&s, lo, hi, k, we, if hi >= lo + 2 { rate::counter_change(&s[lo..hi]) } else { 0.0 });
                 if hi >= lo + 2 {
                     want.push((k, lo, hi, ws, we));
                 }
                 we += step;
                 k += 1;
             }
-            windows.finish(range, is_rate);
+            windows.finish(&s);
             prop_assert_eq!(windows.len(), want.len());
-            for series in [&s, &counter] {
-                let got: Vec<(usize, u64)> = windows
-                    .counter_values(series, range, is_rate, |lo, hi| rate::counter_change(&series[lo..hi]))
-                    .map(|(k, v)| (k, v.to_bits()))
-                    .collect();
+            // The series that built the table, then another read off it.
+            for (series, built) in [(&s, true), (&counter, false)] {
+                let got: Vec<(usize, u64)> = if built {
+                    windows.values().map(|(k, v)| (k, v.to_bits())).collect()
+                } else {
+                    let change = |lo, hi| rate::counter_change(&series[lo..hi]);
+                    windows.counter_values(series, change).map(|(k, v)| (k, v.to_bits())).collect()
+                };
                 let expected: Vec<(usize, u64)> = want
                     .iter()
                     .map(|&(k, lo, hi, ws, we)| {
