@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use tessera_query::promqltest::compare_split;
 
 fn scripts() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let root =
+        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+            .join("testdata");
     let mut v = Vec::new();
     for dir in [root.join("upstream"), root] {
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -19,7 +19,10 @@ use proptest::prelude::*;
 
 /// The corpus of one target: every file under `server/fuzz/corpus/<target>/`.
 pub fn corpus(target: &str) -> Vec<Vec<u8>> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let dir =
+        PathBuf::from(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+            .join("fuzz/corpus")
+            .join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("fuzz corpus {} missing: {e}", dir.display()))
         .map(|e| e.expect("corpus entry").path())

@@ -124,7 +124,8 @@ impl TestStore for StorageStore {
 }
 
 fn upstream_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../query/testdata/upstream")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+        .join("../query/testdata/upstream")
 }
 
 /// `file:line` of every eval the in-memory runner is expected to fail.

@@ -35,7 +35,8 @@ use crate::{Engine, EngineConfig, SeriesAppend, WalFsync};
 use tessera_model::{Label, MatchOp, Matcher, Sample};
 
 fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+        .join("testdata")
 }
 
 fn hex(b: &[u8]) -> String {

@@ -61,7 +61,8 @@ const SAMPLES_PER_REQUEST: usize = 20_000;
 type Data = BTreeMap<Labels, BTreeMap<i64, f64>>;
 
 fn testdata() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../query/testdata")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+        .join("../query/testdata")
 }
 
 /// (name, text) of every script run: upstream ones as `NAME`, own ones as `own/NAME`.

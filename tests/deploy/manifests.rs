@@ -9,7 +9,8 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 /// The repository root (the test binary is built from `server/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+        .join("..")
 }
 
 /// The HTTP endpoints every role serves (issue 9, point 1: `/-/healthy`, `/-/ready`,

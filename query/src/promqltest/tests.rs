@@ -102,7 +102,10 @@ fn sorted_debug(v: &[crate::model::PlannedSelect]) -> Vec<String> {
 /// made no select that was not announced.
 #[test]
 fn every_select_evaluation_makes_was_announced_before_it_started() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata");
+    let root = std::path::Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"),
+    )
+    .join("testdata");
     let mut files: Vec<std::path::PathBuf> = Vec::new();
     for dir in [root.clone(), root.join("upstream")] {
         for e in std::fs::read_dir(&dir).expect("read testdata") {

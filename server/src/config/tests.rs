@@ -2,7 +2,9 @@ use super::*;
 
 #[test]
 fn example_config_in_deploy_parses_and_validates() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/tessera.toml");
+    let path =
+        Path::new(&std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"))
+            .join("../deploy/tessera.toml");
     let cfg = Config::from_file(&path).expect("deploy/tessera.toml parses");
     cfg.validate().expect("deploy/tessera.toml is valid");
     assert!(cfg.limits.max_labels_per_series >= 40);
@@ -49,7 +51,10 @@ fn automatic_shard_count_keeps_the_recorded_one() {
 /// three ingesters puts every shard on every ingester.
 #[test]
 fn example_cluster_config_parses_and_places_every_shard_on_three_ingesters() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/cluster/local.toml");
+    let path = std::path::Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"),
+    )
+    .join("../deploy/cluster/local.toml");
     let cfg = Config::from_file(&path).expect("deploy/cluster/local.toml parses");
     cfg.cluster.validate().expect("valid [cluster]");
     assert_eq!(cfg.cluster.write_quorum(), 2);

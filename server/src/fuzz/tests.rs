@@ -123,7 +123,10 @@ fn promql(text: &str) {
 #[test]
 #[ignore = "writes files under server/fuzz/corpus; run by hand"]
 fn regenerate_fuzz_seeds() {
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    let dir = std::path::PathBuf::from(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"),
+    )
+    .join("fuzz/corpus");
     let write = |target: &str, name: &str, bytes: Vec<u8>| {
         let d = dir.join(target);
         std::fs::create_dir_all(&d).expect("mkdir");

@@ -9,7 +9,10 @@ fn members(n: usize) -> Vec<Member> {
 /// `TESSERA_UPDATE_GOLDEN=1 cargo test --workspace -- placement_table_is_frozen`.
 #[test]
 fn placement_table_is_frozen() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cluster/placement/golden-s16-rf3-n5.txt");
+    let path = std::path::Path::new(
+        &std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR when it runs tests"),
+    )
+    .join("src/cluster/placement/golden-s16-rf3-n5.txt");
     let table = Placement::compute(16, 3, &members(5)).expect("placement").render();
     if std::env::var_os("TESSERA_UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &table).expect("write golden");
