@@ -75,7 +75,7 @@ pub fn benches(c: &mut Criterion) {
                 let s = black_box(&samples);
                 table.start(windows[0].2, 15_000, 300_000, true, windows.len());
                 for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
-                    table.push(s, lo, hi, k, we, s[hi - 1].v - s[lo].v);
+                    table.push(s, lo, hi, k, we, || s[hi - 1].v - s[lo].v);
                 }
                 table.finish(s);
                 table.values().fold(0.0, |acc, (_, v)| acc + v)
@@ -86,7 +86,7 @@ pub fn benches(c: &mut Criterion) {
             let mut table = RateWindows::default();
             table.start(windows[0].2, 15_000, 300_000, true, windows.len());
             for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
-                table.push(&samples, lo, hi, k, we, samples[hi - 1].v - samples[lo].v);
+                table.push(&samples, lo, hi, k, we, || samples[hi - 1].v - samples[lo].v);
             }
             table.finish(&samples);
             b.iter(|| {

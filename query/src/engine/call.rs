@@ -514,7 +514,7 @@ impl Evaluator<'_> {
                     w.start(first_start, step, range, is_rate, steps);
                     self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
                         debug_assert_eq!(ws, w.start_ms(k));
-                        w.push(samples, lo, hi, k, we, if hi - lo >= 2 { change(lo, hi) } else { 0.0 });
+                        w.push(samples, lo, hi, k, we, || change(lo, hi));
                         Ok(())
                     })?;
                     w.finish(samples);

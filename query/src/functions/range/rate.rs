@@ -158,7 +158,7 @@ pub fn extrapolate(
 
 /// What [`extrapolate`] needs of one window, its integers already converted to `f64`
 /// (exactly: every operand is far below 2^53).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Window {
     /// Milliseconds from the window's start to its first sample, from its last sample
     /// to its end, and between its first and last sample.
@@ -318,7 +318,7 @@ impl RateWindows {
     }
 
     /// Forgets every window.
-    pub fn clear(&mut self) {
+    fn clear(&mut self) {
         self.windows.clear();
         self.values.clear();
         self.batch.len = 0;
@@ -326,15 +326,24 @@ impl RateWindows {
     }
 
     /// Adds the window `samples[lo..hi]` of step `step`, to `window_end_ms` (its start
-    /// as [`start`](RateWindows::start) said), whose change is `change`
+    /// as [`start`](RateWindows::start) said), whose change `change` gives
     /// ([`ResetIndex::change`]); one of fewer than two samples only counts towards
     /// [`most`](RateWindows::most).
     #[inline]
-    pub fn push(&mut self, samples: &[Sample], lo: usize, hi: usize, step: usize, window_end_ms: i64, change: f64) {
+    pub fn push(
+        &mut self,
+        samples: &[Sample],
+        lo: usize,
+        hi: usize,
+        step: usize,
+        window_end_ms: i64,
+        change: impl FnOnce() -> f64,
+    ) {
         self.most = self.most.max(hi - lo);
         if hi - lo < 2 {
             return;
         }
+        let change = change();
         let w = Window::of(&samples[lo..hi], self.start_ms(step), window_end_ms, change);
         let (step, lo, hi) = (step as u32, lo as u32, hi as u32);
         self.windows.push(RateWindow { step, lo, hi, ratio: 0.0, factor: 0.0 });
@@ -401,6 +410,11 @@ impl RateWindows {
     #[inline]
     pub fn start_ms(&self, step: usize) -> i64 {
         self.step_ms * step as i64 + self.first_start_ms
+    }
+
+    /// The table to keep: the windows, without the building series' values.
+    fn table(&self) -> RateWindows {
+        RateWindows { windows: self.windows.clone(), values: Vec::new(), batch: TimingBatch::default(), ..*self }
     }
 
     /// Bytes the table keeps.
@@ -496,12 +510,12 @@ pub type RateWindowsKey = (i64, i64, Option<i64>, bool);
 impl RateWindowCache {
     /// Bytes of tables and timestamps kept: a 15 s scrape over two hours at a 15 s
     /// step takes about 27 KiB per target, so 600 targets.
-    pub const BUDGET: usize = 16 << 20;
+    const BUDGET: usize = 16 << 20;
 
     /// The windows of `samples` for `key`: the kept table of a series with the same
     /// timestamps (true: read its values with [`RateWindows::counter_values`]), or the
-    /// one `build` fills (false: `build` pushes the windows and finishes them, and the
-    /// values are [`RateWindows::values`]); that one is kept too if `keep` and the
+    /// one `build` fills (false: `build` starts, pushes and finishes the windows, and
+    /// the values are [`RateWindows::values`]); that one is kept too if `keep` and the
     /// budget allows.
     pub fn windows_of<E>(
         &mut self,
@@ -510,38 +524,21 @@ impl RateWindowCache {
         keep: bool,
         build: impl FnOnce(&mut RateWindows) -> Result<(), E>,
     ) -> Result<(&RateWindows, bool), E> {
-        if !keep {
-            self.scratch.clear();
-            build(&mut self.scratch)?;
-            return Ok((&self.scratch, false));
-        }
         let (first, last) = (samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t));
         let at = (samples.len(), first, last);
-        let same = |c: &CachedWindows| c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t);
-        let found = self.index.get(&at).and_then(|list| list.iter().position(same));
-        if let Some(i) = found {
-            return Ok((&self.index[&at][i].windows, true));
+        if keep {
+            let same = |c: &CachedWindows| c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t);
+            if let Some(i) = self.index.get(&at).and_then(|list| list.iter().position(same)) {
+                return Ok((&self.index[&at][i].windows, true));
+            }
         }
-        self.scratch.clear();
         build(&mut self.scratch)?;
         let bytes = samples.len() * 8 + self.scratch.bytes();
-        if self.bytes + bytes > Self::BUDGET {
-            return Ok((&self.scratch, false));
+        if keep && self.bytes + bytes <= Self::BUDGET {
+            self.bytes += bytes;
+            let times = samples.iter().map(|s| s.t).collect();
+            self.index.entry(at).or_default().push(CachedWindows { key, times, windows: self.scratch.table() });
         }
-        self.bytes += bytes;
-        let s = &self.scratch;
-        let windows = RateWindows {
-            windows: s.windows.clone(),
-            first_start_ms: s.first_start_ms,
-            step_ms: s.step_ms,
-            range_ms: s.range_ms,
-            is_rate: s.is_rate,
-            most: s.most,
-            batch: TimingBatch::default(),
-            values: Vec::new(),
-        };
-        let times = samples.iter().map(|s| s.t).collect();
-        self.index.entry(at).or_default().push(CachedWindows { key, times, windows });
         Ok((&self.scratch, false))
     }
 }

@@ -519,7 +519,7 @@ mod props {
             while we <= s[s.len() - 1].t + range {
                 let ws = we - range;
                 let (lo, hi) = (s.partition_point(|p| p.t <= ws), s.partition_point(|p| p.t <= we));
-                windows.push(&s, lo, hi, k, we, if hi >= lo + 2 { rate::counter_change(&s[lo..hi]) } else { 0.0 });
+                windows.push(&s, lo, hi, k, we, || rate::counter_change(&s[lo..hi]));
                 if hi >= lo + 2 {
                     want.push((k, lo, hi, ws, we));
                 }
