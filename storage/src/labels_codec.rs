@@ -138,6 +138,9 @@ pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {
 /// [`decode_labels`] as a [`Labels`]: refused as corrupt unless sorted by name and
 /// unique, which `Engine::append` requires of every stored set.
 pub fn decode_label_set(b: &[u8]) -> Result<Labels> {
+    if let Some(labels) = decode_labels_checked_once(b, true) {
+        return Ok(Labels::from_sorted(labels));
+    }
     let labels = decode_labels(b)?;
     if !is_sorted_unique(&labels) {
         return Err(Error::corrupt("labels", "label names not sorted and unique"));
@@ -158,7 +161,7 @@ pub fn is_sorted_unique(labels: &[Label]) -> bool {
 }
 
 pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
-    if let Some(labels) = decode_labels_checked_once(b) {
+    if let Some(labels) = decode_labels_checked_once(b, false) {
         return Ok(labels);
     }
     // Not well formed, or not UTF-8 as a whole (a length byte of 0x80 or more can make
@@ -176,16 +179,23 @@ pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
 /// When the whole is valid UTF-8, a string that is valid on its own starts and ends on
 /// character boundaries of the whole, so slicing the checked whole at the framing's
 /// ranges ([`walk_pairs`]) gives exactly the strings a check of each would accept.
+/// With `sorted`, the names must also be strictly increasing, compared as bytes while
+/// walking (byte order is code point order for UTF-8), instead of as strings after.
 /// `None` when anything is off; the caller then decodes string by string.
-fn decode_labels_checked_once(b: &[u8]) -> Option<Vec<Label>> {
+fn decode_labels_checked_once(b: &[u8], sorted: bool) -> Option<Vec<Label>> {
     let whole = std::str::from_utf8(b).ok()?;
     // Every pair takes at least two bytes, which bounds a corrupt count.
     let count = varint::read_uvarint(b).ok()?.0.min(b.len() as u64 / 2);
     let mut labels = Vec::with_capacity(count as usize);
+    let mut prev: &str = "";
     walk_pairs(b, |name, value| {
         let (Some(name), Some(value)) = (whole.get(name), whole.get(value)) else {
             return Err(String::new());
         };
+        if sorted && !labels.is_empty() && prev >= name {
+            return Err(String::new());
+        }
+        prev = name;
         labels.push(Label { name: name.into(), value: value.into() });
         Ok(())
     })

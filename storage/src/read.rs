@@ -86,7 +86,8 @@ fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
 
 /// Snapshots of series that are not in the head: labels from the `series` column
 /// family, no head chunks. Ids without a record (deleted by retention after the index
-/// was read) are skipped.
+/// was read) are skipped. The labels are checked when they are decoded
+/// (`labels_codec::decode_label_set`, by every caller), not here as well.
 ///
 /// The ids ascend (they come from a bitmap) and so do their big-endian keys, so one
 /// iterator walks the column family forward: a few steps to a near record (selected
@@ -112,7 +113,6 @@ pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result
         if k != key.as_slice() {
             continue;
         }
-        labels_codec::validate_label_set(v)?;
         out.push(SeriesSnap { id, labels: Box::from(v), head_chunks: Vec::new(), maxt });
         it.next();
     }

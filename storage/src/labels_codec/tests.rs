@@ -85,6 +85,11 @@ proptest::proptest! {
         b.truncate(b.len().saturating_sub(cut));
         for bytes in [&b, &random] {
             proptest::prop_assert_eq!(validate_label_set(bytes).is_ok(), decode_label_set(bytes).is_ok(), "{:?}", bytes);
+            // A set checked while decoding holds what decoding string by string gives.
+            if let Ok(set) = decode_label_set(bytes) {
+                let one_by_one = decode_labels(bytes).unwrap();
+                proptest::prop_assert_eq!(set.as_slice(), one_by_one.as_slice(), "{:?}", bytes);
+            }
             // One UTF-8 check over the whole decodes what string-by-string checks do.
             let mut c = crate::varint::Cursor::new(bytes, "labels");
             let one_by_one = decode_labels_from(&mut c).ok().filter(|_| c.is_empty());
