@@ -647,8 +647,8 @@ impl Engine {
 
     /// `select` one series at a time (see [`SeriesCursor`]): the matching series in
     /// storage order (ascending series id, not label order), each read and decoded only
-    /// when the caller asks for it. Index
-    /// lookups and the label reads stop with `Error::Interrupted` when `stop` fires.
+    /// when the caller asks for it. The index lookup stops with `Error::Interrupted`
+    /// when `stop` fires (the cursor's reads are given their own).
     pub fn select_cursor(
         &self,
         matchers: &[Matcher],
@@ -658,7 +658,7 @@ impl Engine {
     ) -> Result<SeriesCursor<'_>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         let ids = if mint > maxt { Default::default() } else { self.lookup(matchers, mint, maxt, stop)? };
-        SeriesCursor::new(&self.db, &self.head, &ids, mint, maxt, chunk_lookback(&self.cfg), stop)
+        Ok(SeriesCursor::new(&self.db, &self.head, &ids, mint, maxt, chunk_lookback(&self.cfg)))
     }
 
     /// The stored chunks of every matching series that overlap `[mint, maxt]`, as

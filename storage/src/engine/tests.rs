@@ -1203,6 +1203,47 @@ fn a_cursor_reads_series_one_at_a_time_in_storage_order_across_batches_and_relab
     assert_eq!(first.samples, got[0].samples, "with that series' samples");
 }
 
+/// After a restart, a cursor's batches mix series back in the head (written to again:
+/// labels and head chunks from the head) and series only on disk (labels from the
+/// `series` column family), over several batches: each series comes with its own labels
+/// and samples, in storage order, and `remaining` counts down to zero.
+#[test]
+fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let n = 700;
+    let series: Vec<Vec<Label>> =
+        (0..n).map(|i| labels(&[("__name__", "y"), ("i", &format!("{i:04}")), ("pad", &"p".repeat(i % 7))])).collect();
+    {
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        for (i, l) in series.iter().enumerate() {
+            append1(&e, l, &series_at(3, i as f64));
+        }
+        e.close().expect("close");
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    let later = Sample::new(T0 + 100 * 15_000, -1.0);
+    for (i, l) in series.iter().enumerate() {
+        if i % 3 == 0 || (300..330).contains(&i) {
+            append1(&e, l, &[later]);
+        }
+    }
+    let stop = Interrupt::none();
+    let mut cursor = e.select_cursor(&[m("__name__", MatchOp::Equal, "y")], i64::MIN, i64::MAX, &stop).expect("cursor");
+    assert_eq!(cursor.remaining(), n);
+    let mut i = 0;
+    while let Some(s) = cursor.read_next(&stop).expect("read") {
+        assert_eq!(s.labels.as_slice(), series[i].as_slice(), "series {i}: its own labels, in storage order");
+        let mut want = series_at(3, i as f64);
+        if i % 3 == 0 || (300..330).contains(&i) {
+            want.push(later);
+        }
+        assert_eq!(s.samples, want, "series {i}");
+        i += 1;
+        assert_eq!(cursor.remaining(), n - i);
+    }
+    assert_eq!(i, n);
+}
+
 /// Series named by the ids an append reported get their samples like through their
 /// labels, survive a restart's WAL replay, and an id the head does not hold is reported
 /// without touching anything.
