@@ -40,7 +40,7 @@ pub use value::{QueryOutput, Value, VectorElem};
 /// The kernels the micro benchmarks time on their own; not an API.
 #[doc(hidden)]
 pub mod bench_kernels {
-    pub use crate::functions::range::rate::{extrapolate, RateWindows};
+    pub use crate::functions::range::rate::{extrapolate, RateWindows, ResetIndex};
     pub use crate::functions::range::{eval_range, RangeFn};
     pub use crate::functions::stats::KahanSum;
 }

@@ -4,7 +4,7 @@
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use tessera_model::Sample;
-use tessera_query::bench_kernels::{eval_range, extrapolate, KahanSum, RangeFn, RateWindows};
+use tessera_query::bench_kernels::{eval_range, extrapolate, KahanSum, RangeFn, RateWindows, ResetIndex};
 
 /// A counter scraped every 15 s with millisecond jitter and one reset, as a 5m window
 /// holds it (20 samples), with the window bounds the engine would pass.
@@ -114,6 +114,37 @@ pub fn benches(c: &mut Criterion) {
                 let change = |lo: usize, hi: usize| s[hi - 1].v - s[lo].v;
                 table.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
             })
+        });
+        // As the engine runs a gauge of two decimals: its reset index built per series,
+        // each window's losses (a drop in half of the samples) added one by one, since
+        // sums of such values are not exact.
+        g.bench_function(format!("{data}_table_kept_decimal_gauge_resets"), |b| {
+            let mut table = RateWindows::default();
+            table.start(windows[0].2, 15_000, 300_000, true, windows.len());
+            for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
+                table.push(&samples, lo, hi, k, we, || samples[hi - 1].v - samples[lo].v);
+            }
+            table.finish(&samples);
+            let gauge: Vec<Sample> = samples
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Sample { t: s.t, v: ((i * 2_654_435_761) % 10_007) as f64 / 100.0 })
+                .collect();
+            b.iter(|| {
+                let s = black_box(&gauge);
+                let index = ResetIndex::new(s);
+                let change = |lo: usize, hi: usize| index.change(s, lo, hi);
+                table.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
+            })
+        });
+        // Of which building the gauge's reset index (elements: still the windows).
+        g.bench_function(format!("{data}_reset_index_of_decimal_gauge"), |b| {
+            let gauge: Vec<Sample> = samples
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Sample { t: s.t, v: ((i * 2_654_435_761) % 10_007) as f64 / 100.0 })
+                .collect();
+            b.iter(|| ResetIndex::new(black_box(&gauge)))
         });
     }
     g.finish();
