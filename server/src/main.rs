@@ -268,6 +268,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     // task without limit (a storage scan that outlived its request, say); give them a
     // moment to see their cancel flags, then exit regardless.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    wait_for_query_threads();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
@@ -338,6 +339,15 @@ fn cluster_placement(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Lets the query threads, whose cancel flags the runtime's shutdown raised, stop before
+/// the process exits under them (see `query_api::wait_for_query_threads`).
+fn wait_for_query_threads() {
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+    if !tessera_server::http::query_api::wait_for_query_threads(LIMIT) {
+        tracing::warn!(limit_secs = LIMIT.as_secs(), "query threads still running at exit");
+    }
+}
+
 // ---- cluster roles ----
 
 /// Runs `f` on a fresh multi-threaded runtime, then gives stray blocking tasks a
@@ -349,6 +359,7 @@ fn run_async(f: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCo
     };
     let result = runtime.block_on(f);
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    wait_for_query_threads();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

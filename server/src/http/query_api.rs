@@ -33,7 +33,7 @@ use tessera_model::Labels;
 use tessera_query::{QueryError, QueryOutput, Queryable};
 
 pub use engine::engine_for;
-pub use exec::{Executor, QueryControl};
+pub use exec::{wait_for_query_threads, Executor, QueryControl};
 pub use response::ApiError;
 pub use tsdb_stats::{CardinalityCounter, HeadSummary, TsdbStatus};
 

@@ -14,7 +14,7 @@
 //! stop early instead of finishing work nobody will read.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use tessera_query::engine::limits::EVAL_STACK_BYTES;
@@ -58,6 +58,40 @@ impl Drop for CancelOnDrop {
 /// a long stretch of work between two checks.
 const DEADLINE_GRACE: Duration = Duration::from_millis(500);
 
+/// Query threads running in this process, and their end signalled. They are not the
+/// runtime's, so its shutdown does not wait for them; [`wait_for_query_threads`] does.
+static RUNNING: Mutex<usize> = Mutex::new(0);
+static ENDED: Condvar = Condvar::new();
+
+/// Counts one query thread while it lives (also when its work panics).
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
+        ENDED.notify_all();
+    }
+}
+
+/// Waits until no query thread runs, at most `timeout`; whether none does. For the end
+/// of the process: by then the runtime is shut down, which dropped the handlers' futures
+/// and so raised every evaluation's cancel flag. A process that exits while a query
+/// thread is still inside RocksDB destroys RocksDB's static objects under it, and the
+/// thread aborts the process ("pthread lock: Invalid argument", seen in the SIGTERM
+/// flood test) instead of the clean exit a shutdown owes.
+pub fn wait_for_query_threads(timeout: Duration) -> bool {
+    let running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
+    let (running, _) = ENDED.wait_timeout_while(running, timeout, |n| *n > 0).unwrap_or_else(|e| e.into_inner());
+    *running == 0
+}
+
 /// Bounds and runs evaluations.
 pub struct Executor {
     permits: Arc<Semaphore>,
@@ -90,6 +124,7 @@ impl Executor {
 
         let ctl = QueryControl { deadline, cancel: cancel.clone() };
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let running = Running::start();
         std::thread::Builder::new()
             .name("tessera-query".into())
             .stack_size(EVAL_STACK_BYTES)
@@ -97,6 +132,7 @@ impl Executor {
                 // The permit moves into the thread so that the slot is released when the
                 // work really ends, not when an impatient client disconnects.
                 let _permit = permit;
+                let _running = running;
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&ctl)));
                 // The receiver is gone when the request was dropped; nobody needs the answer.
                 let _ = tx.send(result);
