@@ -247,51 +247,66 @@ impl<'a> SeriesCursor<'a> {
         self.relabel = Some(f);
     }
 
-    /// Reads the next series: its samples in `[mint, maxt]` in time order, possibly none
-    /// (a series whose chunks all lie outside the range). `None` after the last. A
-    /// chunk that cannot be read is an error naming the series; `stop` is checked per
-    /// batch of series (reading the clock per series cost 1 % of a query over many short
-    /// series).
+    /// Reads the next series with samples in `[mint, maxt]`: its labels and those samples
+    /// in time order. `None` after the last. Series without a sample in the range (whose
+    /// chunks all lie outside it: over a short range, most series of a day with pods
+    /// churning) are passed over without decoding their labels. A chunk that cannot be
+    /// read is an error naming the series; `stop` is checked per batch of series
+    /// (reading the clock per series cost 1 % of a query over many short series).
     pub fn read_next(&mut self, stop: &Interrupt) -> Result<Option<SeriesSamples>> {
-        while self.snaps.is_empty() {
-            if self.next >= self.ids.len() {
-                return Ok(None);
+        loop {
+            while self.snaps.is_empty() {
+                if self.next >= self.ids.len() {
+                    return Ok(None);
+                }
+                stop.check("select")?;
+                self.read_batch(stop)?;
             }
-            stop.check("select")?;
-            self.read_batch(stop)?;
+            let (Some((snap, encoded)), Some(it)) = (self.snaps.pop_front(), self.it.as_mut()) else {
+                return Err(Error::corrupt("select", "series cursor lost its batch"));
+            };
+            let encoded = &self.labels[encoded];
+            let unreadable = |e: Error| {
+                let series = labels_codec::decode_label_set(encoded)
+                    .map_or_else(|_| format!("id {}", snap.id), |l| l.to_string());
+                Error::corrupt("chunks", format!("chunks of series {series} unreadable: {}", e.chain()))
+            };
+            // The chunks are copied out first (their encoded bytes, a tenth of the
+            // samples' size) so that the samples' buffer is allocated once at its final
+            // size, which their headers give: grown chunk by chunk, it was copied into
+            // one twice as big whenever it filled, 2.5 % of a week-long `rate` query's
+            // instructions and more of its time (fresh pages for the bigger buffer).
+            let (bytes, chunks) = (&mut self.chunk_bytes, &mut self.chunks);
+            bytes.clear();
+            chunks.clear();
+            for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, chunk| {
+                bytes.extend_from_slice(chunk);
+                chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
+                Ok(())
+            })
+            .map_err(unreadable)?;
+            if chunks.is_empty() {
+                continue;
+            }
+            // A header that does not parse counts nothing here; decoding names the error.
+            let total = chunks.iter().map(|(_, r)| chunk::num_samples(&bytes[r.clone()]).unwrap_or(0)).sum();
+            let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total).decoding(self.decode);
+            for (enc, r) in chunks.iter() {
+                samples.add(*enc, &bytes[r.clone()]).map_err(unreadable)?;
+            }
+            let samples = samples.finish();
+            if samples.is_empty() {
+                // Chunks that overlap the range only by their bounds' slack.
+                tessera_model::spare::give_samples(samples);
+                continue;
+            }
+            let labels = labels_codec::decode_label_set(encoded)?;
+            let labels = match self.relabel {
+                Some(f) => f(labels),
+                None => labels,
+            };
+            return Ok(Some(SeriesSamples { labels, samples }));
         }
-        let (Some((snap, encoded)), Some(it)) = (self.snaps.pop_front(), self.it.as_mut()) else {
-            return Err(Error::corrupt("select", "series cursor lost its batch"));
-        };
-        let labels = labels_codec::decode_label_set(&self.labels[encoded])?;
-        let labels = match self.relabel {
-            Some(f) => f(labels),
-            None => labels,
-        };
-        // The chunks are copied out first (their encoded bytes, a tenth of the samples'
-        // size) so that the samples' buffer is allocated once at its final size, which
-        // their headers give: grown chunk by chunk, it was copied into one twice as big
-        // whenever it filled, 2.5 % of a week-long `rate` query's instructions and more
-        // of its time (fresh pages for the bigger buffer).
-        let unreadable =
-            |e: Error| Error::corrupt("chunks", format!("chunks of series {labels} unreadable: {}", e.chain()));
-        let (bytes, chunks) = (&mut self.chunk_bytes, &mut self.chunks);
-        bytes.clear();
-        chunks.clear();
-        for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, chunk| {
-            bytes.extend_from_slice(chunk);
-            chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
-            Ok(())
-        })
-        .map_err(unreadable)?;
-        // A header that does not parse counts nothing here; decoding names the error.
-        let total = chunks.iter().map(|(_, r)| chunk::num_samples(&bytes[r.clone()]).unwrap_or(0)).sum();
-        let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total).decoding(self.decode);
-        for (enc, r) in chunks.iter() {
-            samples.add(*enc, &bytes[r.clone()]).map_err(unreadable)?;
-        }
-        let samples = samples.finish();
-        Ok(Some(SeriesSamples { labels, samples }))
     }
 
     /// Loads the next batch of series: their labels and head chunks from the head (under

@@ -1206,7 +1206,8 @@ fn a_cursor_reads_series_one_at_a_time_in_storage_order_across_batches_and_relab
 /// After a restart, a cursor's batches mix series back in the head (written to again:
 /// labels and head chunks from the head) and series only on disk (labels from the
 /// `series` column family), over several batches: each series comes with its own labels
-/// and samples, in storage order, and `remaining` counts down to zero.
+/// and samples, in storage order, and `remaining` counts down to zero; over a range where
+/// only some have samples, the cursor gives just those.
 #[test]
 fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() {
     let d = tempfile::tempdir().expect("tempdir");
@@ -1242,6 +1243,17 @@ fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() 
         assert_eq!(cursor.remaining(), n - i);
     }
     assert_eq!(i, n);
+    // Over the later sample's time only the series written again have samples: the
+    // others are passed over, whether in the head or only on disk.
+    let mut cursor =
+        e.select_cursor(&[m("__name__", MatchOp::Equal, "y")], later.t - 1, later.t + 1, &stop).expect("cursor");
+    let mut got = Vec::new();
+    while let Some(s) = cursor.read_next(&stop).expect("read") {
+        assert_eq!(s.samples, vec![later], "{}", s.labels);
+        got.push(s.labels.get("i").expect("i").parse::<usize>().expect("number"));
+    }
+    let want: Vec<usize> = (0..n).filter(|i| i % 3 == 0 || (300..330).contains(i)).collect();
+    assert_eq!(got, want);
 }
 
 /// Series named by the ids an append reported get their samples like through their
