@@ -637,9 +637,7 @@ impl Engine {
         let mut cursor = self.select_cursor(matchers, mint, maxt, stop)?;
         let mut out = Vec::with_capacity(cursor.remaining());
         while let Some(s) = cursor.read_next(stop)? {
-            if !s.samples.is_empty() {
-                out.push(s);
-            }
+            out.push(s);
         }
         out.sort_unstable_by(|a, b| a.labels.cmp(&b.labels));
         Ok(out)

@@ -736,7 +736,7 @@ impl Shards {
 
 /// The series of [`Shards::select`], one at a time, shard after shard, each shard's
 /// in storage order (tenant label stripped), from [`Shards::select_stream`]. Series with
-/// no sample in the range are skipped. After an error the stream ends.
+/// no sample in the range are skipped (by the cursors). After an error the stream ends.
 pub struct SelectStream<'a> {
     shards: &'a Shards,
     /// The shards not finished yet, the one being read first.
@@ -757,8 +757,7 @@ impl Iterator for SelectStream<'_> {
                 .acquire(stop)
                 .and_then(|_slot| cursor.read_next(stop).map_err(|e| read_error(*id, &e)));
             match read {
-                Ok(Some(s)) if !s.samples.is_empty() => return Some(Ok(s)),
-                Ok(Some(_)) => {}
+                Ok(Some(s)) => return Some(Ok(s)),
                 Ok(None) => {
                     self.cursors.pop_front();
                 }
