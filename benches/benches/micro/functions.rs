@@ -67,84 +67,60 @@ pub fn benches(c: &mut Criterion) {
                 })
             })
         });
-        // The same windows through `RateWindows`, as the engine runs them: the first
-        // series of a timestamp set builds the table, computing its values as it goes.
+        // The table of these windows, built on `s` (the first series of a timestamp set
+        // does this, computing its values as it goes).
+        let build = |table: &mut RateWindows, s: &[Sample]| {
+            table.start(windows[0].2, 15_000, 300_000, true, windows.len());
+            for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
+                table.push(s, lo, hi, k, we, || s[hi - 1].v - s[lo].v);
+            }
+            table.finish(s);
+        };
+        // Other series with the same timestamps: gauges (most DCGM fields), whose
+        // windows' changes are positive at random, of integers (their losses come from
+        // exact prefix sums) and of two decimals (added one by one).
+        let gauge = |modulus: usize, scale: f64| -> Vec<Sample> {
+            samples
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Sample { t: s.t, v: ((i * 2_654_435_761) % modulus) as f64 / scale })
+                .collect()
+        };
+        let (integer_gauge, decimal_gauge) = (gauge(101, 1.0), gauge(10_007, 100.0));
+        let mut kept = RateWindows::default();
+        build(&mut kept, &samples);
         g.bench_function(format!("{data}_table"), |b| {
             let mut table = RateWindows::default();
             b.iter(|| {
                 let s = black_box(&samples);
-                table.start(windows[0].2, 15_000, 300_000, true, windows.len());
-                for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
-                    table.push(s, lo, hi, k, we, || s[hi - 1].v - s[lo].v);
-                }
-                table.finish(s);
+                build(&mut table, s);
                 table.values().fold(0.0, |acc, (_, v)| acc + v)
             })
         });
-        // A later series with the same timestamps reads its values off the table.
-        g.bench_function(format!("{data}_table_kept"), |b| {
-            let mut table = RateWindows::default();
-            table.start(windows[0].2, 15_000, 300_000, true, windows.len());
-            for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
-                table.push(&samples, lo, hi, k, we, || samples[hi - 1].v - samples[lo].v);
-            }
-            table.finish(&samples);
-            b.iter(|| {
-                let s = black_box(&samples);
-                let change = |lo: usize, hi: usize| s[hi - 1].v - s[lo].v;
-                table.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
-            })
-        });
-        // The same table over a gauge with the same timestamps (most DCGM fields): its
-        // windows' changes are positive at random.
-        g.bench_function(format!("{data}_table_kept_gauge"), |b| {
-            let mut table = RateWindows::default();
-            table.start(windows[0].2, 15_000, 300_000, true, windows.len());
-            for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
-                table.push(&samples, lo, hi, k, we, || samples[hi - 1].v - samples[lo].v);
-            }
-            table.finish(&samples);
-            let gauge: Vec<Sample> = samples
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Sample { t: s.t, v: ((i * 2_654_435_761) % 101) as f64 })
-                .collect();
-            b.iter(|| {
-                let s = black_box(&gauge);
-                let change = |lo: usize, hi: usize| s[hi - 1].v - s[lo].v;
-                table.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
-            })
-        });
-        // As the engine runs a gauge of two decimals: its reset index built per series,
-        // each window's losses (a drop in half of the samples) added one by one, since
-        // sums of such values are not exact.
+        // A later series reads its values off the kept table, given each window's change
+        // as `last - first` (the loop alone).
+        for (name, series) in [("table_kept", &samples), ("table_kept_gauge", &integer_gauge)] {
+            g.bench_function(format!("{data}_{name}"), |b| {
+                b.iter(|| {
+                    let s = black_box(series);
+                    let change = |lo: usize, hi: usize| s[hi - 1].v - s[lo].v;
+                    kept.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
+                })
+            });
+        }
+        // As the engine runs the decimal gauge: its reset index built per series, each
+        // window's losses (a drop in half of the samples) added one by one.
         g.bench_function(format!("{data}_table_kept_decimal_gauge_resets"), |b| {
-            let mut table = RateWindows::default();
-            table.start(windows[0].2, 15_000, 300_000, true, windows.len());
-            for (k, &(lo, hi, _, we)) in windows.iter().enumerate() {
-                table.push(&samples, lo, hi, k, we, || samples[hi - 1].v - samples[lo].v);
-            }
-            table.finish(&samples);
-            let gauge: Vec<Sample> = samples
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Sample { t: s.t, v: ((i * 2_654_435_761) % 10_007) as f64 / 100.0 })
-                .collect();
             b.iter(|| {
-                let s = black_box(&gauge);
+                let s = black_box(&decimal_gauge);
                 let index = ResetIndex::new(s);
                 let change = |lo: usize, hi: usize| index.change(s, lo, hi);
-                table.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
+                kept.counter_values(s, change).fold(0.0, |acc, (_, v)| acc + v)
             })
         });
         // Of which building the gauge's reset index (elements: still the windows).
         g.bench_function(format!("{data}_reset_index_of_decimal_gauge"), |b| {
-            let gauge: Vec<Sample> = samples
-                .iter()
-                .enumerate()
-                .map(|(i, s)| Sample { t: s.t, v: ((i * 2_654_435_761) % 10_007) as f64 / 100.0 })
-                .collect();
-            b.iter(|| ResetIndex::new(black_box(&gauge)))
+            b.iter(|| ResetIndex::new(black_box(&decimal_gauge)))
         });
     }
     g.finish();
