@@ -90,7 +90,7 @@ pub async fn run(mut config: Config) -> anyhow::Result<()> {
 
     if let Some(shards) = state.shards_if_ready() {
         tracing::info!("flushing shards");
-        tokio::task::spawn_blocking(move || shards.flush_all())
+        tokio::task::spawn_blocking(move || shards.flush_for_exit())
             .await
             .context("flush task")?
             .context("flushing shards on shutdown")?;

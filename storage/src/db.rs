@@ -28,7 +28,8 @@ pub const CF_SERIES_BY_HASH: &str = "series_by_hash";
 pub const CF_POSTINGS: &str = "postings";
 pub const CF_CHUNKS: &str = "chunks";
 pub const CF_META: &str = "meta";
-pub const ALL_CFS: [&str; 5] = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META];
+pub const CF_SERIES_ENDS: &str = "series_ends";
+pub const ALL_CFS: [&str; 6] = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META, CF_SERIES_ENDS];
 
 /// RocksDB's default table block size (uncompressed bytes per block).
 const DEFAULT_BLOCK: usize = 4 << 10;
@@ -72,6 +73,16 @@ fn postings_or(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Opt
     let mut out = Vec::with_capacity(acc.serialized_size());
     acc.serialize_into(&mut out).ok()?;
     Some(out)
+}
+
+/// Merge operator of the `series_ends` CF: the latest of the existing end and the
+/// operands (each chunk write merges its chunk's end, so a key holds its series' last
+/// stored timestamp whatever order chunks are written or rewritten in). An operand that
+/// is not an end (damaged) is ignored; a key left without any valid one becomes empty,
+/// which readers take as "unknown" (they then read the series' chunks).
+fn latest_end(_key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands) -> Option<Vec<u8>> {
+    let latest = existing.into_iter().chain(ops).filter_map(keys::parse_series_end).max();
+    Some(latest.map_or_else(Vec::new, |t| keys::encode_series_end(t).to_vec()))
 }
 
 pub fn decode_bitmap(b: &[u8]) -> Result<RoaringBitmap> {
@@ -164,6 +175,9 @@ pub fn open(
             _ => rocksdb::compaction_filter::Decision::Keep,
         }
     });
+    // 12 bytes a series, read forward by id in big batches: no bloom filter.
+    let mut series_ends = cf_opts(false, DBCompressionType::None, full / 8, DEFAULT_BLOCK);
+    series_ends.set_merge_operator_associative("latest_end", latest_end);
     let descriptors = vec![
         // Label sets repeat their names and most values: zstd.
         ColumnFamilyDescriptor::new(CF_SERIES, cf_opts(true, DBCompressionType::Zstd, full / 2, SERIES_BLOCK)),
@@ -171,6 +185,7 @@ pub fn open(
         ColumnFamilyDescriptor::new(CF_POSTINGS, postings),
         ColumnFamilyDescriptor::new(CF_CHUNKS, chunks),
         ColumnFamilyDescriptor::new(CF_META, cf_opts(false, DBCompressionType::None, 64 << 10, DEFAULT_BLOCK)),
+        ColumnFamilyDescriptor::new(CF_SERIES_ENDS, series_ends),
     ];
     DB::open_cf_descriptors(&db_opts, dir, descriptors).map_err(Error::rocks("open"))
 }

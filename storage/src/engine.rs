@@ -33,6 +33,7 @@ use rocksdb::{WriteBatch, DB};
 use crate::config::EngineConfig;
 use crate::db::{
     self, Background, CompactionFailure, ALL_CFS, CF_CHUNKS, CF_META, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH,
+    CF_SERIES_ENDS,
 };
 use crate::error::{Error, Result};
 use crate::head::{Ctx, Head, MemSeries, Outcome};
@@ -109,6 +110,8 @@ pub struct Engine {
     watermark: AtomicI64,
     /// Shared with the chunks compaction filter.
     chunk_drop_before: Arc<AtomicI64>,
+    /// Whether reads may trust `series_ends` (see `series_ends_complete`).
+    ends_complete: bool,
     replay: ReplayReport,
     /// RocksDB's info-log sink: compactions that failed.
     background: Arc<Background>,
@@ -127,6 +130,7 @@ impl Engine {
         let background = Arc::new(Background::new(&dir.join("db")));
         let db = db::open(&dir.join("db"), &config, Arc::clone(&chunk_drop_before), Arc::clone(&background))?;
         let watermark = load_meta(&db)?;
+        let ends_complete = series_ends_complete(&db)?;
         let lookback = chunk_lookback(&config);
         chunk_drop_before.store(watermark.saturating_sub(lookback), Ordering::Relaxed);
         let (head, stored_series) = load_head(&db)?;
@@ -143,6 +147,7 @@ impl Engine {
             counters: Counters::default(),
             watermark: AtomicI64::new(watermark),
             chunk_drop_before,
+            ends_complete,
             replay: ReplayReport::default(),
             background,
             damaged: Mutex::new(Vec::new()),
@@ -656,7 +661,7 @@ impl Engine {
     ) -> Result<SeriesCursor<'_>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
         let ids = if mint > maxt { Default::default() } else { self.lookup(matchers, mint, maxt, stop)? };
-        Ok(SeriesCursor::new(&self.db, &self.head, &ids, mint, maxt, chunk_lookback(&self.cfg)))
+        Ok(SeriesCursor::new(&self.db, &self.head, &ids, mint, maxt, chunk_lookback(&self.cfg), self.ends_complete))
     }
 
     /// The stored chunks of every matching series that overlap `[mint, maxt]`, as
@@ -687,10 +692,13 @@ impl Engine {
     /// and the labels of the matching series that are not in the head.
     fn snapshots(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<read::SeriesSnap>> {
         let ids = self.lookup(matchers, mint, maxt, stop)?;
-        let (mut snaps, not_in_head) = {
+        let (mut snaps, mut not_in_head) = {
             let head = self.head.lock();
             read::snapshot(&head, &ids, mint, maxt)
         };
+        if self.ends_complete {
+            read::drop_ended(&self.db, &mut not_in_head, mint, stop)?;
+        }
         snaps.extend(read::stored_snaps(&self.db, &not_in_head, maxt, stop)?);
         Ok(snaps)
     }
@@ -826,10 +834,7 @@ impl Engine {
         }
         finish_ctx(&mut head, ctx, &self.counters)?;
         let new_seg = self.wal.rotate()?;
-        let cfs: Vec<_> = [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META]
-            .iter()
-            .map(|n| cf(&self.db, n))
-            .collect::<Result<_>>()?;
+        let cfs: Vec<_> = ALL_CFS.iter().map(|n| cf(&self.db, n)).collect::<Result<_>>()?;
         self.db.flush_cfs_opt(&cfs, &rocksdb::FlushOptions::default()).map_err(Error::rocks("flush"))?;
         self.db.flush_wal(true).map_err(Error::rocks("flush wal"))?;
         self.wal.truncate_before(new_seg)?;
@@ -841,7 +846,7 @@ impl Engine {
 
     /// Compacts every column family (benchmarks use it to measure settled disk size).
     pub fn compact(&self) -> Result<()> {
-        for n in [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META] {
+        for n in ALL_CFS {
             self.db.compact_range_cf(cf(&self.db, n)?, None::<&[u8]>, None::<&[u8]>);
         }
         Ok(())
@@ -850,7 +855,7 @@ impl Engine {
     /// Current counters.
     pub fn stats(&self) -> Stats {
         let mut disk = 0u64;
-        for n in [CF_SERIES, CF_SERIES_BY_HASH, CF_POSTINGS, CF_CHUNKS, CF_META] {
+        for n in ALL_CFS {
             if let Some(h) = self.db.cf_handle(n) {
                 for p in ["rocksdb.live-sst-files-size", "rocksdb.cur-size-all-mem-tables"] {
                     disk += self.db.property_int_value_cf(h, p).ok().flatten().unwrap_or(0);
@@ -1088,7 +1093,8 @@ impl Engine {
         if dead.is_empty() {
             return Ok(0);
         }
-        let (scf, hcf) = (cf(&self.db, CF_SERIES)?, cf(&self.db, CF_SERIES_BY_HASH)?);
+        let (scf, hcf, ecf) =
+            (cf(&self.db, CF_SERIES)?, cf(&self.db, CF_SERIES_BY_HASH)?, cf(&self.db, CF_SERIES_ENDS)?);
         let mut batch = WriteBatch::default();
         let mut deleted = 0u64;
         for id in &dead {
@@ -1101,12 +1107,23 @@ impl Engine {
             let Some(labels) = self.stored_labels(id)? else { continue };
             batch.delete_cf(scf, keys::series_key(id));
             batch.delete_cf(hcf, keys::series_hash_key(labels_codec::labels_hash(&labels), id));
+            batch.delete_cf(ecf, keys::series_key(id));
             deleted += 1;
         }
         batch.put_cf(cf(&self.db, CF_META)?, keys::META_NEXT_SERIES_ID, head.next_id.to_be_bytes());
         self.db.write(batch).map_err(Error::rocks("delete series past retention"))?;
         head.shrink();
         Ok(deleted)
+    }
+
+    /// Stops RocksDB's background flushes and compactions, waiting for those running.
+    /// For a process about to exit while other threads may still hold this engine (so
+    /// that dropping it would not close the database): exiting under a running
+    /// compaction destroys RocksDB's static state beneath it, and the process can abort
+    /// instead of exiting cleanly. Reads and writes still work afterwards, but nothing
+    /// is flushed or compacted any more.
+    pub fn stop_background_work(&self) {
+        self.db.cancel_all_background_work(true);
     }
 
     /// Flushes and shuts down; after this the directory can be reopened.
@@ -1224,6 +1241,27 @@ fn load_meta(db: &DB) -> Result<i64> {
         Some(v) => keys::decode_i64(&v),
         None => Ok(i64::MIN),
     }
+}
+
+/// Whether the `series_ends` records of this shard can be trusted: every chunk write
+/// merges its series' end, but a directory written before that column family existed
+/// holds chunks without records, and a rewrite there of a series' older chunk would
+/// record an end before the series' last one. So the records are trusted only when they
+/// were kept from the start: the shard's meta says so, or `chunks` is empty now (a new
+/// directory, before the WAL replay writes anything), and then the meta is written.
+fn series_ends_complete(db: &DB) -> Result<bool> {
+    let meta = cf(db, CF_META)?;
+    if db.get_pinned_cf(meta, keys::META_SERIES_ENDS_COMPLETE).map_err(Error::rocks("get meta"))?.is_some() {
+        return Ok(true);
+    }
+    let mut it = db.raw_iterator_cf(cf(db, CF_CHUNKS)?);
+    it.seek_to_first();
+    let empty = !it.valid();
+    it.status().map_err(Error::rocks("read chunks"))?;
+    if empty {
+        db.put_cf(meta, keys::META_SERIES_ENDS_COMPLETE, []).map_err(Error::rocks("put meta"))?;
+    }
+    Ok(empty)
 }
 
 /// An empty head that knows the next id and the range of indexed days, and the number

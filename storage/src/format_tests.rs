@@ -27,7 +27,7 @@ use std::sync::Arc;
 use roaring::RoaringBitmap;
 
 use crate::chunk::{Encoding, XorAppender};
-use crate::db::{self, CF_META, CF_SERIES, CF_SERIES_BY_HASH};
+use crate::db::{self, CF_META, CF_SERIES, CF_SERIES_BY_HASH, CF_SERIES_ENDS};
 use crate::keys;
 use crate::labels_codec;
 use crate::wal::record::{self, Frame, SampleEntry};
@@ -386,6 +386,27 @@ fn the_frozen_shard_holds_the_schema_version_and_a_hash_entry_per_series() {
         .collect();
     assert_eq!(from_series.len(), 4);
     assert_eq!(from_hash, from_series, "series_by_hash must map every series' label hash to its id");
+}
+
+/// The frozen shard predates the `series_ends` column family: its usage is reported
+/// without it; its first open adds it, and records the chunks written from then on,
+/// but does not mark the records complete (its older chunks have none), so reads go on
+/// finding ended series by their chunks.
+#[test]
+fn the_frozen_shard_gains_series_ends_but_does_not_trust_them() {
+    let tmp = shard_copy();
+    let names: Vec<String> = db::shard_usage(tmp.path()).expect("usage").cfs.into_iter().map(|c| c.name).collect();
+    let want: Vec<&str> = db::ALL_CFS.into_iter().filter(|&n| n != CF_SERIES_ENDS).collect();
+    assert_eq!(names, want);
+    Engine::open(tmp.path(), shard_config()).expect("open").close().expect("close");
+    let dbh =
+        db::open(&tmp.path().join("db"), &shard_config(), Arc::new(AtomicI64::new(i64::MIN)), bg()).expect("open db");
+    let meta = dbh.cf_handle(CF_META).expect("meta cf");
+    assert_eq!(dbh.get_cf(meta, keys::META_SERIES_ENDS_COMPLETE).expect("get"), None);
+    let ends = dbh.cf_handle(CF_SERIES_ENDS).expect("created at open");
+    let recorded = dbh.iterator_cf(ends, rocksdb::IteratorMode::Start).count();
+    let replayed = shard_batch_2().iter().filter(|s| !s.is_empty()).count();
+    assert_eq!(recorded, replayed, "the series of the replayed WAL record, whose chunks were cut at close");
 }
 
 #[test]

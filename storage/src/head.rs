@@ -92,6 +92,21 @@ impl MemSeries {
         self.open.as_ref().map_or(0, XorAppender::len)
     }
 
+    /// Whether every stored sample of this series at or after `t` is in the head (`recent`
+    /// or `open`), so that a read from `t` on need not look in RocksDB. The head's chunks
+    /// are the series' newest: cuts append to `recent`, only chunks that end before the
+    /// out-of-order window leave it (oldest first), and chunks never overlap, so a stored
+    /// chunk not in the head ends before the first one that is. Known only for a warm
+    /// series (a cold one holds none of its stored chunks).
+    pub fn holds_everything_from(&self, t: i64) -> bool {
+        let first = match self.recent.first() {
+            Some(c) => c.mint,
+            None if self.open_len() > 0 => self.open_mint,
+            None => return false,
+        };
+        self.warm && first <= t
+    }
+
     /// Makes a cold series warm with what is stored for it (loaded by the engine), so
     /// out-of-order and duplicate checks see what is already on disk. Chunks already in
     /// `recent` (replayed from the WAL while an earlier load failed) are kept; loaded

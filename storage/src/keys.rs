@@ -51,6 +51,20 @@ pub fn series_hash_key(hash: u64, id: u32) -> [u8; 12] {
     k
 }
 
+// ---- series ends -----------------------------------------------------------------
+
+/// `series_ends` CF value (key: [`series_key`]): the last timestamp of the series'
+/// stored chunks, big-endian.
+pub fn encode_series_end(t: i64) -> [u8; 8] {
+    t.to_be_bytes()
+}
+
+/// The end a `series_ends` value holds; `None` for anything but 8 bytes (an empty
+/// value: no valid end was ever merged).
+pub fn parse_series_end(v: &[u8]) -> Option<i64> {
+    Some(i64::from_be_bytes(v.try_into().ok()?))
+}
+
 // ---- chunks ----------------------------------------------------------------------
 
 /// `chunks` CF key: series id then the chunk's first timestamp.
@@ -171,6 +185,9 @@ pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
 pub const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 pub const META_RETENTION_WATERMARK: &[u8] = b"retention_watermark";
 pub const META_NEXT_SERIES_ID: &[u8] = b"next_series_id";
+/// Present (value empty) when `series_ends` has recorded every chunk write since the
+/// shard's `chunks` column family was empty, so that its records can be trusted.
+pub const META_SERIES_ENDS_COMPLETE: &[u8] = b"series_ends_complete";
 pub const SCHEMA_VERSION: u32 = 1;
 
 pub fn encode_i64(v: i64) -> [u8; 8] {

@@ -12,7 +12,7 @@ use roaring::RoaringBitmap;
 use rocksdb::{ColumnFamily, ReadOptions, WriteBatch, DB};
 
 use crate::chunk::{self, Encoding};
-use crate::db::{self, CF_CHUNKS, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH};
+use crate::db::{self, CF_CHUNKS, CF_POSTINGS, CF_SERIES, CF_SERIES_BY_HASH, CF_SERIES_ENDS};
 use crate::error::{Error, Result};
 use crate::head::{ChunkSink, CutChunk, Recent};
 use crate::keys;
@@ -26,6 +26,7 @@ fn cf<'a>(db: &'a DB, name: &str) -> Result<&'a ColumnFamily> {
 pub struct Batch<'a> {
     db: &'a DB,
     chunks: &'a ColumnFamily,
+    series_ends: &'a ColumnFamily,
     batch: WriteBatch,
     /// Postings key → ids to OR in (one merge operand per key per batch).
     postings: BTreeMap<Vec<u8>, RoaringBitmap>,
@@ -39,6 +40,7 @@ impl<'a> Batch<'a> {
         Ok(Batch {
             db,
             chunks: cf(db, CF_CHUNKS)?,
+            series_ends: cf(db, CF_SERIES_ENDS)?,
             batch: WriteBatch::default(),
             postings: BTreeMap::new(),
             chunks_written: 0,
@@ -78,6 +80,10 @@ impl ChunkSink for Batch<'_> {
             None => keys::encode_chunk_value(enc, mint, maxt, bytes),
         };
         self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), value);
+        // The series' last stored timestamp, so that a read can pass over a series that
+        // ended before its range without seeking its chunks (`read::drop_ended`). A
+        // merge, not a put: a rewritten older chunk must not lower it.
+        self.batch.merge_cf(self.series_ends, keys::series_key(id), keys::encode_series_end(maxt));
         self.chunks_written += 1;
     }
 

@@ -15,7 +15,7 @@ use rocksdb::{DBRawIterator, DB};
 use tessera_model::Labels;
 
 use crate::chunk::{self, Decode, Encoding};
-use crate::db::{CF_CHUNKS, CF_SERIES};
+use crate::db::{CF_CHUNKS, CF_SERIES, CF_SERIES_ENDS};
 use crate::error::{Error, Result};
 use crate::head::{Head, MemSeries};
 use crate::interrupt::Interrupt;
@@ -31,15 +31,13 @@ pub struct SeriesSnap {
     labels: Box<[u8]>,
     /// Head chunks overlapping the range, in time order.
     head_chunks: Vec<RawChunk>,
+    /// Whether RocksDB may hold samples of the range that the head does not.
+    read_stored: bool,
     /// The range's end (chunks starting after it are not read).
     maxt: i64,
 }
 
 impl SeriesSnap {
-    fn maxt_key(&self) -> [u8; 12] {
-        keys::chunk_key(self.id, self.maxt)
-    }
-
     /// The series' canonical label encoding.
     pub fn labels(&self) -> &[u8] {
         &self.labels
@@ -65,7 +63,8 @@ pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<
 /// series is not in the head.
 fn snap_of(head: &Head, id: u32, mint: i64, maxt: i64) -> Option<SeriesSnap> {
     let s = head.get(id)?;
-    Some(SeriesSnap { id, labels: s.labels.clone(), head_chunks: head_chunks(s, mint, maxt), maxt })
+    let read_stored = !s.holds_everything_from(mint);
+    Some(SeriesSnap { id, labels: s.labels.clone(), head_chunks: head_chunks(s, mint, maxt), read_stored, maxt })
 }
 
 /// Copies of the chunks of head series `s` that overlap `[mint, maxt]`, in time order.
@@ -90,23 +89,59 @@ fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
 /// was read) are skipped. The labels are checked when they are decoded
 /// (`labels_codec::decode_label_set`, by every caller), not here as well.
 ///
-/// The ids ascend (they come from a bitmap) and so do their big-endian keys, so one
-/// iterator walks the column family forward: a few steps to a near record (selected
-/// ids are usually close: the other metrics' series lie between them), a seek to a far
-/// one. A point lookup per id (`multi_get`) searched the index and a block for each;
-/// it was 8.5 % of `dcgm_all_rate`'s profile on a freshly started server.
+/// One forward walk of the column family ([`for_each_record`]).
 pub fn stored_snaps(db: &DB, ids: &[u32], maxt: i64, stop: &Interrupt) -> Result<Vec<SeriesSnap>> {
     let mut out = Vec::with_capacity(ids.len());
     for_each_stored_label_set(db, ids, stop, |id, labels| {
-        out.push(SeriesSnap { id, labels: Box::from(labels), head_chunks: Vec::new(), maxt });
+        out.push(SeriesSnap { id, labels: Box::from(labels), head_chunks: Vec::new(), read_stored: true, maxt });
     })?;
     Ok(out)
 }
 
 /// Calls `each(id, encoded labels)` for the series `ids` (ascending) that have a record
 /// in the `series` column family, walking it forward ([`stored_snaps`]).
-fn for_each_stored_label_set(db: &DB, ids: &[u32], stop: &Interrupt, mut each: impl FnMut(u32, &[u8])) -> Result<()> {
-    let cf = db.cf_handle(CF_SERIES).ok_or_else(|| Error::corrupt("rocksdb", "missing series column family"))?;
+fn for_each_stored_label_set(db: &DB, ids: &[u32], stop: &Interrupt, each: impl FnMut(u32, &[u8])) -> Result<()> {
+    for_each_record(db, CF_SERIES, ids, stop, each)
+}
+
+/// Removes from `ids` (ascending, series not in the head) those whose stored chunks all
+/// end before `mint`, as their records in the `series_ends` column family say, so that a
+/// read passes over them without a seek into the chunks: over a recent range, most
+/// series of a day with pods churning ended hours ago, and the seek to find that out
+/// costs a chunk block each. A series without a record (its chunks were written before
+/// this column family existed) stays; its chunks tell.
+pub fn drop_ended(db: &DB, ids: &mut Vec<u32>, mint: i64, stop: &Interrupt) -> Result<()> {
+    let mut ended = Vec::new();
+    for_each_record(db, CF_SERIES_ENDS, ids, stop, |id, v| {
+        if keys::parse_series_end(v).is_some_and(|end| end < mint) {
+            ended.push(id);
+        }
+    })?;
+    if !ended.is_empty() {
+        // Both ascend.
+        let mut ended = ended.into_iter().peekable();
+        ids.retain(|&id| ended.next_if_eq(&id).is_none());
+    }
+    Ok(())
+}
+
+/// Calls `each(id, value)` for the series `ids` (ascending) that have a record in the
+/// column family `cf_name`, keyed by [`keys::series_key`].
+///
+/// The ids ascend (they come from a bitmap) and so do their big-endian keys, so one
+/// iterator walks the column family forward: a few steps to a near record (selected
+/// ids are usually close: the other metrics' series lie between them), a seek to a far
+/// one. A point lookup per id (`multi_get`) searched the index and a block for each;
+/// it was 8.5 % of `dcgm_all_rate`'s profile on a freshly started server.
+fn for_each_record(
+    db: &DB,
+    cf_name: &str,
+    ids: &[u32],
+    stop: &Interrupt,
+    mut each: impl FnMut(u32, &[u8]),
+) -> Result<()> {
+    let cf =
+        db.cf_handle(cf_name).ok_or_else(|| Error::corrupt("rocksdb", format!("missing column family {cf_name}")))?;
     // Not valid until the first seek (as in `for_each_chunk`).
     let mut it = db.raw_iterator_cf(cf);
     for (i, &id) in ids.iter().enumerate() {
@@ -116,7 +151,7 @@ fn for_each_stored_label_set(db: &DB, ids: &[u32], stop: &Interrupt, mut each: i
         let key = keys::series_key(id);
         step_or_seek(&mut it, &key);
         if !it.valid() {
-            it.status().map_err(Error::rocks("get series"))?;
+            it.status().map_err(Error::rocks("read series records"))?;
             break; // no record at or after this id: none for the rest either
         }
         let (Some(k), Some(v)) = (it.key(), it.value()) else { continue };
@@ -126,7 +161,7 @@ fn for_each_stored_label_set(db: &DB, ids: &[u32], stop: &Interrupt, mut each: i
         each(id, v);
         it.next();
     }
-    it.status().map_err(Error::rocks("get series"))
+    it.status().map_err(Error::rocks("read series records"))
 }
 
 /// Moves a forward iterator to the first key at or after `key`: by a few steps when
@@ -174,6 +209,17 @@ const CURSOR_BATCH: usize = 256;
 /// (eviction persists everything first); one whose record retention deleted meanwhile
 /// is skipped; samples appended meanwhile may or may not be seen, as with any read
 /// racing a write.
+/// A series of a [`SeriesCursor`]'s batch, not read yet.
+struct Pending {
+    id: u32,
+    /// Its chunks held in the head that overlap the range, copied, in time order.
+    head_chunks: Vec<RawChunk>,
+    /// Whether RocksDB may hold samples of the range that `head_chunks` do not.
+    read_stored: bool,
+    /// Its encoded labels' place in the cursor's `labels` (empty until known).
+    labels: Range<usize>,
+}
+
 pub struct SeriesCursor<'a> {
     db: &'a DB,
     head: &'a Mutex<Head>,
@@ -183,15 +229,17 @@ pub struct SeriesCursor<'a> {
     relabel: Option<fn(Labels) -> Labels>,
     /// Where in `ids` the next batch starts.
     next: usize,
-    /// The current batch's series not read yet: each one's head chunks and its encoded
-    /// labels' place in `labels`.
-    snaps: VecDeque<(SeriesSnap, Range<usize>)>,
+    /// The current batch's series not read yet.
+    pending: VecDeque<Pending>,
     labels: Vec<u8>,
     /// The RocksDB iterator of the current batch.
     it: Option<DBRawIterator<'a>>,
     mint: i64,
     maxt: i64,
     lookback: i64,
+    /// Whether series that ended before `mint` are found by their `series_ends`
+    /// records ([`drop_ended`]) rather than by their chunks.
+    ends_known: bool,
     /// The current series' encoded chunks, copied out of the iterator (reused across
     /// series), and each one's encoding and bytes in `chunk_bytes`.
     chunk_bytes: Vec<u8>,
@@ -203,7 +251,8 @@ pub struct SeriesCursor<'a> {
 impl<'a> SeriesCursor<'a> {
     /// A cursor over the series `ids` for samples in `[mint, maxt]` (`mint` already
     /// raised to the retention watermark), in storage order. `lookback` is how far before
-    /// `mint` a persisted chunk may start and still reach into the range.
+    /// `mint` a persisted chunk may start and still reach into the range. `ends_known`:
+    /// the shard's `series_ends` records can be trusted.
     pub(crate) fn new(
         db: &'a DB,
         head: &'a Mutex<Head>,
@@ -211,6 +260,7 @@ impl<'a> SeriesCursor<'a> {
         mint: i64,
         maxt: i64,
         lookback: i64,
+        ends_known: bool,
     ) -> SeriesCursor<'a> {
         SeriesCursor {
             db,
@@ -218,12 +268,13 @@ impl<'a> SeriesCursor<'a> {
             ids: ids.iter().collect(),
             relabel: None,
             next: 0,
-            snaps: VecDeque::new(),
+            pending: VecDeque::new(),
             labels: Vec::new(),
             it: None,
             mint,
             maxt,
             lookback,
+            ends_known,
             chunk_bytes: Vec::new(),
             chunks: Vec::new(),
             decode: Decode::Full,
@@ -238,7 +289,7 @@ impl<'a> SeriesCursor<'a> {
     /// Series not read yet (those whose record retention deletes before they are read
     /// will be skipped).
     pub fn remaining(&self) -> usize {
-        self.snaps.len() + self.ids.len() - self.next
+        self.pending.len() + self.ids.len() - self.next
     }
 
     /// Replaces the labels of the series not read yet by `f(labels)` as each is read (a
@@ -255,20 +306,20 @@ impl<'a> SeriesCursor<'a> {
     /// (reading the clock per series cost 1 % of a query over many short series).
     pub fn read_next(&mut self, stop: &Interrupt) -> Result<Option<SeriesSamples>> {
         loop {
-            while self.snaps.is_empty() {
+            while self.pending.is_empty() {
                 if self.next >= self.ids.len() {
                     return Ok(None);
                 }
                 stop.check("select")?;
                 self.read_batch(stop)?;
             }
-            let (Some((snap, encoded)), Some(it)) = (self.snaps.pop_front(), self.it.as_mut()) else {
+            let (Some(series), Some(it)) = (self.pending.pop_front(), self.it.as_mut()) else {
                 return Err(Error::corrupt("select", "series cursor lost its batch"));
             };
-            let encoded = &self.labels[encoded];
+            let encoded = &self.labels[series.labels];
             let unreadable = |e: Error| {
                 let series = labels_codec::decode_label_set(encoded)
-                    .map_or_else(|_| format!("id {}", snap.id), |l| l.to_string());
+                    .map_or_else(|_| format!("id {}", series.id), |l| l.to_string());
                 Error::corrupt("chunks", format!("chunks of series {series} unreadable: {}", e.chain()))
             };
             // The chunks are copied out first (their encoded bytes, a tenth of the
@@ -279,7 +330,9 @@ impl<'a> SeriesCursor<'a> {
             let (bytes, chunks) = (&mut self.chunk_bytes, &mut self.chunks);
             bytes.clear();
             chunks.clear();
-            for_each_chunk(it, &snap, self.mint, self.lookback, |enc, _, _, chunk| {
+            let range = (self.mint, self.maxt);
+            let it = series.read_stored.then_some(it);
+            for_each_chunk(it, series.id, &series.head_chunks, range, self.lookback, |enc, _, _, chunk| {
                 bytes.extend_from_slice(chunk);
                 chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
                 Ok(())
@@ -320,38 +373,51 @@ impl<'a> SeriesCursor<'a> {
         {
             let head = self.head.lock();
             for &id in batch {
-                let snap = SeriesSnap { id, labels: Box::default(), head_chunks: Vec::new(), maxt: self.maxt };
                 match head.get(id) {
                     Some(s) => {
                         let at = self.labels.len();
                         self.labels.extend_from_slice(&s.labels);
                         let head_chunks = head_chunks(s, self.mint, self.maxt);
-                        self.snaps.push_back((SeriesSnap { head_chunks, ..snap }, at..self.labels.len()));
+                        // A series scraped now, read over the last minutes: all in the
+                        // head (most of an instant query's series), no seek into RocksDB.
+                        let read_stored = !s.holds_everything_from(self.mint);
+                        let labels = at..self.labels.len();
+                        self.pending.push_back(Pending { id, head_chunks, read_stored, labels });
                     }
                     // Not in the head: all its chunks are in RocksDB.
                     None => {
                         stored.push(id);
-                        self.snaps.push_back((snap, 0..0));
+                        self.pending.push_back(Pending {
+                            id,
+                            head_chunks: Vec::new(),
+                            read_stored: true,
+                            labels: 0..0,
+                        });
                     }
                 }
             }
         }
         if !stored.is_empty() {
-            let (labels, snaps) = (&mut self.labels, &mut self.snaps);
-            let mut pending = snaps.iter_mut().filter(|(_, r)| r.is_empty());
+            // Series that ended before the range are left without labels, and so out.
+            if self.ends_known {
+                drop_ended(self.db, &mut stored, self.mint, stop)?;
+            }
+            let (labels, pending) = (&mut self.labels, &mut self.pending);
+            let mut unlabelled = pending.iter_mut().filter(|p| p.labels.is_empty());
             for_each_stored_label_set(self.db, &stored, stop, |id, encoded| {
                 // Both ascend; a series without a record is passed over (left empty).
-                for (snap, r) in pending.by_ref() {
-                    if snap.id == id {
-                        *r = labels.len()..labels.len() + encoded.len();
+                for p in unlabelled.by_ref() {
+                    if p.id == id {
+                        p.labels = labels.len()..labels.len() + encoded.len();
                         labels.extend_from_slice(encoded);
                         break;
                     }
                 }
             })?;
-            // An empty range is a series retention deleted after the lookup (a stored
-            // label set is never empty: it holds at least its count).
-            snaps.retain(|(_, r)| !r.is_empty());
+            // An empty range is a series that ended before the range, or one retention
+            // deleted after the lookup (a stored label set is never empty: it holds at
+            // least its count).
+            pending.retain(|p| !p.labels.is_empty());
         }
         let cf =
             self.db.cf_handle(CF_CHUNKS).ok_or_else(|| Error::corrupt("rocksdb", "missing chunks column family"))?;
@@ -379,7 +445,9 @@ pub fn select_chunks(
     for snap in snaps {
         stop.check("select")?;
         let mut chunks = Vec::new();
-        for_each_chunk(&mut it, &snap, mint, lookback, |encoding, mint, maxt, bytes| {
+        let range = (mint, snap.maxt);
+        let it = snap.read_stored.then_some(&mut it);
+        for_each_chunk(it, snap.id, &snap.head_chunks, range, lookback, |encoding, mint, maxt, bytes| {
             chunks.push(RawChunk { encoding, mint, maxt, bytes: bytes.to_vec() });
             Ok(())
         })
@@ -410,30 +478,50 @@ pub fn describe(labels: &[u8]) -> String {
     }
 }
 
-/// Calls `f(encoding, chunk mint, chunk maxt, bytes)` for each chunk of the series
-/// that can hold samples at or after `mint` (the snapshot only holds head chunks that
-/// start at or before the range's end), in read order: persisted chunks by start time
-/// (a chunk also held in the head is skipped: the head's copy may be newer), then the
-/// head's chunks by start time. See [`ChunkSamples`] for how a reader applies them.
+/// Calls `f(encoding, chunk mint, chunk maxt, bytes)` for each chunk of series `id`
+/// that can hold samples in `(mint, maxt)` = `range`, in read order: persisted chunks by
+/// start time, read with `it` unless it is `None` (the head holds all of the range; a
+/// chunk also in `head_chunks` is skipped: the head's copy may be newer), then
+/// `head_chunks` (the series' head chunks that overlap the range, in time order). See
+/// [`ChunkSamples`] for how a reader applies them.
 ///
 /// One iterator `it` serves a run of calls only if their series come in ascending id
 /// order (the walk of one series leaves the iterator where the next one starts).
 fn for_each_chunk(
-    it: &mut rocksdb::DBRawIterator<'_>,
-    snap: &SeriesSnap,
-    mint: i64,
+    it: Option<&mut rocksdb::DBRawIterator<'_>>,
+    id: u32,
+    head_chunks: &[RawChunk],
+    (mint, maxt): (i64, i64),
     lookback: i64,
     mut f: impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    // Persisted chunks: keys are (id, chunk mint), so the first key at or after `from`
+    if let Some(it) = it {
+        walk_stored_chunks(it, id, head_chunks, (mint, maxt), lookback, &mut f)?;
+    }
+    for c in head_chunks {
+        f(c.encoding, c.mint, c.maxt, &c.bytes)?;
+    }
+    Ok(())
+}
+
+/// The persisted part of [`for_each_chunk`].
+fn walk_stored_chunks(
+    it: &mut rocksdb::DBRawIterator<'_>,
+    id: u32,
+    head_chunks: &[RawChunk],
+    (mint, maxt): (i64, i64),
+    lookback: i64,
+    f: &mut impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
+) -> Result<()> {
+    // Keys are (id, chunk mint), so the first key at or after `from`
     // is the first chunk that can overlap; each chunk's maxt is in its value header, so
     // chunks ending before `mint` are skipped without decoding. Series come in ascending
     // id order and the previous series' walk stopped on the first key after its range:
     // this series' first chunk, or a few chunks before it (the previous series' chunks
     // after the range, this one's before it), so it is usually reached by stepping.
-    let from = keys::chunk_key(snap.id, mint.saturating_sub(lookback));
+    let from = keys::chunk_key(id, mint.saturating_sub(lookback));
     step_or_seek(it, &from);
-    let upper = snap.maxt_key();
+    let upper = keys::chunk_key(id, maxt);
     while it.valid() {
         let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
         if k > upper.as_slice() {
@@ -441,17 +529,13 @@ fn for_each_chunk(
         }
         let (_, cmint) = keys::parse_chunk_key(k)?;
         let (enc, cmaxt, bytes) = keys::decode_chunk_value(cmint, v)?;
-        let in_head = snap.head_chunks.iter().any(|c| c.mint == cmint);
+        let in_head = head_chunks.iter().any(|c| c.mint == cmint);
         if cmaxt >= mint && !in_head {
             f(enc, cmint, cmaxt, bytes)?;
         }
         it.next();
     }
-    it.status().map_err(Error::rocks("read chunks"))?;
-    for c in &snap.head_chunks {
-        f(c.encoding, c.mint, c.maxt, &c.bytes)?;
-    }
-    Ok(())
+    it.status().map_err(Error::rocks("read chunks"))
 }
 
 /// Turns one series' chunks, applied in read order (as [`Engine::select_chunks_until`]

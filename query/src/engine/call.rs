@@ -505,15 +505,10 @@ impl Evaluator<'_> {
                 // its windows more than for its samples. Otherwise it is built and used.
                 let keep = overlap >= 2;
                 let (windows, kept) = cache.windows_of(samples, (range, offset, at, is_rate), keep, |w| {
-                    // Every window's start, as `window_bounds_of` computes it.
-                    let (first_start, step) = match at {
-                        Some(at) => (at - offset - range, 0),
-                        None => (self.start - offset - range, self.step),
-                    };
+                    let (first_start, step) = self.window_starts(range, offset, at);
                     let steps = self.steps_seeing(samples, range, offset, at).len();
                     w.start(first_start, step, range, is_rate, steps);
-                    self.window_bounds_of(samples, range, offset, at, |lo, hi, k, ws, we| {
-                        debug_assert_eq!(ws, w.start_ms(k));
+                    self.window_bounds_of(samples, range, offset, at, |lo, hi, k, _, we| {
                         w.push(samples, lo, hi, k, we, || change(lo, hi));
                         Ok(())
                     })?;

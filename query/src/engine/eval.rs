@@ -599,6 +599,16 @@ impl<'a> Evaluator<'a> {
         from..to.max(from)
     }
 
+    /// Where the windows of a range selector start: step `k`'s window starts at
+    /// `first + k * step` (exclusive) and ends `range` later, as [`Evaluator::window_bounds_of`]
+    /// hands them over. Under `@` every step sees the same window (`step` 0).
+    pub fn window_starts(&self, range: i64, offset: i64, at: Option<i64>) -> (i64, i64) {
+        match at {
+            Some(at) => (at - offset - range, 0),
+            None => (self.start - offset - range, self.step),
+        }
+    }
+
     /// [`Evaluator::windows_of`] handing over each window as the index range `lo..hi`
     /// of `samples`, for a caller that keeps per-sample prefix data of the series.
     pub fn window_bounds_of(
@@ -612,9 +622,10 @@ impl<'a> Evaluator<'a> {
         let base = self.ctx.cur_samples();
         let (mut lo, mut hi) = (0usize, 0usize);
         let (mut moved_lo, mut moved_hi) = (0usize, 0usize);
+        let (first, step) = self.window_starts(range, offset, at);
         for k in self.steps_seeing(samples, range, offset, at) {
-            let r = at.unwrap_or_else(|| self.ts(k)) - offset;
-            let ws = r - range;
+            let ws = first + k as i64 * step;
+            let r = ws + range;
             // Regular scrapes move both bounds by the same count each step: try that first.
             let (was_lo, was_hi) = (lo, hi);
             hi = skip_through_guessing(samples, hi, r, moved_hi);

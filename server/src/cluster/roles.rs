@@ -538,7 +538,7 @@ pub async fn run_ingester(config: Config, opts: IngesterOptions) -> anyhow::Resu
     }
     tracing::info!("flushing shards");
     let (flushed, saved) = tokio::task::spawn_blocking(move || {
-        let flushed = shards.flush_all();
+        let flushed = shards.flush_for_exit();
         // Records each shard's newest sample: the next start's hole begins there.
         (flushed, book.save(&shards))
     })

@@ -676,6 +676,18 @@ impl Shards {
         first
     }
 
+    /// Flushes every shard (as [`Shards::flush_all`]), then stops each one's RocksDB
+    /// background work, waiting for what runs (`Engine::stop_background_work`): the
+    /// last step of a process that exits next, while stray tasks may still hold the
+    /// shards. Blocking.
+    pub fn flush_for_exit(&self) -> std::result::Result<(), tessera_storage::Error> {
+        let flushed = self.flush_all();
+        for e in self.engines.values() {
+            e.stop_background_work();
+        }
+        flushed
+    }
+
     /// Drops expired days on every shard (see `Engine::enforce_retention`); failures are
     /// logged per shard and do not stop the others.
     pub fn enforce_retention_all(&self) {

@@ -70,11 +70,15 @@ pub fn shard_usage(shard_dir: &Path) -> Result<ShardUsage> {
         *slot += len;
     })?;
 
-    let db = DB::open_cf_for_read_only(&Options::default(), &db_dir, ALL_CFS, false)
+    // A directory written before a column family was added does not have it yet (the
+    // first read-write open creates it); a read-only open must not name it.
+    let present = DB::list_cf(&Options::default(), &db_dir).map_err(Error::rocks("list column families"))?;
+    let names: Vec<&str> = ALL_CFS.into_iter().filter(|n| present.iter().any(|p| p == n)).collect();
+    let db = DB::open_cf_for_read_only(&Options::default(), &db_dir, &names, false)
         .map_err(Error::rocks("open read-only"))?;
     let live = db.live_files().map_err(Error::rocks("live files"))?;
     let mut cfs = Vec::new();
-    for name in ALL_CFS {
+    for name in names {
         let mut u = CfUsage { name: name.to_string(), ..CfUsage::default() };
         for f in live.iter().filter(|f| f.column_family_name == name) {
             u.sst_files += 1;
