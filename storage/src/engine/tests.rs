@@ -1213,23 +1213,29 @@ fn a_cursor_reads_series_one_at_a_time_in_storage_order_across_batches_and_relab
 #[test]
 fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() {
     let d = tempfile::tempdir().expect("tempdir");
-    let n = 700;
+    // Three cursor batches, the last one short, each copied from the head in parts.
+    let n = 2 * read::CURSOR_BATCH + 700;
     let series: Vec<Vec<Label>> =
-        (0..n).map(|i| labels(&[("__name__", "y"), ("i", &format!("{i:04}")), ("pad", &"p".repeat(i % 7))])).collect();
+        (0..n).map(|i| labels(&[("__name__", "y"), ("i", &format!("{i:05}")), ("pad", &"p".repeat(i % 7))])).collect();
     {
         let e = Engine::open(d.path(), cfg()).expect("open");
-        for (i, l) in series.iter().enumerate() {
-            append1(&e, l, &series_at(3, i as f64));
-        }
+        let samples: Vec<Vec<Sample>> = (0..n).map(|i| series_at(3, i as f64)).collect();
+        let appends: Vec<SeriesAppend> =
+            series.iter().zip(&samples).map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+        e.append(&appends).expect("append");
         e.close().expect("close");
     }
     let e = Engine::open(d.path(), cfg()).expect("reopen");
     let later = Sample::new(T0 + 100 * 15_000, -1.0);
-    for (i, l) in series.iter().enumerate() {
-        if i % 3 == 0 || (300..330).contains(&i) {
-            append1(&e, l, &[later]);
-        }
-    }
+    let again =
+        |i: usize| i % 3 == 0 || (300..330).contains(&i) || (read::CURSOR_BATCH..read::CURSOR_BATCH + 40).contains(&i);
+    let appends: Vec<SeriesAppend> = series
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| again(i))
+        .map(|(_, l)| SeriesAppend { labels: l, samples: std::slice::from_ref(&later) })
+        .collect();
+    e.append(&appends).expect("append");
     let stop = Interrupt::none();
     let mut cursor = e.select_cursor(&[m("__name__", MatchOp::Equal, "y")], i64::MIN, i64::MAX, &stop).expect("cursor");
     assert_eq!(cursor.remaining(), n);
@@ -1237,7 +1243,7 @@ fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() 
     while let Some(s) = cursor.read_next(&stop).expect("read") {
         assert_eq!(s.labels.as_slice(), series[i].as_slice(), "series {i}: its own labels, in storage order");
         let mut want = series_at(3, i as f64);
-        if i % 3 == 0 || (300..330).contains(&i) {
+        if again(i) {
             want.push(later);
         }
         assert_eq!(s.samples, want, "series {i}");
@@ -1254,7 +1260,7 @@ fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() 
         assert_eq!(s.samples, vec![later], "{}", s.labels);
         got.push(s.labels.get("i").expect("i").parse::<usize>().expect("number"));
     }
-    let want: Vec<usize> = (0..n).filter(|i| i % 3 == 0 || (300..330).contains(i)).collect();
+    let want: Vec<usize> = (0..n).filter(|&i| again(i)).collect();
     assert_eq!(got, want);
 }
 
