@@ -741,6 +741,9 @@ impl Engine {
                 }
             }
         }
+        if self.ends_complete {
+            read::drop_ended(&self.db, &mut not_in_head, mint, stop)?;
+        }
         for snap in read::stored_snaps(&self.db, &not_in_head, maxt, stop)? {
             out.push(labels_codec::decode_label_set(snap.labels())?);
         }
@@ -748,7 +751,10 @@ impl Engine {
     }
 
     /// Label sets of the matching series with postings in the time range (day
-    /// granularity: a series is listed if it has data on a day the range touches).
+    /// granularity: a series is listed if it has data on a day the range touches),
+    /// except series not in the head whose stored data ended before the range (their
+    /// recorded ends, where the shard trusts them): a dashboard's label values over the
+    /// last hour do not list every pod that ended earlier that day.
     pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Labels>> {
         self.series_until(matchers, mint, maxt, &Interrupt::none())
     }

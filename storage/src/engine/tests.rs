@@ -1308,6 +1308,9 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     assert_eq!(got[0].labels.as_slice(), late.as_slice());
     assert_eq!(got[0].samples, series_at(300, 1.0)[100..]);
     assert_eq!(read_all(&e, &z, i64::MIN, i64::MAX).len(), 2, "both over the whole range");
+    let listed = e.series(&z, T0 + 100 * 15_000, i64::MAX).expect("series");
+    assert_eq!(listed, vec![Labels::from_sorted(late.clone())], "the series listing leaves the ended one out too");
+    assert_eq!(e.series(&z, i64::MIN, i64::MAX).expect("series").len(), 2);
 
     // A rewritten older chunk (out of order, say) merges its earlier end: kept the later.
     let mut batch = Batch::new(&e.db).expect("batch");
