@@ -1227,8 +1227,9 @@ fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() 
     }
     let e = Engine::open(d.path(), cfg()).expect("reopen");
     let later = Sample::new(T0 + 100 * 15_000, -1.0);
-    let again =
-        |i: usize| i % 3 == 0 || (300..330).contains(&i) || (read::CURSOR_BATCH..read::CURSOR_BATCH + 40).contains(&i);
+    let again = |i: usize| {
+        i.is_multiple_of(3) || (300..330).contains(&i) || (read::CURSOR_BATCH..read::CURSOR_BATCH + 40).contains(&i)
+    };
     let appends: Vec<SeriesAppend> = series
         .iter()
         .enumerate()
