@@ -197,6 +197,17 @@ pub(crate) const CURSOR_BATCH: usize = 4096;
 /// is held briefly (appends wait for it).
 const HEAD_LOCK_SERIES: usize = 256;
 
+/// A series of a [`SeriesCursor`]'s batch, not read yet.
+struct Pending {
+    id: u32,
+    /// Its chunks held in the head that overlap the range, copied, in time order.
+    head_chunks: Vec<RawChunk>,
+    /// Whether RocksDB may hold samples of the range that `head_chunks` do not.
+    read_stored: bool,
+    /// Its encoded labels' place in the cursor's `labels` (empty until known).
+    labels: Range<usize>,
+}
+
 /// The samples of the series a select matched, read one series at a time, a batch of
 /// series at a time: for each batch the cursor copies the series' labels and head
 /// chunks out of the head (under its lock) and reads the labels of the series not in it
@@ -219,17 +230,6 @@ const HEAD_LOCK_SERIES: usize = 256;
 /// (eviction persists everything first); one whose record retention deleted meanwhile
 /// is skipped; samples appended meanwhile may or may not be seen, as with any read
 /// racing a write.
-/// A series of a [`SeriesCursor`]'s batch, not read yet.
-struct Pending {
-    id: u32,
-    /// Its chunks held in the head that overlap the range, copied, in time order.
-    head_chunks: Vec<RawChunk>,
-    /// Whether RocksDB may hold samples of the range that `head_chunks` do not.
-    read_stored: bool,
-    /// Its encoded labels' place in the cursor's `labels` (empty until known).
-    labels: Range<usize>,
-}
-
 pub struct SeriesCursor<'a> {
     db: &'a DB,
     head: &'a Mutex<Head>,
@@ -296,8 +296,8 @@ impl<'a> SeriesCursor<'a> {
         self.decode = what;
     }
 
-    /// Series not read yet (those whose record retention deletes before they are read
-    /// will be skipped).
+    /// Series not read yet (those without samples in the range, and those whose record
+    /// retention deletes before they are read, will be skipped).
     pub fn remaining(&self) -> usize {
         self.pending.len() + self.ids.len() - self.next
     }
@@ -374,7 +374,7 @@ impl<'a> SeriesCursor<'a> {
 
     /// Loads the next batch of series: their labels and head chunks from the head (under
     /// its lock, taken per `HEAD_LOCK_SERIES`), then the labels of those not in it from
-    /// RocksDB.
+    /// RocksDB, less those that ended before the range ([`drop_ended`]).
     fn read_batch(&mut self, stop: &Interrupt) -> Result<()> {
         let end = (self.next + CURSOR_BATCH).min(self.ids.len());
         let batch = &self.ids[self.next..end];
@@ -490,7 +490,7 @@ pub fn describe(labels: &[u8]) -> String {
 }
 
 /// Calls `f(encoding, chunk mint, chunk maxt, bytes)` for each chunk of series `id`
-/// that can hold samples in `(mint, maxt)` = `range`, in read order: persisted chunks by
+/// that can hold samples in `[mint, maxt]` (`range`), in read order: persisted chunks by
 /// start time, read with `it` unless it is `None` (the head holds all of the range; a
 /// chunk also in `head_chunks` is skipped: the head's copy may be newer), then
 /// `head_chunks` (the series' head chunks that overlap the range, in time order). See
@@ -524,8 +524,8 @@ fn walk_stored_chunks(
     lookback: i64,
     f: &mut impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
 ) -> Result<()> {
-    // Keys are (id, chunk mint), so the first key at or after `from`
-    // is the first chunk that can overlap; each chunk's maxt is in its value header, so
+    // Keys are (id, chunk mint), so the first key at or after `from` is the first
+    // chunk that can overlap; each chunk's maxt is in its value header, so
     // chunks ending before `mint` are skipped without decoding. Series come in ascending
     // id order and the previous series' walk stopped on the first key after its range:
     // this series' first chunk, or a few chunks before it (the previous series' chunks
