@@ -797,7 +797,28 @@ impl Engine {
         Ok(names)
     }
 
-    /// Sorted values of label `name`, from the index only (never chunks).
+    /// The series of `ix`'s days that are not in the head and whose recorded end is before
+    /// `mint` (none where the shard does not trust its `series_ends`). Only series of the
+    /// first day alone can be such, and only when `mint` falls after that day's start.
+    fn gone_before(&self, ix: &Index<'_>, mint: i64, stop: &Interrupt) -> Result<roaring::RoaringBitmap> {
+        let starts_in_day = ix.first_day().is_some_and(|d| i64::from(d) * keys::MS_PER_DAY < mint);
+        if !self.ends_complete || !starts_in_day {
+            return Ok(Default::default());
+        }
+        let candidates: Vec<u32> = ix.first_day_only()?.iter().collect();
+        let mut not_in_head = Vec::new();
+        // The head lock per part, as a cursor takes it: appends wait for it.
+        for part in candidates.chunks(4096) {
+            let head = self.head.lock();
+            not_in_head.extend(part.iter().copied().filter(|&id| head.get(id).is_none()));
+        }
+        Ok(read::ended_before(&self.db, &not_in_head, mint, stop)?.into_iter().collect())
+    }
+
+    /// Sorted values of label `name`, from the index (never chunks): without matchers, the
+    /// values with postings on the days of the range, less those whose series all ended
+    /// before it (by their recorded ends, see `gone_before`); with matchers, the values of
+    /// the series `series` lists.
     pub fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.label_values_until(name, matchers, mint, maxt, &Interrupt::none())
     }
@@ -814,7 +835,7 @@ impl Engine {
         if matchers.is_empty() {
             let mint = mint.max(self.watermark.load(Ordering::Relaxed));
             return match self.index(mint, maxt, stop)? {
-                Some(ix) => Ok(ix.label_values(name)?.into_iter().collect()),
+                Some(ix) => Ok(ix.label_values(name, &self.gone_before(&ix, mint, stop)?)?.into_iter().collect()),
                 None => Ok(Vec::new()),
             };
         }

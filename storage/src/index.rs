@@ -188,14 +188,39 @@ impl<'a> Index<'a> {
         Ok(names)
     }
 
-    /// Distinct values of one label with postings in range.
-    pub fn label_values(&self, name: &str) -> Result<BTreeSet<String>> {
+    /// Distinct values of one label with postings in range, leaving out a value whose
+    /// series are all in `gone` (on every day; empty: no value is left out).
+    pub fn label_values(&self, name: &str, gone: &RoaringBitmap) -> Result<BTreeSet<String>> {
         let mut values = BTreeSet::new();
-        self.scan_values(name, "", |v, _| {
-            values.insert(String::from_utf8_lossy(v).into_owned());
+        self.scan_values(name, "", |v, ids| {
+            let v = String::from_utf8_lossy(v);
+            if values.contains(&*v) || (!gone.is_empty() && decode_bitmap(ids)?.is_subset(gone)) {
+                return Ok(());
+            }
+            values.insert(v.into_owned());
             Ok(())
         })?;
         Ok(values)
+    }
+
+    /// The series with postings on the first day in range and on no later day in range:
+    /// the only ones whose data can end before a range that starts within that first day
+    /// (a series with postings on a later day has data there).
+    pub fn first_day_only(&self) -> Result<RoaringBitmap> {
+        let Some((&first, later)) = self.days.split_first() else { return Ok(RoaringBitmap::new()) };
+        let Some(mut ids) = self.get(&keys::all_postings_key(first))? else { return Ok(RoaringBitmap::new()) };
+        for &d in later {
+            self.stop.check("index scan")?;
+            if let Some(b) = self.get(&keys::all_postings_key(d))? {
+                ids -= b;
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The first day in range with postings.
+    pub fn first_day(&self) -> Option<i32> {
+        self.days.first().copied()
     }
 }
 

@@ -111,18 +111,25 @@ fn for_each_stored_label_set(db: &DB, ids: &[u32], stop: &Interrupt, each: impl 
 /// costs a chunk block each. A series without a record (its chunks were written before
 /// this column family existed) stays; its chunks tell.
 pub fn drop_ended(db: &DB, ids: &mut Vec<u32>, mint: i64, stop: &Interrupt) -> Result<()> {
-    let mut ended = Vec::new();
-    for_each_record(db, CF_SERIES_ENDS, ids, stop, |id, v| {
-        if keys::parse_series_end(v).is_some_and(|end| end < mint) {
-            ended.push(id);
-        }
-    })?;
+    let ended = ended_before(db, ids, mint, stop)?;
     if !ended.is_empty() {
         // Both ascend.
         let mut ended = ended.into_iter().peekable();
         ids.retain(|&id| ended.next_if_eq(&id).is_none());
     }
     Ok(())
+}
+
+/// Those of the series `ids` (ascending, not in the head) whose `series_ends` record is
+/// before `mint`, ascending (see [`drop_ended`]).
+pub fn ended_before(db: &DB, ids: &[u32], mint: i64, stop: &Interrupt) -> Result<Vec<u32>> {
+    let mut ended = Vec::new();
+    for_each_record(db, CF_SERIES_ENDS, ids, stop, |id, v| {
+        if keys::parse_series_end(v).is_some_and(|end| end < mint) {
+            ended.push(id);
+        }
+    })?;
+    Ok(ended)
 }
 
 /// Calls `each(id, value)` for the series `ids` (ascending) that have a record in the

@@ -1312,6 +1312,9 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     let listed = e.series(&z, T0 + 100 * 15_000, i64::MAX).expect("series");
     assert_eq!(listed, vec![Labels::from_sorted(late.clone())], "the series listing leaves the ended one out too");
     assert_eq!(e.series(&z, i64::MIN, i64::MAX).expect("series").len(), 2);
+    let pods = |e: &Engine, mint| e.label_values("pod", &[], mint, i64::MAX).expect("label values");
+    assert_eq!(pods(&e, T0 + 100 * 15_000), ["late"], "label values without matchers leave it out as well");
+    assert_eq!(pods(&e, T0 + 15_000), ["early", "late"]);
 
     // A rewritten older chunk (out of order, say) merges its earlier end: kept the later.
     let mut batch = Batch::new(&e.db).expect("batch");
@@ -1339,6 +1342,7 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     }
     let e = Engine::open(d.path(), cfg()).expect("reopen");
     assert!(!e.ends_complete);
+    assert_eq!(pods(&e, T0 + 100 * 15_000), ["early", "late"], "by the day's postings alone");
     let got = read_all(&e, &z, T0 + 100 * 15_000, T0 + 299 * 15_000);
     assert_eq!(got.len(), 1, "read from its chunks");
     assert_eq!(got[0].samples, series_at(300, 1.0)[100..]);
