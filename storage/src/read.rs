@@ -121,15 +121,24 @@ pub fn drop_ended(db: &DB, ids: &mut Vec<u32>, mint: i64, stop: &Interrupt) -> R
 }
 
 /// Those of the series `ids` (ascending, not in the head) whose `series_ends` record is
-/// before `mint`, ascending (see [`drop_ended`]).
+/// before `mint`, ascending (see [`drop_ended`]). The records only save work, so one
+/// that cannot be read (a damaged table file) costs that saving, not the read: the
+/// error is logged and no series counts as ended.
 pub fn ended_before(db: &DB, ids: &[u32], mint: i64, stop: &Interrupt) -> Result<Vec<u32>> {
     let mut ended = Vec::new();
-    for_each_record(db, CF_SERIES_ENDS, ids, stop, |id, v| {
+    let walked = for_each_record(db, CF_SERIES_ENDS, ids, stop, |id, v| {
         if keys::parse_series_end(v).is_some_and(|end| end < mint) {
             ended.push(id);
         }
-    })?;
-    Ok(ended)
+    });
+    match walked {
+        Ok(()) => Ok(ended),
+        Err(e @ Error::Interrupted { .. }) => Err(e),
+        Err(e) => {
+            tracing::warn!(error = %e.chain(), "storage: series ends unreadable; reading those series' chunks instead");
+            Ok(Vec::new())
+        }
+    }
 }
 
 /// Calls `each(id, value)` for the series `ids` (ascending) that have a record in the

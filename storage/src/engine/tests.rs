@@ -681,6 +681,30 @@ fn damaged_sst_block_refuses_only_the_affected_series_and_never_poisons() {
     assert_eq!(e.stats().rejected_unreadable, refused as u64 + 1);
 }
 
+/// The `series_ends` records only save work: with their table damaged, a read goes on,
+/// each series read from its chunks.
+#[test]
+fn a_damaged_series_ends_table_costs_the_saving_not_the_read() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let series = damage_series();
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    append_noise_steps(&e, &series, 0..100);
+    e.flush().expect("flush");
+    let files = e.db.live_files().expect("live files");
+    let ends: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| f.column_family_name == CF_SERIES_ENDS)
+        .map(|f| e.dir().join("db").join(f.name.trim_start_matches('/')))
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:?}");
+    drop(e);
+    damage_middle(&ends[0]);
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    let got = e.select(&[m("__name__", MatchOp::Equal, "d")], T0 + 50_000, i64::MAX).expect("read from the chunks");
+    assert_eq!(got.len(), DAMAGE_SERIES);
+    assert!(got.iter().all(|s| s.samples.len() == 50));
+}
+
 #[test]
 fn wal_replay_keeps_samples_of_series_whose_chunks_are_damaged() {
     let d = engine_with_damaged_chunks(true);
