@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
+use roaring::RoaringBitmap;
 use rocksdb::{WriteBatch, DB};
 
 use crate::config::EngineConfig;
@@ -716,7 +717,7 @@ impl Engine {
         Index::new(&self.db, days, stop).map(Some)
     }
 
-    fn lookup(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<roaring::RoaringBitmap> {
+    fn lookup(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<RoaringBitmap> {
         match self.index(mint, maxt, stop)? {
             Some(ix) => ix.select(matchers),
             None => Ok(Default::default()),
@@ -797,15 +798,26 @@ impl Engine {
         Ok(names)
     }
 
-    /// The series of `ix`'s days that are not in the head and whose recorded end is before
-    /// `mint` (none where the shard does not trust its `series_ends`). Only series of the
+    /// The series of `ix`'s days (among `within`, if given) that are not in the head and
+    /// whose recorded end is before `mint` (none where the shard does not trust its
+    /// `series_ends`). Only series of the
     /// first day alone can be such, and only when `mint` falls after that day's start.
-    fn gone_before(&self, ix: &Index<'_>, mint: i64, stop: &Interrupt) -> Result<roaring::RoaringBitmap> {
+    fn gone_before(
+        &self,
+        ix: &Index<'_>,
+        within: Option<&RoaringBitmap>,
+        mint: i64,
+        stop: &Interrupt,
+    ) -> Result<RoaringBitmap> {
         let starts_in_day = ix.first_day().is_some_and(|d| i64::from(d) * keys::MS_PER_DAY < mint);
         if !self.ends_complete || !starts_in_day {
             return Ok(Default::default());
         }
-        let candidates: Vec<u32> = ix.first_day_only()?.iter().collect();
+        let mut candidates = ix.first_day_only()?;
+        if let Some(within) = within {
+            candidates &= within;
+        }
+        let candidates: Vec<u32> = candidates.iter().collect();
         let mut not_in_head = Vec::new();
         // The head lock per part, as a cursor takes it: appends wait for it.
         for part in candidates.chunks(4096) {
@@ -815,10 +827,12 @@ impl Engine {
         Ok(read::ended_before(&self.db, &not_in_head, mint, stop)?.into_iter().collect())
     }
 
-    /// Sorted values of label `name`, from the index (never chunks): without matchers, the
-    /// values with postings on the days of the range, less those whose series all ended
-    /// before it (by their recorded ends, see `gone_before`); with matchers, the values of
-    /// the series `series` lists.
+    /// Sorted values of label `name` among the series the matchers select (all without
+    /// matchers) that have postings on the days of the range, less those that ended before
+    /// it (their recorded ends, see `gone_before`). From the index alone: each value's
+    /// postings meet the selected series; no label set is decoded (the server always
+    /// passes its tenant matcher, and decoding every label set of the day cost 250 ms for
+    /// 2,000 values over 150,000 series).
     pub fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.label_values_until(name, matchers, mint, maxt, &Interrupt::none())
     }
@@ -832,21 +846,14 @@ impl Engine {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<String>> {
-        if matchers.is_empty() {
-            let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-            return match self.index(mint, maxt, stop)? {
-                Some(ix) => Ok(ix.label_values(name, &self.gone_before(&ix, mint, stop)?)?.into_iter().collect()),
-                None => Ok(Vec::new()),
-            };
+        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+        let Some(ix) = self.index(mint, maxt, stop)? else { return Ok(Vec::new()) };
+        let selected = if matchers.is_empty() { None } else { Some(ix.select(matchers)?) };
+        if selected.as_ref().is_some_and(RoaringBitmap::is_empty) {
+            return Ok(Vec::new());
         }
-        let mut values: Vec<String> = self
-            .matched_labels(matchers, mint, maxt, stop)?
-            .into_iter()
-            .filter_map(|ls| ls.get(name).filter(|v| !v.is_empty()).map(str::to_owned))
-            .collect();
-        values.sort();
-        values.dedup();
-        Ok(values)
+        let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
+        Ok(ix.label_values(name, selected.as_ref(), &gone)?.into_iter().collect())
     }
 
     /// Writes every open head chunk to RocksDB, flushes RocksDB's memtables, and

@@ -188,14 +188,28 @@ impl<'a> Index<'a> {
         Ok(names)
     }
 
-    /// Distinct values of one label with postings in range, leaving out a value whose
-    /// series are all in `gone` (on every day; empty: no value is left out).
-    pub fn label_values(&self, name: &str, gone: &RoaringBitmap) -> Result<BTreeSet<String>> {
+    /// Distinct values of one label with postings in range held by a series of `within`
+    /// (any series when `None`) that is not in `gone`.
+    pub fn label_values(
+        &self,
+        name: &str,
+        within: Option<&RoaringBitmap>,
+        gone: &RoaringBitmap,
+    ) -> Result<BTreeSet<String>> {
         let mut values = BTreeSet::new();
         self.scan_values(name, "", |v, ids| {
             let v = String::from_utf8_lossy(v);
-            if values.contains(&*v) || (!gone.is_empty() && decode_bitmap(ids)?.is_subset(gone)) {
+            if values.contains(&*v) {
                 return Ok(());
+            }
+            if within.is_some() || !gone.is_empty() {
+                let mut ids = decode_bitmap(ids)?;
+                if let Some(within) = within {
+                    ids &= within;
+                }
+                if ids.is_subset(gone) {
+                    return Ok(()); // also when empty
+                }
             }
             values.insert(v.into_owned());
             Ok(())

@@ -1339,6 +1339,10 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     let pods = |e: &Engine, mint| e.label_values("pod", &[], mint, i64::MAX).expect("label values");
     assert_eq!(pods(&e, T0 + 100 * 15_000), ["late"], "label values without matchers leave it out as well");
     assert_eq!(pods(&e, T0 + 15_000), ["early", "late"]);
+    let pods_of_z = e.label_values("pod", &z, T0 + 100 * 15_000, i64::MAX).expect("label values");
+    assert_eq!(pods_of_z, ["late"], "with matchers too");
+    let none = [m("__name__", MatchOp::Equal, "nothing")];
+    assert!(e.label_values("pod", &none, i64::MIN, i64::MAX).expect("label values").is_empty());
 
     // A rewritten older chunk (out of order, say) merges its earlier end: kept the later.
     let mut batch = Batch::new(&e.db).expect("batch");
