@@ -767,7 +767,9 @@ impl Engine {
         Ok(out)
     }
 
-    /// Sorted label names, from the index only (never chunks).
+    /// Sorted label names of the series the matchers select (all without matchers) that
+    /// have postings on the days of the range, less those that ended before it; from the
+    /// index alone, as [`Engine::label_values`].
     pub fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.label_names_until(matchers, mint, maxt, &Interrupt::none())
     }
@@ -780,22 +782,14 @@ impl Engine {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<String>> {
-        if matchers.is_empty() {
-            let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-            return match self.index(mint, maxt, stop)? {
-                Some(ix) => Ok(ix.label_names()?.into_iter().collect()),
-                None => Ok(Vec::new()),
-            };
+        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
+        let Some(ix) = self.index(mint, maxt, stop)? else { return Ok(Vec::new()) };
+        let selected = if matchers.is_empty() { None } else { Some(ix.select(matchers)?) };
+        if selected.as_ref().is_some_and(RoaringBitmap::is_empty) {
+            return Ok(Vec::new());
         }
-        let mut names: Vec<String> = self
-            .matched_labels(matchers, mint, maxt, stop)?
-            .into_iter()
-            .flat_map(Labels::into_vec)
-            .map(|l| l.name.into_string())
-            .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
+        let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
+        Ok(ix.label_names(selected.as_ref(), &gone)?.into_iter().collect())
     }
 
     /// The series of `ix`'s days (among `within`, if given) that are not in the head and

@@ -159,26 +159,41 @@ impl<'a> Index<'a> {
         Ok(acc.unwrap_or_default())
     }
 
-    /// Distinct label names with postings in range (skips over each name's values).
-    pub fn label_names(&self) -> Result<BTreeSet<String>> {
+    /// Distinct label names with postings in range held by a series of `within` (any
+    /// series when `None`) that is not in `gone`. Once a name qualifies, the scan skips
+    /// over its other values.
+    pub fn label_names(&self, within: Option<&RoaringBitmap>, gone: &RoaringBitmap) -> Result<BTreeSet<String>> {
+        let check = within.is_some() || !gone.is_empty();
         let mut names = BTreeSet::new();
         for d in self.days() {
             let day = keys::day_prefix(d);
             let mut it = self.db.raw_iterator_cf(self.cf);
             it.seek(day);
+            let mut n = 0usize;
             while it.valid() {
-                self.stop.check("index scan")?;
-                let Some(k) = it.key() else { break };
+                self.stop.check_every(n, "index scan")?;
+                n += 1;
+                let (Some(k), Some(v)) = (it.key(), it.value()) else { break };
                 if !k.starts_with(&day) {
                     break;
                 }
                 let (_, name, _) = keys::parse_postings_key(k)?;
                 let name_end = 6 + name.len();
-                let skip_to = keys::prefix_successor(&k[..name_end]);
-                if !name.is_empty() {
+                let listed = name.is_empty() || names.contains(&*String::from_utf8_lossy(name));
+                if !listed && check {
+                    let mut ids = decode_bitmap(v)?;
+                    if let Some(within) = within {
+                        ids &= within;
+                    }
+                    if ids.is_subset(gone) {
+                        it.next(); // this value's series do not count; try the name's next one
+                        continue;
+                    }
+                }
+                if !listed {
                     names.insert(String::from_utf8_lossy(name).into_owned());
                 }
-                match skip_to {
+                match keys::prefix_successor(&k[..name_end]) {
                     Some(s) => it.seek(s),
                     None => break,
                 }

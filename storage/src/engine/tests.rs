@@ -1313,7 +1313,7 @@ fn read_all(e: &Engine, matchers: &[Matcher], mint: i64, maxt: i64) -> Vec<Serie
 #[test]
 fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     let d = tempfile::tempdir().expect("tempdir");
-    let early = labels(&[("__name__", "z"), ("pod", "early")]);
+    let early = labels(&[("__name__", "z"), ("pod", "early"), ("shift", "night")]);
     let late = labels(&[("__name__", "z"), ("pod", "late")]);
     let (early_id, late_id);
     {
@@ -1343,6 +1343,11 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     assert_eq!(pods_of_z, ["late"], "with matchers too");
     let none = [m("__name__", MatchOp::Equal, "nothing")];
     assert!(e.label_values("pod", &none, i64::MIN, i64::MAX).expect("label values").is_empty());
+    let names = |ms: &[Matcher], mint| e.label_names(ms, mint, i64::MAX).expect("label names");
+    assert_eq!(names(&[], T0 + 100 * 15_000), ["__name__", "pod"], "the ended series' own label is gone");
+    assert_eq!(names(&z, T0 + 100 * 15_000), ["__name__", "pod"]);
+    assert_eq!(names(&z, T0 + 15_000), ["__name__", "pod", "shift"]);
+    assert!(names(&none, i64::MIN).is_empty());
 
     // A rewritten older chunk (out of order, say) merges its earlier end: kept the later.
     let mut batch = Batch::new(&e.db).expect("batch");
