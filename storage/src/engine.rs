@@ -730,6 +730,12 @@ impl Engine {
             return Ok(Vec::new());
         }
         let ids = self.lookup(matchers, mint, maxt, stop)?;
+        self.labels_of(&ids, mint, maxt, stop)
+    }
+
+    /// The label sets of the series `ids`, less those not in the head whose recorded end
+    /// is before `mint`.
+    fn labels_of(&self, ids: &RoaringBitmap, mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mut out = Vec::with_capacity(ids.len() as usize);
         let mut not_in_head = Vec::new();
         {
@@ -788,6 +794,17 @@ impl Engine {
         if selected.as_ref().is_some_and(RoaringBitmap::is_empty) {
             return Ok(Vec::new());
         }
+        if let Some(few) = selected.as_ref().filter(|ids| ids.len() <= DECODE_LABELS_UP_TO) {
+            let mut names: Vec<String> = self
+                .labels_of(few, mint, maxt, stop)?
+                .into_iter()
+                .flat_map(Labels::into_vec)
+                .map(|l| l.name.into_string())
+                .collect();
+            names.sort();
+            names.dedup();
+            return Ok(names);
+        }
         let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
         Ok(ix.label_names(selected.as_ref(), &gone)?.into_iter().collect())
     }
@@ -823,10 +840,10 @@ impl Engine {
 
     /// Sorted values of label `name` among the series the matchers select (all without
     /// matchers) that have postings on the days of the range, less those that ended before
-    /// it (their recorded ends, see `gone_before`). From the index alone: each value's
-    /// postings meet the selected series; no label set is decoded (the server always
-    /// passes its tenant matcher, and decoding every label set of the day cost 250 ms for
-    /// 2,000 values over 150,000 series).
+    /// it (their recorded ends, see `gone_before`). From the index: each value's postings
+    /// meet the selected series, no label set decoded (the server always passes its tenant
+    /// matcher, and decoding every label set of the day cost 250 ms for 2,000 values over
+    /// 150,000 series); up to `DECODE_LABELS_UP_TO` selected series, from their label sets.
     pub fn label_values(&self, name: &str, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.label_values_until(name, matchers, mint, maxt, &Interrupt::none())
     }
@@ -845,6 +862,16 @@ impl Engine {
         let selected = if matchers.is_empty() { None } else { Some(ix.select(matchers)?) };
         if selected.as_ref().is_some_and(RoaringBitmap::is_empty) {
             return Ok(Vec::new());
+        }
+        if let Some(few) = selected.as_ref().filter(|ids| ids.len() <= DECODE_LABELS_UP_TO) {
+            let mut values: Vec<String> = self
+                .labels_of(few, mint, maxt, stop)?
+                .into_iter()
+                .filter_map(|ls| ls.get(name).filter(|v| !v.is_empty()).map(str::to_owned))
+                .collect();
+            values.sort();
+            values.dedup();
+            return Ok(values);
         }
         let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
         Ok(ix.label_values(name, selected.as_ref(), &gone)?.into_iter().collect())
@@ -1159,6 +1186,11 @@ impl Engine {
         self.flush()
     }
 }
+
+/// Up to how many selected series label names and values come from their decoded label
+/// sets rather than from the postings: a few series' labels cost less than scanning
+/// every value of a label with a million of them (Prometheus chooses the same way).
+const DECODE_LABELS_UP_TO: u64 = 4096;
 
 /// The number of a table file from its name as `live_files` gives it (`/000012.sst`).
 fn sst_number(name: &str) -> Option<u64> {

@@ -1381,6 +1381,34 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     assert_eq!(got[0].samples, series_at(300, 1.0)[100..]);
 }
 
+/// Label names and values over many selected series (from the postings) and over a few
+/// (from their label sets) answer alike, and only the selected series count.
+#[test]
+fn label_names_and_values_of_many_and_of_few_selected_series() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let n = DECODE_LABELS_UP_TO as usize + 100;
+    let many: Vec<Vec<Label>> = (0..n)
+        .map(|i| labels(&[("__name__", "w"), ("i", &format!("{i:05}")), ("g", &format!("g{}", i % 7))]))
+        .collect();
+    let other = labels(&[("__name__", "o"), ("g", "other"), ("only_o", "1")]);
+    let samples = series_at(1, 1.0);
+    let mut appends: Vec<SeriesAppend> = many.iter().map(|l| SeriesAppend { labels: l, samples: &samples }).collect();
+    appends.push(SeriesAppend { labels: &other, samples: &samples });
+    e.append(&appends).expect("append");
+    let w = m("__name__", MatchOp::Equal, "w");
+    let sevens: Vec<String> = (0..7).map(|g| format!("g{g}")).collect();
+    for (ms, want_g, want_names) in [
+        (vec![w.clone()], sevens.clone(), vec!["__name__", "g", "i"]),
+        (vec![w.clone(), m("i", MatchOp::Regex, "0000.")], sevens.clone(), vec!["__name__", "g", "i"]),
+        (vec![w.clone(), m("i", MatchOp::Equal, "00003")], vec!["g3".to_string()], vec!["__name__", "g", "i"]),
+        (vec![], [sevens.clone(), vec!["other".to_string()]].concat(), vec!["__name__", "g", "i", "only_o"]),
+    ] {
+        assert_eq!(e.label_values("g", &ms, i64::MIN, i64::MAX).expect("values"), want_g, "{ms:?}");
+        assert_eq!(e.label_names(&ms, i64::MIN, i64::MAX).expect("names"), want_names, "{ms:?}");
+    }
+}
+
 /// A warm head series read from a time its head chunks cover is not looked up in
 /// RocksDB: a stored chunk there that cannot be read is never reached. Read from
 /// earlier, it is (and fails naming the series).
