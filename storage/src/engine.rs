@@ -775,7 +775,7 @@ impl Engine {
 
     /// Sorted label names of the series the matchers select (all without matchers) that
     /// have postings on the days of the range, less those that ended before it; from the
-    /// index alone, as [`Engine::label_values`].
+    /// postings or the label sets, as [`Engine::label_values`].
     pub fn label_names(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<String>> {
         self.label_names_until(matchers, mint, maxt, &Interrupt::none())
     }
