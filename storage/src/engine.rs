@@ -788,25 +788,39 @@ impl Engine {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<String>> {
+        match self.label_source(matchers, mint, maxt, stop)? {
+            LabelSource::Nothing => Ok(Vec::new()),
+            LabelSource::LabelSets(sets) => {
+                Ok(sorted_unique(sets.into_iter().flat_map(Labels::into_vec).map(|l| l.name.into_string())))
+            }
+            LabelSource::Postings { ix, selected, gone } => {
+                Ok(ix.label_names(selected.as_ref(), &gone)?.into_iter().collect())
+            }
+        }
+    }
+
+    /// Where label names and values over `[mint, maxt]` are read from (see
+    /// [`Engine::label_values`]).
+    fn label_source<'a>(
+        &'a self,
+        matchers: &[Matcher],
+        mint: i64,
+        maxt: i64,
+        stop: &'a Interrupt,
+    ) -> Result<LabelSource<'a>> {
         let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-        let Some(ix) = self.index(mint, maxt, stop)? else { return Ok(Vec::new()) };
+        let Some(ix) = self.index(mint, maxt, stop)? else { return Ok(LabelSource::Nothing) };
         let selected = if matchers.is_empty() { None } else { Some(ix.select(matchers)?) };
-        if selected.as_ref().is_some_and(RoaringBitmap::is_empty) {
-            return Ok(Vec::new());
+        match &selected {
+            Some(ids) if ids.is_empty() => Ok(LabelSource::Nothing),
+            Some(few) if few.len() <= DECODE_LABELS_UP_TO => {
+                Ok(LabelSource::LabelSets(self.labels_of(few, mint, maxt, stop)?))
+            }
+            _ => {
+                let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
+                Ok(LabelSource::Postings { ix, selected, gone })
+            }
         }
-        if let Some(few) = selected.as_ref().filter(|ids| ids.len() <= DECODE_LABELS_UP_TO) {
-            let mut names: Vec<String> = self
-                .labels_of(few, mint, maxt, stop)?
-                .into_iter()
-                .flat_map(Labels::into_vec)
-                .map(|l| l.name.into_string())
-                .collect();
-            names.sort();
-            names.dedup();
-            return Ok(names);
-        }
-        let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
-        Ok(ix.label_names(selected.as_ref(), &gone)?.into_iter().collect())
     }
 
     /// The series of `ix`'s days (among `within`, if given) that are not in the head and
@@ -857,24 +871,15 @@ impl Engine {
         maxt: i64,
         stop: &Interrupt,
     ) -> Result<Vec<String>> {
-        let mint = mint.max(self.watermark.load(Ordering::Relaxed));
-        let Some(ix) = self.index(mint, maxt, stop)? else { return Ok(Vec::new()) };
-        let selected = if matchers.is_empty() { None } else { Some(ix.select(matchers)?) };
-        if selected.as_ref().is_some_and(RoaringBitmap::is_empty) {
-            return Ok(Vec::new());
+        match self.label_source(matchers, mint, maxt, stop)? {
+            LabelSource::Nothing => Ok(Vec::new()),
+            LabelSource::LabelSets(sets) => Ok(sorted_unique(
+                sets.iter().filter_map(|ls| ls.get(name).filter(|v| !v.is_empty()).map(str::to_owned)),
+            )),
+            LabelSource::Postings { ix, selected, gone } => {
+                Ok(ix.label_values(name, selected.as_ref(), &gone)?.into_iter().collect())
+            }
         }
-        if let Some(few) = selected.as_ref().filter(|ids| ids.len() <= DECODE_LABELS_UP_TO) {
-            let mut values: Vec<String> = self
-                .labels_of(few, mint, maxt, stop)?
-                .into_iter()
-                .filter_map(|ls| ls.get(name).filter(|v| !v.is_empty()).map(str::to_owned))
-                .collect();
-            values.sort();
-            values.dedup();
-            return Ok(values);
-        }
-        let gone = self.gone_before(&ix, selected.as_ref(), mint, stop)?;
-        Ok(ix.label_values(name, selected.as_ref(), &gone)?.into_iter().collect())
     }
 
     /// Writes every open head chunk to RocksDB, flushes RocksDB's memtables, and
@@ -1185,6 +1190,25 @@ impl Engine {
     pub fn close(self) -> Result<()> {
         self.flush()
     }
+}
+
+/// What label names and values are read from.
+enum LabelSource<'a> {
+    /// No series is selected.
+    Nothing,
+    /// The label sets of the few selected series (`DECODE_LABELS_UP_TO`).
+    LabelSets(Vec<Labels>),
+    /// The postings of the range's days, met with the selected series (`None`: all) less
+    /// those that ended before the range (`gone`).
+    Postings { ix: Index<'a>, selected: Option<RoaringBitmap>, gone: RoaringBitmap },
+}
+
+/// The strings sorted, each once.
+fn sorted_unique(it: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = it.collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// Up to how many selected series label names and values come from their decoded label
