@@ -697,9 +697,7 @@ impl Engine {
             let head = self.head.lock();
             read::snapshot(&head, &ids, mint, maxt)
         };
-        if self.ends_complete {
-            read::drop_ended(&self.db, &mut not_in_head, mint, stop)?;
-        }
+        self.drop_ended(&mut not_in_head, mint, stop)?;
         snaps.extend(read::stored_snaps(&self.db, &not_in_head, maxt, stop)?);
         Ok(snaps)
     }
@@ -733,6 +731,15 @@ impl Engine {
         self.labels_of(&ids, mint, maxt, stop)
     }
 
+    /// Removes from `ids` (ascending, series not in the head) those whose recorded end is
+    /// before `mint` ([`read::drop_ended`]), where the shard trusts its records.
+    fn drop_ended(&self, ids: &mut Vec<u32>, mint: i64, stop: &Interrupt) -> Result<()> {
+        if self.ends_complete {
+            read::drop_ended(&self.db, ids, mint, stop)?;
+        }
+        Ok(())
+    }
+
     /// The label sets of the series `ids`, less those not in the head whose recorded end
     /// is before `mint`.
     fn labels_of(&self, ids: &RoaringBitmap, mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
@@ -748,9 +755,7 @@ impl Engine {
                 }
             }
         }
-        if self.ends_complete {
-            read::drop_ended(&self.db, &mut not_in_head, mint, stop)?;
-        }
+        self.drop_ended(&mut not_in_head, mint, stop)?;
         for snap in read::stored_snaps(&self.db, &not_in_head, maxt, stop)? {
             out.push(labels_codec::decode_label_set(snap.labels())?);
         }
@@ -760,8 +765,8 @@ impl Engine {
     /// Label sets of the matching series with postings in the time range (day
     /// granularity: a series is listed if it has data on a day the range touches),
     /// except series not in the head whose stored data ended before the range (their
-    /// recorded ends, where the shard trusts them): a dashboard's label values over the
-    /// last hour do not list every pod that ended earlier that day.
+    /// recorded ends, where the shard trusts them): a listing over the last hour does not
+    /// hold every pod that ended earlier that day.
     pub fn series(&self, matchers: &[Matcher], mint: i64, maxt: i64) -> Result<Vec<Labels>> {
         self.series_until(matchers, mint, maxt, &Interrupt::none())
     }
@@ -825,8 +830,8 @@ impl Engine {
 
     /// The series of `ix`'s days (among `within`, if given) that are not in the head and
     /// whose recorded end is before `mint` (none where the shard does not trust its
-    /// `series_ends`). Only series of the
-    /// first day alone can be such, and only when `mint` falls after that day's start.
+    /// `series_ends`). Only series of the first day alone can be such, and only when
+    /// `mint` falls after that day's start.
     fn gone_before(
         &self,
         ix: &Index<'_>,
@@ -844,7 +849,8 @@ impl Engine {
         }
         let candidates: Vec<u32> = candidates.iter().collect();
         let mut not_in_head = Vec::new();
-        // The head lock per part, as a cursor takes it: appends wait for it.
+        // The head lock per part (appends wait for it); a lookup is cheaper than the
+        // chunk copies a cursor makes under it, so parts are larger than a cursor's.
         for part in candidates.chunks(4096) {
             let head = self.head.lock();
             not_in_head.extend(part.iter().copied().filter(|&id| head.get(id).is_none()));

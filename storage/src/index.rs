@@ -180,15 +180,9 @@ impl<'a> Index<'a> {
                 let (_, name, _) = keys::parse_postings_key(k)?;
                 let name_end = 6 + name.len();
                 let listed = name.is_empty() || names.contains(&*String::from_utf8_lossy(name));
-                if !listed && check {
-                    let mut ids = decode_bitmap(v)?;
-                    if let Some(within) = within {
-                        ids &= within;
-                    }
-                    if ids.is_subset(gone) {
-                        it.next(); // this value's series do not count; try the name's next one
-                        continue;
-                    }
+                if !listed && check && !counts(v, within, gone)? {
+                    it.next(); // this value's series do not count; try the name's next one
+                    continue;
                 }
                 if !listed {
                     names.insert(String::from_utf8_lossy(name).into_owned());
@@ -217,14 +211,8 @@ impl<'a> Index<'a> {
             if values.contains(&*v) {
                 return Ok(());
             }
-            if within.is_some() || !gone.is_empty() {
-                let mut ids = decode_bitmap(ids)?;
-                if let Some(within) = within {
-                    ids &= within;
-                }
-                if ids.is_subset(gone) {
-                    return Ok(()); // also when empty
-                }
+            if (within.is_some() || !gone.is_empty()) && !counts(ids, within, gone)? {
+                return Ok(());
             }
             values.insert(v.into_owned());
             Ok(())
@@ -251,6 +239,16 @@ impl<'a> Index<'a> {
     pub fn first_day(&self) -> Option<i32> {
         self.days.first().copied()
     }
+}
+
+/// Whether the postings `ids` (serialized) hold a series of `within` (any series when
+/// `None`) that is not in `gone`.
+fn counts(ids: &[u8], within: Option<&RoaringBitmap>, gone: &RoaringBitmap) -> Result<bool> {
+    let mut ids = decode_bitmap(ids)?;
+    if let Some(within) = within {
+        ids &= within;
+    }
+    Ok(!ids.is_subset(gone)) // an empty set is a subset
 }
 
 fn postings_cf(db: &DB) -> Result<&rocksdb::ColumnFamily> {
