@@ -693,10 +693,7 @@ impl Engine {
     /// and the labels of the matching series that are not in the head.
     fn snapshots(&self, matchers: &[Matcher], mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<read::SeriesSnap>> {
         let ids = self.lookup(matchers, mint, maxt, stop)?;
-        let (mut snaps, mut not_in_head) = {
-            let head = self.head.lock();
-            read::snapshot(&head, &ids, mint, maxt)
-        };
+        let (mut snaps, mut not_in_head) = read::snapshot(&self.head, &ids, mint, maxt, stop)?;
         self.drop_ended(&mut not_in_head, mint, stop)?;
         snaps.extend(read::stored_snaps(&self.db, &not_in_head, maxt, stop)?);
         Ok(snaps)
@@ -745,14 +742,17 @@ impl Engine {
     fn labels_of(&self, ids: &RoaringBitmap, mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mut out = Vec::with_capacity(ids.len() as usize);
         let mut not_in_head = Vec::new();
-        {
-            let head = self.head.lock();
-            for (i, id) in ids.iter().enumerate() {
-                stop.check_every(i, "series listing")?;
-                match head.get(id) {
-                    Some(s) => out.push(labels_codec::decode_label_set(&s.labels)?),
-                    None => not_in_head.push(id),
-                }
+        let (mut encoded, mut ends) = (Vec::new(), Vec::new());
+        // Copied under the head lock a part at a time, decoded outside it.
+        let ids: Vec<u32> = ids.iter().collect();
+        for part in ids.chunks(read::CURSOR_BATCH) {
+            stop.check("series listing")?;
+            (encoded.clear(), ends.clear());
+            read::head_label_sets(&self.head, part, &mut encoded, &mut ends, &mut not_in_head);
+            let mut start = 0;
+            for &end in &ends {
+                out.push(labels_codec::decode_label_set(&encoded[start..end])?);
+                start = end;
             }
         }
         self.drop_ended(&mut not_in_head, mint, stop)?;

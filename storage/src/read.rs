@@ -45,18 +45,55 @@ impl SeriesSnap {
 }
 
 /// Copies the head chunks of the series in `ids` that are in the head; returns them and
-/// the ids that are not (evicted or never loaded: all their data is in RocksDB).
-pub fn snapshot(head: &Head, ids: &RoaringBitmap, mint: i64, maxt: i64) -> (Vec<SeriesSnap>, Vec<u32>) {
-    // No interrupt check here: this runs under the head lock and only copies bytes.
+/// the ids that are not (evicted or never loaded: all their data is in RocksDB). The
+/// head lock is taken per [`HEAD_LOCK_SERIES`] series, as a cursor takes it, so that
+/// appends do not wait for a whole listing; `stop` is checked between parts.
+pub fn snapshot(
+    head: &Mutex<Head>,
+    ids: &RoaringBitmap,
+    mint: i64,
+    maxt: i64,
+    stop: &Interrupt,
+) -> Result<(Vec<SeriesSnap>, Vec<u32>)> {
     let mut out = Vec::with_capacity(ids.len() as usize);
     let mut not_in_head = Vec::new();
-    for id in ids {
-        match snap_of(head, id, mint, maxt) {
-            Some(snap) => out.push(snap),
-            None => not_in_head.push(id),
+    let ids: Vec<u32> = ids.iter().collect();
+    for part in ids.chunks(HEAD_LOCK_SERIES) {
+        stop.check("head snapshot")?;
+        let head = head.lock();
+        for &id in part {
+            match snap_of(&head, id, mint, maxt) {
+                Some(snap) => out.push(snap),
+                None => not_in_head.push(id),
+            }
         }
     }
-    (out, not_in_head)
+    Ok((out, not_in_head))
+}
+
+/// The encoded label sets of the series in `ids` that are in the head, one after
+/// another in `encoded` (`ends[i]` where the i-th ends), and the ids that are not; the
+/// head lock taken per [`HEAD_LOCK_SERIES`] series (see [`snapshot`]), the label sets
+/// copied as bytes under it and decoded by the caller after.
+pub fn head_label_sets(
+    head: &Mutex<Head>,
+    ids: &[u32],
+    encoded: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+    not_in_head: &mut Vec<u32>,
+) {
+    for part in ids.chunks(HEAD_LOCK_SERIES) {
+        let head = head.lock();
+        for &id in part {
+            match head.get(id) {
+                Some(s) => {
+                    encoded.extend_from_slice(&s.labels);
+                    ends.push(encoded.len());
+                }
+                None => not_in_head.push(id),
+            }
+        }
+    }
 }
 
 /// The head chunks of series `id` overlapping `[mint, maxt]`, copied; `None` when the
@@ -211,7 +248,7 @@ pub(crate) const CURSOR_BATCH: usize = 4096;
 
 /// How many series a [`SeriesCursor`] copies out of the head under one lock: the lock
 /// is held briefly (appends wait for it).
-const HEAD_LOCK_SERIES: usize = 256;
+pub(crate) const HEAD_LOCK_SERIES: usize = 256;
 
 /// A series of a [`SeriesCursor`]'s batch, not read yet.
 struct Pending {

@@ -1287,6 +1287,19 @@ fn a_cursor_after_a_restart_reads_head_and_stored_series_alike_across_batches() 
     }
     let want: Vec<usize> = (0..n).filter(|&i| again(i)).collect();
     assert_eq!(got, want);
+    // The series listing and the cluster's Select copy from the head in parts too
+    // (the lock is not held over all of them) and answer alike over every part.
+    let y = [m("__name__", MatchOp::Equal, "y")];
+    let listed = e.series(&y, i64::MIN, i64::MAX).expect("series");
+    let mut sorted = series.clone();
+    sorted.sort();
+    assert_eq!(listed.iter().map(|l| l.as_slice().to_vec()).collect::<Vec<_>>(), sorted, "every series listed once");
+    assert_eq!(select_via_chunks(&e, &y, i64::MIN, i64::MAX), e.select(&y, i64::MIN, i64::MAX).expect("select"));
+    let chunked: Vec<usize> = select_via_chunks(&e, &y, later.t - 1, later.t + 1)
+        .iter()
+        .map(|s| s.labels.get("i").expect("i").parse::<usize>().expect("number"))
+        .collect();
+    assert_eq!(chunked, want);
 }
 
 /// The `series_ends` record of series `id`, as stored.
