@@ -747,7 +747,8 @@ impl Engine {
         let ids: Vec<u32> = ids.iter().collect();
         for part in ids.chunks(read::CURSOR_BATCH) {
             stop.check("series listing")?;
-            (encoded.clear(), ends.clear());
+            encoded.clear();
+            ends.clear();
             read::head_label_sets(&self.head, part, &mut encoded, &mut ends, &mut not_in_head);
             let mut start = 0;
             for &end in &ends {
