@@ -50,6 +50,10 @@ pub struct Fragment {
     pub query_step: i64,
     /// The engine's lookback delta (ms).
     pub lookback_delta_ms: i64,
+    /// The querier's step (ms) for a subquery written without one (`x[1h:]`), so every
+    /// shard evaluates it on the querier's grid; 0 (a querier that does not send it):
+    /// the evaluating engine's own setting.
+    pub default_subquery_step_ms: i64,
     /// Most samples the fragment's evaluation may hold at once: its share of what the
     /// query had left (divided evenly among the shards, whose outputs the querier holds
     /// together before merging).

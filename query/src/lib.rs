@@ -25,7 +25,9 @@ pub mod promqltest;
 pub mod sharded;
 pub mod value;
 
-pub use engine::{selector_matchers, Engine, EngineOptions, QueryOptions, QueryStats, TextLimits};
+pub use engine::{
+    selector_matchers, Engine, EngineOptions, QueryOptions, QueryStats, TextLimits, DEFAULT_SUBQUERY_STEP_MS,
+};
 pub use error::{ErrorKind, QueryError};
 pub use fragment::{
     Fragment, FragmentData, FragmentMode, FragmentOutput, GroupPartial, PartialSeries, PartialState, ShardEvaluator,

@@ -38,6 +38,8 @@ impl Notes {
 /// [`Evaluator`] but the same context).
 pub(crate) struct Ctx {
     pub lookback: i64,
+    /// The step of a subquery written without one.
+    pub subquery_step: i64,
     max_samples: usize,
     deadline: Option<std::time::Instant>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
@@ -76,6 +78,11 @@ impl Ctx {
     pub fn new(eo: &EngineOptions, qo: &QueryOptions, query: &str, start: i64, end: i64) -> Self {
         Ctx {
             lookback: if eo.lookback_delta_ms > 0 { eo.lookback_delta_ms } else { 300_000 },
+            subquery_step: if eo.default_subquery_step_ms > 0 {
+                eo.default_subquery_step_ms
+            } else {
+                DEFAULT_SUBQUERY_STEP_MS
+            },
             max_samples: eo.max_samples,
             deadline: qo.deadline,
             cancel: qo.cancel.clone(),
@@ -453,7 +460,7 @@ impl<'a> Evaluator<'a> {
         let offset = offset_ms(&sq.offset);
         let at = self.resolve_at(&sq.at);
         let range = dur_ms(&sq.range);
-        let step = sq.step.as_ref().map(dur_ms).filter(|s| *s > 0).unwrap_or(DEFAULT_SUBQUERY_STEP_MS);
+        let step = sq.step.as_ref().map(dur_ms).filter(|s| *s > 0).unwrap_or(self.ctx.subquery_step);
         let (base_start, base_end) = match at {
             Some(a) => (a, a),
             None => (self.start, self.end),

@@ -35,6 +35,7 @@ impl Evaluator<'_> {
             query_end: self.ctx.query_end,
             query_step: self.ctx.query_step,
             lookback_delta_ms: self.ctx.lookback,
+            default_subquery_step_ms: self.ctx.subquery_step,
             // The shards' outputs are all held here at once before they merge (and a
             // local source runs its fragments side by side): each may hold its share of
             // what the query has left, so together they stay within the limit.
@@ -395,6 +396,12 @@ impl Engine {
             .ok_or_else(|| QueryError::bad_data(format!("fragment path {:?} names no node of the query", frag.path)))?;
         let eo = EngineOptions {
             lookback_delta_ms: frag.lookback_delta_ms,
+            // A querier that does not send it (0) gets this engine's.
+            default_subquery_step_ms: if frag.default_subquery_step_ms > 0 {
+                frag.default_subquery_step_ms
+            } else {
+                self.opts.default_subquery_step_ms
+            },
             max_samples: usize::try_from(frag.max_samples).unwrap_or(usize::MAX),
             ..self.opts.clone()
         };

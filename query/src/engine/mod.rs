@@ -41,6 +41,9 @@ pub use selector::selector_matchers;
 pub struct EngineOptions {
     /// How far back (ms) an instant selector looks for the latest sample. Default 300_000 (5m).
     pub lookback_delta_ms: i64,
+    /// The step (ms) of a subquery written without one (`x[1h:]`): Prometheus takes its
+    /// `global.evaluation_interval`. Default 60_000 (1m, Prometheus' default).
+    pub default_subquery_step_ms: i64,
     /// Most samples held in memory at once by one query: points of intermediate
     /// vectors, decoded samples of the series being read (all selected series for a
     /// selector evaluated whole, one series for a streamed one) and aggregation states
@@ -71,6 +74,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
             lookback_delta_ms: 300_000,
+            default_subquery_step_ms: DEFAULT_SUBQUERY_STEP_MS,
             max_samples: 50_000_000,
             max_points_per_series: 11_000,
             text: TextLimits::default(),
@@ -93,9 +97,10 @@ pub struct Engine {
     opts: EngineOptions,
 }
 
-/// The default step of a subquery without an explicit resolution (`x[5m:]`), as
-/// Prometheus' global evaluation interval default: 1 minute.
-pub(crate) const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
+/// The step of a subquery without an explicit resolution (`x[5m:]`) unless
+/// [`EngineOptions::default_subquery_step_ms`] says otherwise: Prometheus' default
+/// global evaluation interval, 1 minute.
+pub const DEFAULT_SUBQUERY_STEP_MS: i64 = 60_000;
 
 impl Engine {
     pub fn new(opts: EngineOptions) -> Engine {

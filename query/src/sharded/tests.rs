@@ -116,6 +116,7 @@ fn a_fragment_naming_no_node_is_refused() {
         query_end: 0,
         query_step: 0,
         lookback_delta_ms: 300_000,
+        default_subquery_step_ms: 60_000,
         max_samples: 1_000,
         param: vec![],
         string_param: None,
@@ -165,4 +166,25 @@ fn fragments_share_the_sample_limit_instead_of_each_getting_all_of_it() {
     let seen = src.seen.lock().expect("lock").clone();
     assert_eq!(seen.len(), 3);
     assert!(seen.iter().all(|&b| b == 3_000), "each shard gets a third: {seen:?}");
+}
+
+/// A subquery written without a step takes the querier's setting on every shard, not
+/// the shards' own (Prometheus' evaluation interval: 15 s here, the default 1 m there).
+#[test]
+fn a_pushed_down_subquery_without_a_step_takes_the_queriers_default_step() {
+    let (whole, split) = fixture(3);
+    let ctl = QueryOptions::default();
+    let q = "sum by (a) (count_over_time(x_total[5m:]))";
+    let fine = Engine::new(EngineOptions { default_subquery_step_ms: 15_000, ..Default::default() });
+    let want = fine.instant_query(&whole, q, 800_000, &ctl).expect("unsplit");
+    let got = fine.instant_query(&split, q, 800_000, &ctl).expect("split");
+    assert!(split.fragments_evaluated() > 0, "pushed down");
+    assert_eq!(got.value, want.value);
+    // (500 s, 800 s] holds 20 steps of 15 s and 5 of 1 m; 10 series per group.
+    let Value::Vector(v) = &want.value else { panic!("a vector") };
+    assert_eq!(v.len(), 4);
+    assert!(v.iter().all(|e| e.v == 200.0), "{v:?}");
+    let coarse = Engine::default().instant_query(&split, q, 800_000, &ctl).expect("default step");
+    let Value::Vector(v) = &coarse.value else { panic!("a vector") };
+    assert!(v.iter().all(|e| e.v == 50.0), "{v:?}");
 }

@@ -122,6 +122,11 @@ pub struct QueryLimits {
     pub max_points_per_series: u64,
     /// How far back (seconds) an instant selector looks for a sample. Default 300.
     pub lookback_delta_secs: u64,
+    /// The step (seconds) of a subquery written without one (`max_over_time(x[1h:])`):
+    /// Prometheus takes its `global.evaluation_interval` there, so a user whose
+    /// Prometheus scrapes and evaluates every 15 s sets 15 here to get the same answers.
+    /// Default 60 (Prometheus' default); 0 is refused.
+    pub default_subquery_step_secs: u64,
     /// Longest PromQL expression accepted (`query=` and each `match[]`), in bytes; a
     /// longer one is refused with 400 naming this key, before it is parsed. A POST form
     /// body may be up to 4 times this plus 64 KiB (room for percent-encoding and the
@@ -150,6 +155,7 @@ impl Default for QueryLimits {
             max_samples: 50_000_000,
             max_points_per_series: 11_000,
             lookback_delta_secs: 300,
+            default_subquery_step_secs: (tessera_query::DEFAULT_SUBQUERY_STEP_MS / 1000) as u64,
             max_query_bytes: tessera_query::engine::limits::DEFAULT_MAX_QUERY_BYTES,
             max_query_depth: tessera_query::engine::limits::DEFAULT_MAX_QUERY_DEPTH,
         }
@@ -167,6 +173,11 @@ impl QueryLimits {
         }
         if self.lookback_delta_secs == 0 {
             return Err("query.lookback_delta_secs must be positive".into());
+        }
+        if self.default_subquery_step_secs == 0 {
+            return Err(
+                "query.default_subquery_step_secs must be positive (the step of a subquery written as x[1h:])".into()
+            );
         }
         if self.max_query_bytes == 0 {
             return Err("query.max_query_bytes must be positive".into());
@@ -206,6 +217,10 @@ impl QueryLimits {
         i64::try_from(self.lookback_delta_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
     }
 
+    pub fn default_subquery_step_ms(&self) -> i64 {
+        i64::try_from(self.default_subquery_step_secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    }
+
     /// The limits as `query.<key>` flag pairs for `/status/flags`.
     pub fn flag_pairs(&self) -> Vec<(String, String)> {
         vec![
@@ -214,6 +229,7 @@ impl QueryLimits {
             ("query.max_samples".into(), self.max_samples.to_string()),
             ("query.max_points_per_series".into(), self.max_points_per_series.to_string()),
             ("query.lookback_delta_secs".into(), self.lookback_delta_secs.to_string()),
+            ("query.default_subquery_step_secs".into(), self.default_subquery_step_secs.to_string()),
             ("query.max_query_bytes".into(), self.max_query_bytes.to_string()),
             ("query.max_query_depth".into(), self.max_query_depth.to_string()),
         ]

@@ -192,27 +192,38 @@ mod round_trip {
             proptest::collection::vec(any::<u32>(), 0..4),
             any::<bool>(),
             proptest::array::uniform6(any::<i64>()),
-            (any::<i64>(), any::<u64>()),
+            (any::<i64>(), any::<i64>(), any::<u64>()),
             proptest::collection::vec(float(), 0..4),
             proptest::option::of(".{0,6}"),
         )
-            .prop_map(|(query, path, partial, g, (lookback_delta_ms, max_samples), param, string_param)| {
-                Fragment {
+            .prop_map(
+                |(
                     query,
                     path,
-                    mode: if partial { FragmentMode::Partial } else { FragmentMode::Concat },
-                    start: g[0],
-                    end: g[1],
-                    step: g[2],
-                    query_start: g[3],
-                    query_end: g[4],
-                    query_step: g[5],
-                    lookback_delta_ms,
-                    max_samples,
+                    partial,
+                    g,
+                    (lookback_delta_ms, default_subquery_step_ms, max_samples),
                     param,
                     string_param,
-                }
-            })
+                )| {
+                    Fragment {
+                        query,
+                        path,
+                        mode: if partial { FragmentMode::Partial } else { FragmentMode::Concat },
+                        start: g[0],
+                        end: g[1],
+                        step: g[2],
+                        query_start: g[3],
+                        query_end: g[4],
+                        query_step: g[5],
+                        lookback_delta_ms,
+                        default_subquery_step_ms,
+                        max_samples,
+                        param,
+                        string_param,
+                    }
+                },
+            )
     }
 
     proptest! {

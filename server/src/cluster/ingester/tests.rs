@@ -476,6 +476,7 @@ async fn eval_evaluates_a_fragment_over_the_named_shards_and_refuses_holes_and_o
         query_end: 2000,
         query_step: 0,
         lookback_delta_ms: 300_000,
+        default_subquery_step_ms: 60_000,
         max_samples,
         param: vec![],
         string_param: None,

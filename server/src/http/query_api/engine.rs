@@ -8,6 +8,7 @@ use super::{EvalOptions, Evaluator, QueryLimits};
 pub fn engine_for(limits: &QueryLimits) -> Engine {
     Engine::new(EngineOptions {
         lookback_delta_ms: limits.lookback_delta_ms(),
+        default_subquery_step_ms: limits.default_subquery_step_ms(),
         max_samples: usize::try_from(limits.max_samples).unwrap_or(usize::MAX),
         // The API checks Prometheus' rule first: (end - start) / step <= 11,000 *intervals*,
         // i.e. up to 11,001 points. The engine counts points, so it gets one more; without

@@ -860,3 +860,26 @@ fn query_text_limits_are_validated() {
     assert_eq!(limits.text_limits(), tessera_query::TextLimits { max_depth: 100, max_bytes: 4096 });
     assert_eq!(limits.max_form_bytes(), 4 * 4096 + 64 * 1024);
 }
+
+/// `[query] default_subquery_step_secs` (Prometheus' `global.evaluation_interval`) is
+/// the step of a subquery written without one, reaches the engine, and shows in the flags.
+#[test]
+fn the_default_subquery_step_is_configured_and_reaches_the_engine() {
+    assert!(QueryLimits { default_subquery_step_secs: 0, ..QueryLimits::default() }.validate().is_err());
+    let limits: QueryLimits = toml::from_str("default_subquery_step_secs = 15").expect("valid");
+    assert!(limits.validate().is_ok());
+    assert!(limits.flag_pairs().contains(&("query.default_subquery_step_secs".into(), "15".into())));
+    let steps = |limits: &QueryLimits| {
+        let store = tessera_query::promqltest::MemStore::new();
+        let out = engine_for(limits)
+            .instant_query(&store, "count_over_time(vector(1)[5m:])", 600_000, &tessera_query::QueryOptions::default())
+            .expect("query");
+        match out.value {
+            Value::Vector(v) => v[0].v,
+            other => panic!("not a vector: {other:?}"),
+        }
+    };
+    // (300 s, 600 s]: 20 steps of 15 s, 5 of the default minute.
+    assert_eq!(steps(&limits), 20.0);
+    assert_eq!(steps(&QueryLimits::default()), 5.0);
+}
