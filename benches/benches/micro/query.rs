@@ -131,6 +131,71 @@ pub fn benches(c: &mut Criterion) {
     });
     g.finish();
     churning_pods(c);
+    scraped_fleet(c);
+}
+
+/// 100 nodes of 8 GPUs, ten DCGM fields each (8,000 series), scraped every 15 s for two
+/// hours, every series of a node stamped with its scrape's time (a per-round jitter of
+/// up to ±50 ms, the same for the node's series, as an agent stamps one scrape): the
+/// shape of `compare.sh`'s `dcgm_all_rate` (BENCHMARKS.md) without storage. Integer
+/// and two-decimal gauges drop at random, so `rate` meets resets in a third of their
+/// samples; two counters only rise.
+fn scraped_fleet(c: &mut Criterion) {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    const NODES: usize = 100;
+    const ROUNDS: usize = 500;
+    let fields = [
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+    ];
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut store = MemStore::new();
+    for node in 0..NODES {
+        let host = format!("node-{node:03}");
+        let times: Vec<i64> =
+            (0..ROUNDS).map(|i| T0 + i as i64 * SCRAPE_MS + node as i64 * 97 + rng.gen_range(-50..=50)).collect();
+        for gpu in 0..8 {
+            let g = gpu.to_string();
+            for (f, name) in fields.iter().enumerate() {
+                let l = Labels::from_pairs([("__name__", *name), ("Hostname", host.as_str()), ("gpu", g.as_str())]);
+                let mut counter = rng.gen_range(1e9..1e11f64).round();
+                for &t in &times {
+                    let v = match f {
+                        0..=3 => rng.gen_range(0..=100) as f64,
+                        4 => (rng.gen_range(25_000..40_000) as f64) / 100.0,
+                        5..=7 => (rng.gen_range(0..=1000) as f64) / 1000.0,
+                        _ => {
+                            counter += (rng.gen_range(250.0..400.0) * 15_000.0f64).round();
+                            counter
+                        }
+                    };
+                    store.add(l.clone(), t, v);
+                }
+            }
+        }
+    }
+    let engine = Engine::new(EngineOptions::default());
+    let opts = QueryOptions::default();
+    let (start, end) = (T0 + 300_000, T0 + (ROUNDS as i64 - 1) * SCRAPE_MS);
+    let mut g = c.benchmark_group("query");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements((NODES * 8 * fields.len() * ROUNDS) as u64));
+    g.bench_function("range_query_sum_rate_5m_all_fields_800_gpus_2h_15s_step", |b| {
+        b.iter(|| {
+            let q = r#"sum(rate({__name__=~"DCGM.*"}[5m]))"#;
+            black_box(engine.range_query(black_box(&store), q, start, end, SCRAPE_MS, &opts).expect("valid query"))
+        })
+    });
+    g.finish();
 }
 
 /// Pods replaced every 5 minutes for 12 hours: 2,880 pods of 20 samples each, about 20
