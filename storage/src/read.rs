@@ -248,7 +248,7 @@ pub(crate) const CURSOR_BATCH: usize = 4096;
 
 /// How many series a [`SeriesCursor`] copies out of the head under one lock: the lock
 /// is held briefly (appends wait for it).
-pub(crate) const HEAD_LOCK_SERIES: usize = 256;
+const HEAD_LOCK_SERIES: usize = 256;
 
 /// A series of a [`SeriesCursor`]'s batch, not read yet.
 struct Pending {
