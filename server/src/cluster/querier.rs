@@ -483,6 +483,29 @@ fn with_timeout<T>(msg: T, timeout: Duration) -> tonic::Request<T> {
     r
 }
 
+/// Reads ingester `i`'s streamed answer to its end, each frame's bytes counted for
+/// `method` and its items taken by `items`, with the holes its response reported.
+async fn drain<F, T>(
+    resp: tonic::Response<tonic::Streaming<F>>,
+    i: usize,
+    peers: &Peers,
+    method: &str,
+    mut items: impl FnMut(F) -> Vec<T>,
+) -> Result<(Vec<T>, Vec<ShardHole>), Status>
+where
+    F: prost::Message + Default,
+{
+    let holes = holes_of(&resp, i, peers);
+    let mut stream = resp.into_inner();
+    let mut out = Vec::new();
+    while let Some(frame) = stream.message().await? {
+        let bytes = prost::Message::encoded_len(&frame) as u64;
+        peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, method], bytes);
+        out.extend(items(frame));
+    }
+    Ok((out, holes))
+}
+
 impl Queryable for ClusterQueryable {
     fn select(
         &self,
@@ -505,15 +528,7 @@ impl Queryable for ClusterQueryable {
             };
             async move {
                 let resp = client.select(with_timeout(req, timeout)).await?;
-                let holes = holes_of(&resp, i, &peers);
-                let mut stream = resp.into_inner();
-                let mut series = Vec::new();
-                while let Some(frame) = stream.message().await? {
-                    let bytes = prost::Message::encoded_len(&frame) as u64;
-                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Select"], bytes);
-                    series.extend(frame.series);
-                }
-                Ok((series, holes))
+                drain(resp, i, &peers, "Select", |frame| frame.series).await
             }
         })?;
         let data = self.merge_chunked(out.answers, start, end)?;
@@ -541,15 +556,7 @@ impl Queryable for ClusterQueryable {
             };
             async move {
                 let resp = client.series(with_timeout(req, timeout)).await?;
-                let holes = holes_of(&resp, i, &peers);
-                let mut stream = resp.into_inner();
-                let mut sets = Vec::new();
-                while let Some(frame) = stream.message().await? {
-                    let bytes = prost::Message::encoded_len(&frame) as u64;
-                    peers.metrics.response_bytes.inc_by(&[&peers.peers[i].id, "Series"], bytes);
-                    sets.extend(frame.series);
-                }
-                Ok((sets, holes))
+                drain(resp, i, &peers, "Series", |frame| frame.series).await
             }
         })?;
         let sets = out.answers.into_iter().flatten().flatten().map(|s| convert::labels_from_pb_set(s.labels));
