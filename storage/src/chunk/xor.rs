@@ -433,11 +433,6 @@ impl<'a> XorIter<'a> {
             Err(e) => XorIter { dec: None, header: Some(e) },
         }
     }
-
-    /// True when the header could not even be read (a 0- or 1-byte input).
-    pub fn header_failed(&self) -> bool {
-        self.header.is_some()
-    }
 }
 
 impl Iterator for XorIter<'_> {
