@@ -743,13 +743,18 @@ impl Engine {
         let mut out = Vec::with_capacity(ids.len() as usize);
         let mut not_in_head = Vec::new();
         let (mut encoded, mut ends) = (Vec::new(), Vec::new());
-        // Copied under the head lock a part at a time, decoded outside it.
+        // Copied as bytes under the head lock, decoded outside it, a batch at a time.
         let ids: Vec<u32> = ids.iter().collect();
         for part in ids.chunks(read::CURSOR_BATCH) {
-            stop.check("series listing")?;
             encoded.clear();
             ends.clear();
-            read::head_label_sets(&self.head, part, &mut encoded, &mut ends, &mut not_in_head);
+            read::visit_head(&self.head, part, stop, "series listing", |id, s| match s {
+                Some(s) => {
+                    encoded.extend_from_slice(&s.labels);
+                    ends.push(encoded.len());
+                }
+                None => not_in_head.push(id),
+            })?;
             let mut start = 0;
             for &end in &ends {
                 out.push(labels_codec::decode_label_set(&encoded[start..end])?);
@@ -850,12 +855,11 @@ impl Engine {
         }
         let candidates: Vec<u32> = candidates.iter().collect();
         let mut not_in_head = Vec::new();
-        // The head lock per part (appends wait for it); a lookup is cheaper than the
-        // chunk copies a cursor makes under it, so parts are larger than a cursor's.
-        for part in candidates.chunks(4096) {
-            let head = self.head.lock();
-            not_in_head.extend(part.iter().copied().filter(|&id| head.get(id).is_none()));
-        }
+        read::visit_head(&self.head, &candidates, stop, "label listing", |id, s| {
+            if s.is_none() {
+                not_in_head.push(id);
+            }
+        })?;
         Ok(read::ended_before(&self.db, &not_in_head, mint, stop)?.into_iter().collect())
     }
 

@@ -44,10 +44,30 @@ impl SeriesSnap {
     }
 }
 
-/// Copies the head chunks of the series in `ids` that are in the head; returns them and
-/// the ids that are not (evicted or never loaded: all their data is in RocksDB). The
-/// head lock is taken per [`HEAD_LOCK_SERIES`] series, as a cursor takes it, so that
-/// appends do not wait for a whole listing; `stop` is checked between parts.
+/// Visits the series `ids` in the head: `each(id, Some(series))` for one in it,
+/// `each(id, None)` for one that is not (evicted or never loaded: all its data is in
+/// RocksDB). The head lock is taken per [`HEAD_LOCK_SERIES`] series, so that appends
+/// wait for one part, never for a whole read; `stop` is checked before each part (as
+/// `what`). Whatever `each` keeps of a series it copies: the lock is gone after the part.
+pub fn visit_head(
+    head: &Mutex<Head>,
+    ids: &[u32],
+    stop: &Interrupt,
+    what: &'static str,
+    mut each: impl FnMut(u32, Option<&MemSeries>),
+) -> Result<()> {
+    for part in ids.chunks(HEAD_LOCK_SERIES) {
+        stop.check(what)?;
+        let head = head.lock();
+        for &id in part {
+            each(id, head.get(id));
+        }
+    }
+    Ok(())
+}
+
+/// Copies the head chunks of the series in `ids` that are in the head ([`visit_head`]);
+/// returns them and the ids that are not.
 pub fn snapshot(
     head: &Mutex<Head>,
     ids: &RoaringBitmap,
@@ -58,50 +78,20 @@ pub fn snapshot(
     let mut out = Vec::with_capacity(ids.len() as usize);
     let mut not_in_head = Vec::new();
     let ids: Vec<u32> = ids.iter().collect();
-    for part in ids.chunks(HEAD_LOCK_SERIES) {
-        stop.check("head snapshot")?;
-        let head = head.lock();
-        for &id in part {
-            match snap_of(&head, id, mint, maxt) {
-                Some(snap) => out.push(snap),
-                None => not_in_head.push(id),
-            }
+    visit_head(head, &ids, stop, "head snapshot", |id, s| match s {
+        Some(s) => {
+            let read_stored = !s.holds_everything_from(mint);
+            out.push(SeriesSnap {
+                id,
+                labels: s.labels.clone(),
+                head_chunks: head_chunks(s, mint, maxt),
+                read_stored,
+                maxt,
+            })
         }
-    }
+        None => not_in_head.push(id),
+    })?;
     Ok((out, not_in_head))
-}
-
-/// The encoded label sets of the series in `ids` that are in the head, one after
-/// another in `encoded` (`ends[i]` where the i-th ends), and the ids that are not; the
-/// head lock taken per [`HEAD_LOCK_SERIES`] series (see [`snapshot`]), the label sets
-/// copied as bytes under it and decoded by the caller after.
-pub fn head_label_sets(
-    head: &Mutex<Head>,
-    ids: &[u32],
-    encoded: &mut Vec<u8>,
-    ends: &mut Vec<usize>,
-    not_in_head: &mut Vec<u32>,
-) {
-    for part in ids.chunks(HEAD_LOCK_SERIES) {
-        let head = head.lock();
-        for &id in part {
-            match head.get(id) {
-                Some(s) => {
-                    encoded.extend_from_slice(&s.labels);
-                    ends.push(encoded.len());
-                }
-                None => not_in_head.push(id),
-            }
-        }
-    }
-}
-
-/// The head chunks of series `id` overlapping `[mint, maxt]`, copied; `None` when the
-/// series is not in the head.
-fn snap_of(head: &Head, id: u32, mint: i64, maxt: i64) -> Option<SeriesSnap> {
-    let s = head.get(id)?;
-    let read_stored = !s.holds_everything_from(mint);
-    Some(SeriesSnap { id, labels: s.labels.clone(), head_chunks: head_chunks(s, mint, maxt), read_stored, maxt })
 }
 
 /// Copies of the chunks of head series `s` that overlap `[mint, maxt]`, in time order.
@@ -425,8 +415,8 @@ impl<'a> SeriesCursor<'a> {
         }
     }
 
-    /// Loads the next batch of series: their labels and head chunks from the head (under
-    /// its lock, taken per `HEAD_LOCK_SERIES`), then the labels of those not in it from
+    /// Loads the next batch of series: their labels and head chunks from the head
+    /// ([`visit_head`]), then the labels of those not in it from
     /// RocksDB, less those that ended before the range ([`drop_ended`]).
     fn read_batch(&mut self, stop: &Interrupt) -> Result<()> {
         let end = (self.next + CURSOR_BATCH).min(self.ids.len());
@@ -434,33 +424,23 @@ impl<'a> SeriesCursor<'a> {
         self.next = end;
         self.labels.clear();
         let mut stored = Vec::new();
-        for part in batch.chunks(HEAD_LOCK_SERIES) {
-            let head = self.head.lock();
-            for &id in part {
-                match head.get(id) {
-                    Some(s) => {
-                        let at = self.labels.len();
-                        self.labels.extend_from_slice(&s.labels);
-                        let head_chunks = head_chunks(s, self.mint, self.maxt);
-                        // A series scraped now, read over the last minutes: all in the
-                        // head (most of an instant query's series), no seek into RocksDB.
-                        let read_stored = !s.holds_everything_from(self.mint);
-                        let labels = at..self.labels.len();
-                        self.pending.push_back(Pending { id, head_chunks, read_stored, labels });
-                    }
-                    // Not in the head: all its chunks are in RocksDB.
-                    None => {
-                        stored.push(id);
-                        self.pending.push_back(Pending {
-                            id,
-                            head_chunks: Vec::new(),
-                            read_stored: true,
-                            labels: 0..0,
-                        });
-                    }
-                }
+        let (labels, pending, (mint, maxt)) = (&mut self.labels, &mut self.pending, (self.mint, self.maxt));
+        visit_head(self.head, batch, stop, "select", |id, s| match s {
+            Some(s) => {
+                let at = labels.len();
+                labels.extend_from_slice(&s.labels);
+                let head_chunks = head_chunks(s, mint, maxt);
+                // A series scraped now, read over the last minutes: all in the head (most
+                // of an instant query's series), no seek into RocksDB.
+                let read_stored = !s.holds_everything_from(mint);
+                pending.push_back(Pending { id, head_chunks, read_stored, labels: at..labels.len() });
             }
-        }
+            // Not in the head: all its chunks are in RocksDB.
+            None => {
+                stored.push(id);
+                pending.push_back(Pending { id, head_chunks: Vec::new(), read_stored: true, labels: 0..0 });
+            }
+        })?;
         if !stored.is_empty() {
             // Series that ended before the range are left without labels, and so out.
             if self.ends_known {
