@@ -151,7 +151,9 @@ pub enum Outcome {
 /// by `persist::Batch`, so the head itself knows nothing of the store.
 pub trait ChunkSink {
     /// A sealed chunk, or an out-of-order rewrite of one, keyed by series and start time.
-    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]);
+    /// `newest`: no stored chunk of the series ends after this one's `maxt` (a cut of
+    /// the open chunk, whose last sample is the series' newest).
+    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8], newest: bool);
     /// A chunk that a rewrite replaced with one starting at another time.
     fn delete_chunk(&mut self, id: u32, mint: i64);
     /// Series `id` (canonical label encoding `labels`) has samples on `day`.
@@ -196,7 +198,10 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
         let mut bytes = open.into_bytes();
         // The appender grew its buffer by doubling; a sealed chunk never grows again.
         bytes.shrink_to_fit();
-        self.sink.put_chunk(id, enc, s.open_mint, maxt, &bytes);
+        // The open chunk holds the series' newest sample, unless an out-of-order sample
+        // opened it behind what is stored (see `insert_out_of_order`).
+        let newest = !s.has_max || maxt >= s.max_t;
+        self.sink.put_chunk(id, enc, s.open_mint, maxt, &bytes, newest);
         s.recent.push(CutChunk { enc, bytes, mint: s.open_mint, maxt });
         self.active_delta -= 1;
         Ok(())
@@ -303,7 +308,7 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             if old_mint != new_mint {
                 self.sink.delete_chunk(id, old_mint);
             }
-            self.sink.put_chunk(id, enc, new_mint, new_maxt, &bytes);
+            self.sink.put_chunk(id, enc, new_mint, new_maxt, &bytes, false);
             s.recent[target] = CutChunk { enc, bytes, mint: new_mint, maxt: new_maxt };
         }
         Ok(Outcome::Appended)

@@ -74,7 +74,7 @@ impl<'a> Batch<'a> {
 impl ChunkSink for Batch<'_> {
     /// Stores the chunk in its smallest form: the decimal encoding when the samples allow
     /// it and it is smaller than the head's XOR bytes (`chunk::compact_form`).
-    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8]) {
+    fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8], newest: bool) {
         let value = match chunk::compact_form(bytes, enc, &mut self.scratch) {
             Some(d) => keys::encode_chunk_value(Encoding::Decimal, mint, maxt, &d),
             None => keys::encode_chunk_value(enc, mint, maxt, bytes),
@@ -82,8 +82,17 @@ impl ChunkSink for Batch<'_> {
         self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), value);
         // The series' last stored timestamp, so that a read can pass over a series that
         // ended before its range without seeking its chunks (`read::drop_ended`). A
-        // merge, not a put: a rewritten older chunk must not lower it.
-        self.batch.merge_cf(self.series_ends, keys::series_key(id), keys::encode_series_end(maxt));
+        // rewritten older chunk must not lower it: its end is merged (the latest wins,
+        // `db::latest_end`). The newest chunk's end is put, replacing what was merged
+        // before, so that a read finds one value rather than an operand per chunk to
+        // merge (until compaction merges them: most of the record reads' cost after a
+        // backfill, BENCHMARKS.md, "Labels left undecoded").
+        let (key, end) = (keys::series_key(id), keys::encode_series_end(maxt));
+        if newest {
+            self.batch.put_cf(self.series_ends, key, end);
+        } else {
+            self.batch.merge_cf(self.series_ends, key, end);
+        }
         self.chunks_written += 1;
     }
 

@@ -1318,6 +1318,25 @@ fn read_all(e: &Engine, matchers: &[Matcher], mint: i64, maxt: i64) -> Vec<Serie
     out
 }
 
+/// The newest chunk's end is put over the operands merged before it, and an
+/// out-of-order rewrite of an older chunk is merged, so that it never lowers the record
+/// (were it put, the series would look ended an hour early to a read of that hour).
+#[test]
+fn a_series_end_follows_its_newest_chunk_whatever_older_chunk_is_rewritten() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), EngineConfig { out_of_order_window_ms: 7_200_000, ..cfg() }).expect("open");
+    let l = labels(&[("__name__", "z"), ("pod", "a")]);
+    // Chunks of 120 samples: two cut, the open one holds 240..249.
+    let id = append1(&e, &l, &series_at(250, 1.0)).ids[0].expect("id");
+    assert_eq!(stored_end(&e, id), Some(T0 + 239 * 15_000));
+    let report = append1(&e, &l, &[Sample::new(T0 + 50 * 15_000 + 1, 5.0)]);
+    assert_eq!(report.appended, 1, "into the first chunk, rewritten");
+    assert_eq!(stored_end(&e, id), Some(T0 + 239 * 15_000), "not lowered to the first chunk's end");
+    e.close().expect("close");
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert_eq!(stored_end(&e, id), Some(T0 + 249 * 15_000), "the open chunk, cut at close");
+}
+
 /// Every chunk write records its series' end: the records are the series' last stored
 /// timestamps after a restart, a rewrite of an older chunk does not lower one, and a
 /// query over a later range passes over the series that ended before it by their
@@ -1362,12 +1381,14 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     assert_eq!(names(&z, T0 + 15_000), ["__name__", "pod", "shift"]);
     assert!(names(&none, i64::MIN).is_empty());
 
-    // A rewritten older chunk (out of order, say) merges its earlier end: kept the later.
+    // The newest chunk's end is put; a rewritten older chunk (out of order, say) merges
+    // its earlier end: kept the later.
     let mut batch = Batch::new(&e.db).expect("batch");
-    batch.put_chunk(late_id, chunk::Encoding::Xor, T0 + 500 * 15_000, T0 + 600 * 15_000, b"not read");
+    batch.put_chunk(late_id, chunk::Encoding::Xor, T0 + 500 * 15_000, T0 + 600 * 15_000, b"not read", true);
     batch.write().expect("write");
+    assert_eq!(stored_end(&e, late_id), Some(T0 + 600 * 15_000));
     let mut batch = Batch::new(&e.db).expect("batch");
-    batch.put_chunk(late_id, chunk::Encoding::Xor, T0 + 501 * 15_000, T0 + 550 * 15_000, b"not read");
+    batch.put_chunk(late_id, chunk::Encoding::Xor, T0 + 501 * 15_000, T0 + 550 * 15_000, b"not read", false);
     batch.write().expect("write");
     assert_eq!(stored_end(&e, late_id), Some(T0 + 600 * 15_000));
 
@@ -1439,7 +1460,7 @@ fn a_head_series_read_over_what_its_head_holds_is_not_looked_up_in_rocksdb() {
         assert!(s.recent.is_empty() && s.open_mint == T0 + 240 * 15_000);
     }
     let mut batch = Batch::new(&e.db).expect("batch");
-    batch.put_chunk(id, chunk::Encoding::Xor, T0 + 250 * 15_000, T0 + 260 * 15_000, b"unreadable");
+    batch.put_chunk(id, chunk::Encoding::Xor, T0 + 250 * 15_000, T0 + 260 * 15_000, b"unreadable", false);
     batch.write().expect("write");
 
     let sel = [m("__name__", MatchOp::Equal, "h")];
