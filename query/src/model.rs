@@ -33,6 +33,13 @@ pub struct SelectHints {
     pub grouping: Vec<String>,
     /// Whether `grouping` is a `by` list (true) or a `without` list (false).
     pub by: bool,
+    /// When set, the only labels of each series the answer depends on (sorted names):
+    /// a source may leave the others out of the series it returns, and skip decoding
+    /// them. The engine sets it where nothing but these labels is read and series are
+    /// never told apart by their labels (an aggregation into one group needs the metric
+    /// name alone, for the annotations that name it); unlike `grouping`, which is a
+    /// hint, it is a promise.
+    pub only_labels: Option<Vec<String>>,
 }
 
 impl SelectHints {
@@ -52,7 +59,9 @@ impl SelectHints {
 }
 
 /// One select a query will make, announced before evaluation through
-/// [`Queryable::prepare`]: the matchers and hints of a later [`Queryable::select`] call.
+/// [`Queryable::prepare`]: the matchers and hints of a later [`Queryable::select`] call,
+/// which evaluation may narrow to a few labels ([`SelectHints::only_labels`], announced
+/// as `None`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlannedSelect {
     pub matchers: Vec<Matcher>,

@@ -138,12 +138,24 @@ pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {
 /// [`decode_labels`] as a [`Labels`]: refused as corrupt unless sorted by name and
 /// unique, which `Engine::append` requires of every stored set.
 pub fn decode_label_set(b: &[u8]) -> Result<Labels> {
-    if let Some(labels) = decode_labels_checked_once(b, true) {
+    decode_label_subset(b, None)
+}
+
+/// [`decode_label_set`] keeping only the labels named in `only` (all when `None`): the
+/// whole set is checked as [`decode_label_set`] checks it, and an error is the same,
+/// but only the labels kept are copied out. A reader that needs one or two labels of
+/// each series (`sum(rate(...))` needs the metric name alone) skips most of the
+/// allocations and copies of a series' label set.
+pub fn decode_label_subset(b: &[u8], only: Option<&[String]>) -> Result<Labels> {
+    if let Some(labels) = decode_labels_checked_once(b, true, only) {
         return Ok(Labels::from_sorted(labels));
     }
-    let labels = decode_labels(b)?;
+    let mut labels = decode_labels(b)?;
     if !is_sorted_unique(&labels) {
         return Err(Error::corrupt("labels", "label names not sorted and unique"));
+    }
+    if let Some(only) = only {
+        labels.retain(|l| only.iter().any(|n| n.as_str() == l.name.as_str()));
     }
     Ok(Labels::from_sorted(labels))
 }
@@ -161,7 +173,7 @@ pub fn is_sorted_unique(labels: &[Label]) -> bool {
 }
 
 pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
-    if let Some(labels) = decode_labels_checked_once(b, false) {
+    if let Some(labels) = decode_labels_checked_once(b, false, None) {
         return Ok(labels);
     }
     // Not well formed, or not UTF-8 as a whole (a length byte of 0x80 or more can make
@@ -181,22 +193,28 @@ pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
 /// ranges ([`walk_pairs`]) gives exactly the strings a check of each would accept.
 /// With `sorted`, the names must also be strictly increasing, compared as bytes while
 /// walking (byte order is code point order for UTF-8), instead of as strings after.
-/// `None` when anything is off; the caller then decodes string by string.
-fn decode_labels_checked_once(b: &[u8], sorted: bool) -> Option<Vec<Label>> {
+/// `only` names the labels to copy out (all when `None`); the others are checked all
+/// the same. `None` when anything is off; the caller then decodes string by string.
+fn decode_labels_checked_once(b: &[u8], sorted: bool, only: Option<&[String]>) -> Option<Vec<Label>> {
     let whole = std::str::from_utf8(b).ok()?;
     // Every pair takes at least two bytes, which bounds a corrupt count.
-    let count = varint::read_uvarint(b).ok()?.0.min(b.len() as u64 / 2);
+    let count = match only {
+        Some(only) => only.len() as u64,
+        None => varint::read_uvarint(b).ok()?.0.min(b.len() as u64 / 2),
+    };
     let mut labels = Vec::with_capacity(count as usize);
-    let mut prev: &str = "";
+    let mut prev: Option<&str> = None;
     walk_pairs(b, |name, value| {
         let (Some(name), Some(value)) = (whole.get(name), whole.get(value)) else {
             return Err(String::new());
         };
-        if sorted && !labels.is_empty() && prev >= name {
+        if sorted && prev.is_some_and(|p| p >= name) {
             return Err(String::new());
         }
-        prev = name;
-        labels.push(Label { name: name.into(), value: value.into() });
+        prev = Some(name);
+        if only.is_none_or(|only| only.iter().any(|n| n == name)) {
+            labels.push(Label { name: name.into(), value: value.into() });
+        }
         Ok(())
     })
     .ok()?;

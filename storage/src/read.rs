@@ -280,6 +280,8 @@ pub struct SeriesCursor<'a> {
     ids: Vec<u32>,
     /// Applied to each series' decoded labels as it is read (see `relabel`).
     relabel: Option<fn(Labels) -> Labels>,
+    /// The only labels decoded of each series, when set (see `only_labels`).
+    only_labels: Option<Vec<String>>,
     /// Where in `ids` the next batch starts.
     next: usize,
     /// The current batch's series not read yet.
@@ -320,6 +322,7 @@ impl<'a> SeriesCursor<'a> {
             head,
             ids: ids.iter().collect(),
             relabel: None,
+            only_labels: None,
             next: 0,
             pending: VecDeque::new(),
             labels: Vec::new(),
@@ -349,6 +352,13 @@ impl<'a> SeriesCursor<'a> {
     /// caller that strips a label every series carries); the read order stays.
     pub fn relabel(&mut self, f: fn(Labels) -> Labels) {
         self.relabel = Some(f);
+    }
+
+    /// Decodes only the labels named in `names` of the series not read yet: the others
+    /// are checked but left out of [`SeriesSamples::labels`] (for a caller whose answer
+    /// depends on these labels alone).
+    pub fn only_labels(&mut self, names: Vec<String>) {
+        self.only_labels = Some(names);
     }
 
     /// Reads the next series with samples in `[mint, maxt]`: its labels and those samples
@@ -406,7 +416,7 @@ impl<'a> SeriesCursor<'a> {
                 tessera_model::spare::give_samples(samples);
                 continue;
             }
-            let labels = labels_codec::decode_label_set(encoded)?;
+            let labels = labels_codec::decode_label_subset(encoded, self.only_labels.as_deref())?;
             let labels = match self.relabel {
                 Some(f) => f(labels),
                 None => labels,

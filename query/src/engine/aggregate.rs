@@ -225,6 +225,11 @@ impl Grouping {
         }
     }
 
+    /// Whether every series falls into one group (no modifier, or `by ()`).
+    pub fn is_one_group(&self) -> bool {
+        !self.without && self.names.is_empty()
+    }
+
     /// Whether `by` keeps the metric name (then a name to drop marks the output).
     pub fn name_in_group(&self) -> bool {
         !self.without && self.names.iter().any(|n| n == METRIC_NAME)

@@ -79,6 +79,7 @@ impl Evaluator<'_> {
             func: place.func,
             grouping: place.grouping,
             by: place.by,
+            only_labels: None,
         }
     }
 
@@ -187,13 +188,13 @@ impl Evaluator<'_> {
     /// Hands every series matching `vs` with samples in `[mint, maxt]` to `f`, one at a
     /// time in the source's order, from its [`crate::Queryable::select_stream`]: the
     /// series-at-a-time path (`engine/stream.rs`). A selector with `or` alternatives
-    /// reads them all first (their union is de-duplicated by labels).
+    /// reads them all first (their union is de-duplicated by labels). `only_labels`:
+    /// the only labels `f` reads ([`SelectHints::only_labels`]), if it reads few.
     pub(crate) fn select_each(
         &self,
         vs: &VectorSelector,
-        mint: i64,
-        maxt: i64,
-        range: i64,
+        (mint, maxt, range): (i64, i64, i64),
+        only_labels: Option<Vec<String>>,
         mut f: impl FnMut(Series) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
         let sets = self.matchers_of(vs)?;
@@ -201,7 +202,7 @@ impl Evaluator<'_> {
             return self.select(vs, mint, maxt, range)?.into_iter().try_for_each(f);
         }
         self.ctx.check_interrupt_now()?;
-        let hints = self.hints(vs, mint, maxt, range);
+        let hints = SelectHints { only_labels, ..self.hints(vs, mint, maxt, range) };
         let r = self.q.select_stream(&sets[0], &hints, &self.ctx.controls())?;
         for w in r.warnings {
             self.ctx.warn(w);

@@ -53,7 +53,7 @@ use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
 use crate::functions::stats::KahanSum;
-use tessera_model::Labels;
+use tessera_model::{Labels, METRIC_NAME};
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
 /// (`quantile`'s state is every value of the group at the step, which is still less than
@@ -143,6 +143,12 @@ trait Sink {
     /// Samples this sink holds now (for the sample limit).
     fn held(&self) -> usize;
     fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError>;
+    /// The only labels of its input series this sink reads, if it reads few and never
+    /// tells series apart by them (the chain's own steps read the metric name at most);
+    /// the selector then asks for these alone ([`crate::SelectHints::only_labels`]).
+    fn only_labels(&self) -> Option<Vec<String>> {
+        None
+    }
 }
 
 /// A chain's output series, kept.
@@ -208,24 +214,30 @@ struct Cell<S> {
     drop_name: bool,
 }
 
-/// Folds one series' points (`(step, value)`) into its group's row: a native histogram
-/// is only counted; a float goes to `add(state, first, value)`, `first` when it is the
-/// cell's first float.
+/// Folds one series' points (on the step grid, in time order) into its group's row: a
+/// native histogram is only counted; a float goes to `add(state, first, value)`,
+/// `first` when it is the cell's first float.
 fn fold_row<S>(
+    ev: &Evaluator<'_>,
     row: &mut [Cell<S>],
-    points: impl Iterator<Item = (usize, f64)>,
+    pts: &[(i64, f64)],
     drop_name: bool,
     mut add: impl FnMut(&mut S, bool, f64),
 ) {
-    for (k, v) in points {
-        let cell = &mut row[k];
+    let mut fold = |cell: &mut Cell<S>, v: f64| {
         cell.drop_name |= drop_name;
         if is_histogram_marker(v) {
             cell.hist += 1;
-            continue;
+            return;
         }
         add(&mut cell.state, cell.floats == 0.0, v);
         cell.floats += 1.0;
+    };
+    match ev.dense_steps(pts, row.len()) {
+        // A point at every step of its span (the usual case): cells and points are
+        // walked together, without a step number and a bounds check per point.
+        Some(span) => row[span].iter_mut().zip(pts).for_each(|(cell, &(_, v))| fold(cell, v)),
+        None => ev.points_by_step(pts, row.len()).for_each(|(k, v)| fold(&mut row[k], v)),
     }
 }
 
@@ -279,6 +291,13 @@ impl Sink for Fold {
     fn held(&self) -> usize {
         self.cells.len() + self.values
     }
+    /// Into one group, series are folded without their labels: the group's are empty,
+    /// and its first input series orders nothing. The metric name is still read, by
+    /// the annotations that name it (`rate` over what may not be a counter). Measured:
+    /// BENCHMARKS.md, "Labels left undecoded".
+    fn only_labels(&self) -> Option<Vec<String>> {
+        self.grouping.is_one_group().then(|| vec![METRIC_NAME.to_string()])
+    }
     fn take(&mut self, ev: &Evaluator<'_>, s: StepSeries) -> Result<(), QueryError> {
         if self.op == "quantile" {
             self.values += s.pts.len();
@@ -300,11 +319,10 @@ impl Sink for Fold {
             }
         };
         let row = g * self.steps..(g + 1) * self.steps;
-        let points = ev.points_by_step(&s.pts, self.steps);
         match &mut self.cells {
             Cells::Sums(cells) => {
                 let summed = self.op == "sum";
-                fold_row(&mut cells[row], points, s.drop_name, |sum, first, v| match (summed, first) {
+                fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |sum, first, v| match (summed, first) {
                     // `count` and `group` only count.
                     (false, _) => {}
                     // Prometheus seeds a group's sum with its first value.
@@ -314,7 +332,7 @@ impl Sink for Fold {
             }
             Cells::Extremes { max, cells } => {
                 let max = *max;
-                fold_row(&mut cells[row], points, s.drop_name, |m, first, v| {
+                fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |m, first, v| {
                     // The first value seeds the cell; a NaN is replaced by any later one.
                     let better = if max { *m < v } else { *m > v };
                     if first || better || m.is_nan() {
@@ -324,7 +342,7 @@ impl Sink for Fold {
             }
             Cells::Accs(accs) => {
                 let row = &mut accs[row];
-                for (k, v) in points {
+                for (k, v) in ev.points_by_step(&s.pts, self.steps) {
                     row[k].get_or_insert_with(Acc::new).fold_in(&self.op, v, s.drop_name);
                 }
             }
@@ -450,6 +468,14 @@ impl Evaluator<'_> {
     /// The step index of grid timestamp `t`.
     fn step_of(&self, t: i64) -> usize {
         ((t - self.start) / self.step) as usize
+    }
+
+    /// The steps of a series' points (on the step grid, in time order) when it has one
+    /// at every step of its span, as most series do; `None` otherwise.
+    fn dense_steps(&self, pts: &[(i64, f64)], steps: usize) -> Option<std::ops::Range<usize>> {
+        let (&(first, _), &(last, _)) = (pts.first()?, pts.last()?);
+        let (first, last) = (self.step_of(first), self.step_of(last));
+        (last < steps && last.checked_sub(first) == Some(pts.len() - 1)).then_some(first..last + 1)
     }
 
     /// `(step index, value)` of a series' points, which lie on the step grid in time
@@ -687,7 +713,7 @@ impl Evaluator<'_> {
         match &chain.leaf {
             Leaf::Instant(vs) => {
                 let (offset, at, rmin, rmax) = self.window(vs);
-                self.select_each(vs, rmin - self.ctx.lookback + 1, rmax, 0, |s| {
+                self.select_each(vs, (rmin - self.ctx.lookback + 1, rmax, 0), sink.only_labels(), |s| {
                     self.ctx.check_interrupt()?;
                     self.ctx.check_samples(base + sink.held() + s.samples.len())?;
                     self.feed(&chain.links, self.instant_points(s, offset, at, false), sink)
@@ -696,7 +722,7 @@ impl Evaluator<'_> {
             Leaf::Range(ms, plan) => {
                 let (offset, at, rmin, rmax) = self.window(&ms.vs);
                 let range = dur_ms(&ms.range);
-                self.select_each(&ms.vs, rmin - range + 1, rmax, range, |s| {
+                self.select_each(&ms.vs, (rmin - range + 1, rmax, range), sink.only_labels(), |s| {
                     self.ctx.check_interrupt()?;
                     self.ctx.check_samples(base + sink.held() + s.samples.len())?;
                     match range_series(s) {

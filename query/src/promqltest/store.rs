@@ -111,7 +111,9 @@ impl Queryable for MemStore {
         Ok(SelectResult::new(self.series.iter().filter_map(|(l, s)| matching(l, s, matchers, mint, maxt)).collect()))
     }
 
-    /// One series copied out at a time, as the local shards decode one at a time.
+    /// One series copied out at a time, as the local shards decode one at a time, with
+    /// only the labels [`SelectHints::only_labels`] asks for, as they leave out the rest
+    /// (so the conformance scripts check that the engine asks only where it may).
     fn select_stream<'a>(
         &'a self,
         matchers: &[Matcher],
@@ -120,8 +122,20 @@ impl Queryable for MemStore {
     ) -> Result<ReadResult<SeriesStream<'a>>, QueryError> {
         self.streamed.fetch_add(1, Ordering::Relaxed);
         let matchers = matchers.to_vec();
-        let (mint, maxt) = (hints.start, hints.end);
-        let stream = self.series.iter().filter_map(move |(l, s)| matching(l, s, &matchers, mint, maxt)).map(Ok);
+        let (mint, maxt, only) = (hints.start, hints.end, hints.only_labels.clone());
+        let stream =
+            self.series.iter().filter_map(move |(l, s)| matching(l, s, &matchers, mint, maxt)).map(move |mut s| {
+                if let Some(only) = &only {
+                    s.labels = Labels::from_sorted(
+                        s.labels
+                            .into_vec()
+                            .into_iter()
+                            .filter(|l| only.iter().any(|n| n.as_str() == l.name.as_str()))
+                            .collect(),
+                    );
+                }
+                Ok(s)
+            });
         Ok(ReadResult::new(Box::new(stream)))
     }
 }

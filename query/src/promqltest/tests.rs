@@ -82,10 +82,13 @@ impl crate::model::Queryable for Recorder<'_> {
         hints: &crate::model::SelectHints,
         ctl: &crate::QueryOptions,
     ) -> Result<crate::model::SelectResult, crate::QueryError> {
+        // The plan announces every select with all labels: evaluation may then narrow
+        // one (`only_labels`), which the answer to the announced select serves too.
+        let announced = crate::model::SelectHints { only_labels: None, ..hints.clone() };
         self.selected
             .lock()
             .unwrap()
-            .push(crate::model::PlannedSelect { matchers: matchers.to_vec(), hints: hints.clone() });
+            .push(crate::model::PlannedSelect { matchers: matchers.to_vec(), hints: announced });
         crate::model::Queryable::select(self.inner, matchers, hints, ctl)
     }
 }

@@ -525,7 +525,8 @@ impl Shards {
     /// series' chunks read and decoded only when the stream is asked for it, under a
     /// read slot held for that one series. So the stream holds every matched series'
     /// labels and one series' samples, never a slot between items, and a slow consumer
-    /// never keeps other reads waiting. `decode` says what is decoded of each sample.
+    /// never keeps other reads waiting. `decode` says what is decoded of each sample;
+    /// `only_labels`, when set, the only labels each series comes with.
     /// Blocking; stops when `stop` fires.
     #[allow(clippy::too_many_arguments)]
     pub fn select_stream(
@@ -536,6 +537,7 @@ impl Shards {
         mint: i64,
         maxt: i64,
         decode: Decode,
+        only_labels: Option<&[String]>,
         stop: Interrupt,
     ) -> Result<SelectStream<'_>> {
         let ms = tenant_matchers(tenant, matchers)?;
@@ -550,6 +552,9 @@ impl Shards {
             let mut cursor = engine.select_cursor(&ms, mint, maxt, &stop).map_err(|e| read_error(id, &e))?;
             cursor.relabel(strip_tenant);
             cursor.decode(decode);
+            if let Some(names) = only_labels {
+                cursor.only_labels(names.to_vec());
+            }
             cursors.push_back((id, cursor));
         }
         Ok(SelectStream { shards: self, cursors, stop })

@@ -151,9 +151,10 @@ impl Queryable for TenantView {
         // `count_over_time` and its kin read timestamps only: decimal chunks then skip
         // decoding their values.
         let decode = if hints.reads_values() { Decode::Full } else { Decode::Timestamps };
+        let (only, labels) = (self.only.as_deref(), hints.only_labels.as_deref());
         let stream = self
             .shards
-            .select_stream(self.only.as_deref(), &self.tenant, matchers, hints.start, hints.end, decode, stop)
+            .select_stream(only, &self.tenant, matchers, hints.start, hints.end, decode, labels, stop)
             .map_err(query_error)?;
         self.streamed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let series = stream.map(|r| r.map(|s| Series { labels: s.labels, samples: s.samples }).map_err(query_error));

@@ -375,8 +375,9 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     shards.push("b", vec![series("b", &[("__name__", "m")], &[(1000, 9.0)])]).await.expect("push");
     let want = shards.select(None, "a", &[name_eq("m")], 500, 2000, &Interrupt::none()).expect("select");
     assert_eq!(want.len(), 32, "30 gpus, the two plain ones; not the old one or tenant b's");
-    let mut stream =
-        shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, Interrupt::none()).expect("stream");
+    let mut stream = shards
+        .select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, None, Interrupt::none())
+        .expect("stream");
     let mut got = Vec::new();
     for s in stream.by_ref() {
         assert_eq!(shards.reads_in_flight(), 0, "no slot held between series");
@@ -388,14 +389,40 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     // A group of shards streams only its own series.
     let ids: Vec<ShardId> = shards.ids().take(2).collect();
     let part = shards
-        .select_stream(Some(&ids), "a", &[name_eq("m")], 500, 2000, Decode::Full, Interrupt::none())
+        .select_stream(Some(&ids), "a", &[name_eq("m")], 500, 2000, Decode::Full, None, Interrupt::none())
         .expect("stream");
     let part: Vec<_> = part.map(|s| s.expect("series")).collect();
     assert!(!part.is_empty() && part.len() < want.len());
     assert!(part.iter().all(|s| want.contains(s)));
+    // Asked for two labels only: the same series and samples, each with those labels
+    // alone (the tenant label is not among them either way).
+    let only = ["__name__".to_string(), "gpu".to_string()];
+    let mut named: Vec<_> = shards
+        .select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, Some(&only), Interrupt::none())
+        .expect("stream")
+        .map(|s| s.expect("series"))
+        .map(|s| (s.labels.into_vec(), s.samples))
+        .collect();
+    let mut projected: Vec<_> = want
+        .iter()
+        .map(|s| {
+            (
+                s.labels.iter().filter(|l| only.contains(&l.name.to_string())).cloned().collect::<Vec<_>>(),
+                s.samples.clone(),
+            )
+        })
+        .collect();
+    // Two series are named `m` alone now: their samples tell them apart.
+    let key =
+        |s: &(Vec<Label>, Vec<Sample>)| (s.0.clone(), s.1.iter().map(|x| (x.t, x.v.to_bits())).collect::<Vec<_>>());
+    named.sort_by_key(key);
+    projected.sort_by_key(key);
+    assert_eq!(named, projected);
+    assert!(named.iter().any(|(l, _)| l.len() == 1) && named.iter().any(|(l, _)| l.len() == 2));
 
     let (stop, guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
-    let mut stream = shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, stop).expect("stream");
+    let mut stream =
+        shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, None, stop).expect("stream");
     assert!(stream.next().expect("first").is_ok());
     drop(guard);
     let err = stream.next().expect("an error item").expect_err("canceled");

@@ -90,6 +90,15 @@ proptest::proptest! {
                 let one_by_one = decode_labels(bytes).unwrap();
                 proptest::prop_assert_eq!(set.as_slice(), one_by_one.as_slice(), "{:?}", bytes);
             }
+            // A subset is checked as the whole set is, and holds the labels named.
+            for only in [&[][..], &["b".to_string()][..], &["a".to_string(), "zz".to_string()][..]] {
+                let subset = decode_label_subset(bytes, Some(only));
+                proptest::prop_assert_eq!(subset.is_ok(), decode_label_set(bytes).is_ok(), "{:?}", bytes);
+                if let (Ok(subset), Ok(set)) = (subset, decode_label_set(bytes)) {
+                    let kept: Vec<Label> = set.iter().filter(|l| only.iter().any(|n| *n == l.name)).cloned().collect();
+                    proptest::prop_assert_eq!(subset.as_slice(), kept.as_slice(), "{:?}", bytes);
+                }
+            }
             // One UTF-8 check over the whole decodes what string-by-string checks do.
             let mut c = crate::varint::Cursor::new(bytes, "labels");
             let one_by_one = decode_labels_from(&mut c).ok().filter(|_| c.is_empty());
