@@ -54,7 +54,7 @@ pub fn counter_change(samples: &[Sample]) -> f64 {
 /// - when every sum of the series' values is exact ([`super::sums_are_exact`]), a
 ///   window's losses are one difference of prefix sums;
 /// - otherwise the window's losses are added one by one in Prometheus' order, visiting
-///   only the resets (their positions are listed), not every sample.
+///   only the resets (the values they lost are listed), not every sample.
 ///
 /// A series without a reset (most counters) gets no index: one scan finds that out.
 #[derive(Debug)]
@@ -71,8 +71,8 @@ struct Resets {
 enum Losses {
     /// `sums[j]`: the exact sum of the values lost at the series' first `j` resets.
     Exact(Vec<f64>),
-    /// The position of every reset, in order.
-    At(Vec<u32>),
+    /// The value lost at every reset (the one before the drop), in order.
+    Each(Vec<f64>),
 }
 
 impl ResetIndex {
@@ -103,40 +103,42 @@ impl ResetIndex {
             // An exact zero could differ from the loop's in its sign: add one by one then.
             Losses::Exact(sums) if change + (sums[to] - sums[from]) != 0.0 => change + (sums[to] - sums[from]),
             Losses::Exact(_) => counter_change(&samples[lo..hi]),
-            Losses::At(at) => add_losses(change, &at[from..to], samples),
+            Losses::Each(lost) => add_losses(change, &lost[from..to]),
         }
     }
 }
 
-/// `change` plus the values lost at the resets `at`, one by one. Not inlined: in the
-/// caller's loop the running sum was kept in memory, not a register, which doubled the
-/// chain of additions.
+/// `change` plus the values `lost`, one by one. Not inlined: in the caller's loop the
+/// running sum was kept in memory, not a register, which doubled the chain of
+/// additions. (The values are listed rather than the resets' positions: a load and an
+/// addition each, where a position cost a bounds check and a second load; -3 % of
+/// `dcgm_all_rate`'s instructions, BENCHMARKS.md, "Labels left undecoded".)
 #[inline(never)]
-fn add_losses(change: f64, at: &[u32], samples: &[Sample]) -> f64 {
-    at.iter().fold(change, |c, &p| c + samples[p as usize - 1].v)
+fn add_losses(change: f64, lost: &[f64]) -> f64 {
+    lost.iter().fold(change, |c, &l| c + l)
 }
 
 impl Losses {
     /// The losses of a series with `resets` (at least one) resets, which `count` counts.
     fn of(samples: &[Sample], count: &PairCounts, resets: usize) -> Losses {
-        // Where each reset is. Every sample is written to the next free slot, which
+        // What each reset lost. Every sample is written to the next free slot, which
         // moves on only past a reset: no branch on the data (a gauge drops at random).
-        let mut at = vec![0u32; resets + 1];
+        let mut lost = vec![0.0; resets + 1];
         let mut m = 0;
         for i in 1..samples.len() {
-            at[m] = i as u32;
+            lost[m] = samples[i - 1].v;
             m += (count.upto(i) - count.upto(i - 1)) as usize;
         }
-        at.truncate(resets);
+        lost.truncate(resets);
         if super::sums_are_exact(samples) {
             let mut sum = 0.0;
-            let lost = at.iter().map(|&p| {
-                sum += samples[p as usize - 1].v;
+            let sums = lost.iter().map(|&l| {
+                sum += l;
                 sum
             });
-            return Losses::Exact(std::iter::once(0.0).chain(lost).collect());
+            return Losses::Exact(std::iter::once(0.0).chain(sums).collect());
         }
-        Losses::At(at)
+        Losses::Each(lost)
     }
 }
 
