@@ -155,6 +155,7 @@ case ",$SYSTEMS," in *,tessera,*|*,tessera-cluster,*) [ -x "$TESSERA_BIN" ] || d
 # Copy the binaries: the shared target folder may be rebuilt while we measure.
 WORK="$(mktemp -d /tmp/tessera-compare.XXXXXX)"
 cp "$BENCH_BIN" "$WORK/tessera-bench"; BENCH_BIN="$WORK/tessera-bench"
+TESSERA_GIVEN="$TESSERA_BIN"
 if [ -x "$TESSERA_BIN" ]; then cp "$TESSERA_BIN" "$WORK/tessera"; TESSERA_BIN="$WORK/tessera"; fi
 OUT="${OUT:-$WORK/results}"
 mkdir -p "$OUT"
@@ -209,7 +210,8 @@ SEND=(--concurrency "$CONCURRENCY" --batch-samples "$BATCH" --protocol "$PROTOCO
     echo "kernel: $(uname -r)"
     echo "prometheus: $(prometheus --version 2>&1 | head -1 || echo n/a)"
     echo "victoria-metrics: $(dpkg-query -W -f="\${Version}" victoria-metrics 2>/dev/null || echo n/a)"
-    echo "tessera: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    # The checkout's commit; with --no-build the binary may be another's (its path says).
+    echo "tessera: checkout $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown), binary $TESSERA_GIVEN"
     echo "dataset: tessera-bench backfill ${FLEET[*]} ${SEND[*]}"
     echo "queries: $ROOT/benches/queries/dashboard.promql, range $START..$END step $STEP, $REPS reps"
 } > "$OUT/environment.txt"
