@@ -1,11 +1,11 @@
 #!/bin/bash
-# usage: restart-ab.sh BIN REPS -- dcgm_all_rate on a copy of /tmp/q100/data; prints median wall ms, cpu/query
+# usage: [DATA=DIR] restart-ab.sh BIN REPS -- dcgm_all_rate on a copy of DIR/data (default /tmp/q100), range from DIR/range; prints median wall ms, cpu/query
 set -e
-rm -rf /tmp/q100copy; cp -a /tmp/q100/data /tmp/q100copy
+rm -rf /tmp/q100copy; cp -a ${DATA:-/tmp/q100}/data /tmp/q100copy
 $1 serve --listen 127.0.0.1:19998 --data-dir /tmp/q100copy > /tmp/q100copy.log 2>&1 &
 pid=$!
 for i in $(seq 1 300); do curl -sf http://127.0.0.1:19998/-/ready >/dev/null && break; sleep 0.2; done
-read s e < /tmp/q100/range
+read s e < ${DATA:-/tmp/q100}/range
 q='sum(rate({__name__=~"DCGM.*"}[5m]))'
 run() { curl -sf http://127.0.0.1:19998/api/v1/query_range --data-urlencode "query=$q" --data-urlencode start=$s --data-urlencode end=$e --data-urlencode step=15 > /tmp/q100copy.out; }
 run; run
