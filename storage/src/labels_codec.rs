@@ -97,21 +97,35 @@ fn walk_pairs(
 ) -> std::result::Result<bool, String> {
     let mut short = true;
     let mut pos = 0usize;
-    let next = |pos: &mut usize, short: &mut bool| -> std::result::Result<Range<usize>, String> {
-        let truncated = || "truncated label set".to_owned();
-        let (len, used) = varint::read_uvarint(b.get(*pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
+    // Label names and values are short: one length byte, read inline (as a closure
+    // returning the error string, this was a call of 44 instructions per string).
+    #[inline(always)]
+    fn next(b: &[u8], pos: &mut usize, short: &mut bool) -> std::result::Result<Range<usize>, String> {
+        let (len, used) = match b.get(*pos) {
+            Some(&len) if len < 0x80 => (usize::from(len), 1),
+            _ => long_string(b, *pos)?,
+        };
         *short &= used == 1;
         let start = *pos + used;
-        let end = usize::try_from(len).ok().and_then(|l| start.checked_add(l)).filter(|&e| e <= b.len());
-        *pos = end.ok_or_else(truncated)?;
+        match start.checked_add(len).filter(|&e| e <= b.len()) {
+            Some(end) => *pos = end,
+            None => return Err("truncated label set".to_owned()),
+        }
         Ok(start..*pos)
-    };
+    }
+    /// The length of a string whose length takes more than one byte, and the bytes it takes.
+    #[cold]
+    fn long_string(b: &[u8], pos: usize) -> std::result::Result<(usize, usize), String> {
+        let (len, used) = varint::read_uvarint(b.get(pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
+        let len = usize::try_from(len).map_err(|_| "truncated label set".to_owned())?;
+        Ok((len, used))
+    }
     let (n, used) = varint::read_uvarint(b).map_err(|e| e.to_string())?;
     short &= used == 1;
     pos += used;
     for _ in 0..n {
-        let name = next(&mut pos, &mut short)?;
-        let value = next(&mut pos, &mut short)?;
+        let name = next(b, &mut pos, &mut short)?;
+        let value = next(b, &mut pos, &mut short)?;
         each(name, value)?;
     }
     if pos != b.len() {
@@ -141,13 +155,21 @@ pub fn decode_label_set(b: &[u8]) -> Result<Labels> {
     decode_label_subset(b, None)
 }
 
-/// [`decode_label_set`] keeping only the labels named in `only` (all when `None`): the
-/// whole set is checked as [`decode_label_set`] checks it, and an error is the same,
-/// but only the labels kept are copied out. A reader that needs one or two labels of
-/// each series (`sum(rate(...))` needs the metric name alone) skips most of the
-/// allocations and copies of a series' label set.
+/// [`decode_label_set`] keeping only the labels named in `only` (all when `None`), for a
+/// reader that needs one or two labels of each series (`sum(rate(...))` needs the
+/// metric name alone). The whole set's framing is checked (no truncation, no trailing
+/// bytes), and the labels kept as [`decode_label_set`] checks them (UTF-8, names in
+/// order); the others are stepped over, not read: each was checked when the set was
+/// stored (`check_canonical`), RocksDB checksums the blocks it reads, and a reader that
+/// does read them checks them then. Checking every label of every series was 5 % of
+/// `dcgm_all_rate`'s instructions (BENCHMARKS.md, "Label sets stepped over").
+/// A set refused is decoded in full for the error, which names what is wrong.
 pub fn decode_label_subset(b: &[u8], only: Option<&[String]>) -> Result<Labels> {
-    if let Some(labels) = decode_labels_checked_once(b, true, only) {
+    let labels = match only {
+        Some(only) => copy_named(b, only),
+        None => decode_labels_checked_once(b, true),
+    };
+    if let Some(labels) = labels {
         return Ok(Labels::from_sorted(labels));
     }
     let mut labels = decode_labels(b)?;
@@ -158,6 +180,26 @@ pub fn decode_label_subset(b: &[u8], only: Option<&[String]>) -> Result<Labels> 
         labels.retain(|l| only.iter().any(|n| n.as_str() == l.name.as_str()));
     }
     Ok(Labels::from_sorted(labels))
+}
+
+/// The labels of `b` named in `only`, when its framing holds and those labels are UTF-8
+/// and in strictly increasing name order; the others are stepped over unread. `None`
+/// otherwise.
+fn copy_named(b: &[u8], only: &[String]) -> Option<Vec<Label>> {
+    let mut labels = Vec::with_capacity(only.len());
+    let mut bad = false;
+    walk_pairs(b, |name, value| {
+        let name = &b[name];
+        if only.iter().any(|n| n.as_bytes() == name) {
+            match (std::str::from_utf8(name), std::str::from_utf8(&b[value])) {
+                (Ok(name), Ok(value)) => labels.push(Label { name: name.into(), value: value.into() }),
+                _ => bad = true,
+            }
+        }
+        Ok(())
+    })
+    .ok()?;
+    (!bad && is_sorted_unique(&labels)).then_some(labels)
 }
 
 /// Checks a stored label set as [`decode_label_set`] would, without building it: the
@@ -173,7 +215,7 @@ pub fn is_sorted_unique(labels: &[Label]) -> bool {
 }
 
 pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
-    if let Some(labels) = decode_labels_checked_once(b, false, None) {
+    if let Some(labels) = decode_labels_checked_once(b, false) {
         return Ok(labels);
     }
     // Not well formed, or not UTF-8 as a whole (a length byte of 0x80 or more can make
@@ -193,15 +235,11 @@ pub fn decode_labels(b: &[u8]) -> Result<Vec<Label>> {
 /// ranges ([`walk_pairs`]) gives exactly the strings a check of each would accept.
 /// With `sorted`, the names must also be strictly increasing, compared as bytes while
 /// walking (byte order is code point order for UTF-8), instead of as strings after.
-/// `only` names the labels to copy out (all when `None`); the others are checked all
-/// the same. `None` when anything is off; the caller then decodes string by string.
-fn decode_labels_checked_once(b: &[u8], sorted: bool, only: Option<&[String]>) -> Option<Vec<Label>> {
+/// `None` when anything is off; the caller then decodes string by string.
+fn decode_labels_checked_once(b: &[u8], sorted: bool) -> Option<Vec<Label>> {
     let whole = std::str::from_utf8(b).ok()?;
     // Every pair takes at least two bytes, which bounds a corrupt count.
-    let count = match only {
-        Some(only) => only.len() as u64,
-        None => varint::read_uvarint(b).ok()?.0.min(b.len() as u64 / 2),
-    };
+    let count = varint::read_uvarint(b).ok()?.0.min(b.len() as u64 / 2);
     let mut labels = Vec::with_capacity(count as usize);
     let mut prev: Option<&str> = None;
     walk_pairs(b, |name, value| {
@@ -212,9 +250,7 @@ fn decode_labels_checked_once(b: &[u8], sorted: bool, only: Option<&[String]>) -
             return Err(String::new());
         }
         prev = Some(name);
-        if only.is_none_or(|only| only.iter().any(|n| n == name)) {
-            labels.push(Label { name: name.into(), value: value.into() });
-        }
+        labels.push(Label { name: name.into(), value: value.into() });
         Ok(())
     })
     .ok()?;

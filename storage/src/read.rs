@@ -355,7 +355,7 @@ impl<'a> SeriesCursor<'a> {
     }
 
     /// Decodes only the labels named in `names` of the series not read yet: the others
-    /// are checked but left out of [`SeriesSamples::labels`] (for a caller whose answer
+    /// are stepped over, left out of [`SeriesSamples::labels`] (for a caller whose answer
     /// depends on these labels alone).
     pub fn only_labels(&mut self, names: Vec<String>) {
         self.only_labels = Some(names);

@@ -90,13 +90,22 @@ proptest::proptest! {
                 let one_by_one = decode_labels(bytes).unwrap();
                 proptest::prop_assert_eq!(set.as_slice(), one_by_one.as_slice(), "{:?}", bytes);
             }
-            // A subset is checked as the whole set is, and holds the labels named.
+            // A subset of a set that decodes holds the labels named. Of one that does
+            // not, it is refused unless the framing holds (the labels it does not keep
+            // are stepped over unread).
             for only in [&[][..], &["b".to_string()][..], &["a".to_string(), "zz".to_string()][..]] {
                 let subset = decode_label_subset(bytes, Some(only));
-                proptest::prop_assert_eq!(subset.is_ok(), decode_label_set(bytes).is_ok(), "{:?}", bytes);
-                if let (Ok(subset), Ok(set)) = (subset, decode_label_set(bytes)) {
-                    let kept: Vec<Label> = set.iter().filter(|l| only.iter().any(|n| *n == l.name)).cloned().collect();
-                    proptest::prop_assert_eq!(subset.as_slice(), kept.as_slice(), "{:?}", bytes);
+                match (subset, decode_label_set(bytes)) {
+                    (Ok(subset), Ok(set)) => {
+                        let kept: Vec<Label> = set.iter().filter(|l| only.iter().any(|n| *n == l.name)).cloned().collect();
+                        proptest::prop_assert_eq!(subset.as_slice(), kept.as_slice(), "{:?}", bytes);
+                    }
+                    (Err(e), Ok(_)) => proptest::prop_assert!(false, "subset refused ({e}) of a set that decodes: {:?}", bytes),
+                    (Ok(subset), Err(_)) => {
+                        proptest::prop_assert!(walk_pairs(bytes, |_, _| Ok(())).is_ok(), "framing broken: {:?}", bytes);
+                        proptest::prop_assert!(subset.iter().all(|l| only.iter().any(|n| *n == l.name)), "{:?}", bytes);
+                    }
+                    (Err(_), Err(_)) => {}
                 }
             }
             // One UTF-8 check over the whole decodes what string-by-string checks do.
@@ -119,4 +128,28 @@ fn metric_name_is_found_wherever_it_sorts() {
     assert_eq!(metric_name(&enc(&[("Hostname", "h1"), ("__name__", "DCGM_FI_DEV_GPU_TEMP")])), b"DCGM_FI_DEV_GPU_TEMP");
     assert_eq!(metric_name(&enc(&[("job", "a")])), b"");
     assert_eq!(metric_name(&[0x05, 0x01]), b"", "a truncated encoding has no name");
+}
+
+#[test]
+fn a_subset_reads_the_labels_it_keeps_and_steps_over_the_rest() {
+    let mut b = Vec::new();
+    encode_labels(&[Label::new("Hostname", "h1"), Label::new("__name__", "up"), Label::new("job", "a")], &mut b);
+    let name = ["__name__".to_string()];
+    let subset = decode_label_subset(&b, Some(&name)).expect("a well-formed set");
+    assert_eq!(subset.as_slice(), &[Label::new("__name__", "up")]);
+
+    // A byte of `job`'s value that is not UTF-8: the set is refused, a subset that
+    // does not keep `job` is not; one that keeps it is.
+    let mut bad_job = b.clone();
+    *bad_job.last_mut().unwrap() = 0xff;
+    assert!(decode_label_set(&bad_job).is_err());
+    assert_eq!(decode_label_subset(&bad_job, Some(&name)).expect("job stepped over").as_slice(), subset.as_slice());
+    let err = decode_label_subset(&bad_job, Some(&["job".to_string()])).expect_err("job is read");
+    assert!(err.to_string().contains("labels"), "{err}");
+
+    // Framing is checked whatever is kept: cut off, or with a byte too many.
+    for broken in [&b[..b.len() - 1], &[&b[..], &[0u8][..]].concat()[..]] {
+        let err = decode_label_subset(broken, Some(&name)).expect_err("broken framing");
+        assert!(err.to_string().contains("labels"), "{err}");
+    }
 }
