@@ -348,7 +348,16 @@ pub struct PairCounts(Vec<u32>);
 impl PairCounts {
     /// For `changes` (`resets` when `resets` is set).
     pub fn new(samples: &[Sample], resets: bool) -> PairCounts {
-        let event = if resets { is_reset } else { is_change };
+        // Two loops, each with its test inlined (through a function pointer, a call per
+        // sample: 20 % of the reset index's cost in `dcgm_all_rate`).
+        if resets {
+            PairCounts::counting(samples, is_reset)
+        } else {
+            PairCounts::counting(samples, is_change)
+        }
+    }
+
+    fn counting(samples: &[Sample], event: impl Fn(f64, f64) -> bool) -> PairCounts {
         let mut n = 0u32;
         let mut counts = Vec::with_capacity(samples.len());
         counts.push(0);

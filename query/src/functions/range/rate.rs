@@ -77,9 +77,9 @@ enum Losses {
 
 impl ResetIndex {
     pub fn new(samples: &[Sample]) -> ResetIndex {
-        // A scan without branches or stores decides whether the counts are needed.
-        let any = samples.windows(2).fold(false, |any, w| any | is_reset(w[0].v, w[1].v));
-        if !any {
+        // A scan that stops at the first reset decides whether the counts are needed: a
+        // gauge drops within its first few samples, a counter is read through once.
+        if !samples.windows(2).any(|w| is_reset(w[0].v, w[1].v)) {
             return ResetIndex(None);
         }
         let count = PairCounts::new(samples, true);
