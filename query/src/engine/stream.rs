@@ -52,7 +52,7 @@ use super::types::{to_samples, StepSeries, Val};
 use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
-use crate::functions::stats::KahanSum;
+use crate::functions::stats::{kahan_inc, KahanSum};
 use tessera_model::{Labels, METRIC_NAME};
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
@@ -188,11 +188,14 @@ struct Fold {
 
 /// A fold's accumulators, one per group and step.
 enum Cells {
-    /// `sum`, `count` and `group` (dashboards' commonest aggregations, usually over the
-    /// most input series): a compensated sum and two counts per cell, added in a loop
-    /// without the general accumulator's dispatch on its operator and state per value,
-    /// which was a tenth of `sum(rate(...))`'s time over 27,728 series (and with `min`
-    /// and `max` below, a sixth of `max by (Hostname) (max_over_time(...))`'s).
+    /// `sum` (dashboards' commonest aggregation, usually over the most input series): a
+    /// compensated sum and two counts per cell, added in a loop without the general
+    /// accumulator's dispatch on its operator and state per value, which was a tenth of
+    /// `sum(rate(...))`'s time over 27,728 series (and with `min` and `max` below, a
+    /// sixth of `max by (Hostname) (max_over_time(...))`'s), and kept as columns
+    /// ([`SumColumns`]).
+    Sum(SumColumns),
+    /// `count` and `group`: the counts alone (the sum stays unused).
     Sums(Vec<Cell<KahanSum>>),
     /// `max` (`max` true) and `min`: the extreme so far and the same counts.
     Extremes {
@@ -212,6 +215,83 @@ struct Cell<S> {
     floats: f64,
     hist: usize,
     drop_name: bool,
+}
+
+/// `sum`'s cells as columns: per cell the compensated sum (`sum` and `c`, as in
+/// [`KahanSum`]), the float and histogram counts and whether the name is to drop. A series
+/// with a point at every step of its span and no native histogram (nearly all) is added
+/// to its span in one loop over the columns without a branch, which the compiler turns
+/// into packed arithmetic, two cells at a time; per cell [`KahanSum::add`]'s arithmetic,
+/// operation for operation, so every sum is the same. Measured: BENCHMARKS.md, "Sums
+/// added as columns".
+#[derive(Default)]
+struct SumColumns {
+    sum: Vec<f64>,
+    c: Vec<f64>,
+    floats: Vec<f64>,
+    hist: Vec<usize>,
+    drop_name: Vec<bool>,
+}
+
+impl SumColumns {
+    fn len(&self) -> usize {
+        self.sum.len()
+    }
+
+    fn grow(&mut self, steps: usize) {
+        let n = self.len() + steps;
+        self.sum.resize(n, 0.0);
+        self.c.resize(n, 0.0);
+        self.floats.resize(n, 0.0);
+        self.hist.resize(n, 0);
+        self.drop_name.resize(n, false);
+    }
+
+    fn take(&mut self, i: usize) -> Option<Acc> {
+        let sum = KahanSum::from_parts(std::mem::take(&mut self.sum[i]), std::mem::take(&mut self.c[i]));
+        let (floats, hist) = (std::mem::take(&mut self.floats[i]), std::mem::take(&mut self.hist[i]));
+        Acc::of_sum("sum", sum, floats, hist, std::mem::take(&mut self.drop_name[i]))
+    }
+
+    /// Adds one series' points (on the step grid, in time order) to the row of cells
+    /// `row`: a native histogram is only counted, the first float of a cell seeds it.
+    fn add(&mut self, ev: &Evaluator<'_>, row: std::ops::Range<usize>, pts: &[(i64, f64)], drop_name: bool) {
+        // (A fold rather than `any`: without the early exit it is packed too.)
+        let histograms = pts.iter().fold(false, |any, p| any | is_histogram_marker(p.1));
+        let dense = ev.dense_steps(pts, row.len()).filter(|_| !histograms);
+        let Some(span) = dense else {
+            for (k, v) in ev.points_by_step(pts, row.len()) {
+                let i = row.start + k;
+                self.drop_name[i] |= drop_name;
+                if is_histogram_marker(v) {
+                    self.hist[i] += 1;
+                    continue;
+                }
+                (self.sum[i], self.c[i]) = match self.floats[i] == 0.0 {
+                    true => (v, 0.0),
+                    false => kahan_inc(v, self.sum[i], self.c[i]),
+                };
+                self.floats[i] += 1.0;
+            }
+            return;
+        };
+        let cells = row.start + span.start..row.start + span.end;
+        if drop_name {
+            self.drop_name[cells.clone()].fill(true);
+        }
+        let (sum, c, floats) = (&mut self.sum[cells.clone()], &mut self.c[cells.clone()], &mut self.floats[cells]);
+        for (((sum, c), floats), &(_, v)) in sum.iter_mut().zip(c.iter_mut()).zip(floats.iter_mut()).zip(pts) {
+            // `kahan_inc` with both branches computed and one chosen.
+            let t = *sum + v;
+            let d = if sum.abs() >= v.abs() { (*sum - t) + v } else { (v - t) + *sum };
+            let next_c = if t.is_infinite() { 0.0 } else { *c + d };
+            // The cell's first float seeds it.
+            let first = *floats == 0.0;
+            *sum = if first { v } else { t };
+            *c = if first { 0.0 } else { next_c };
+            *floats += 1.0;
+        }
+    }
 }
 
 /// Folds one series' points (on the step grid, in time order) into its group's row: a
@@ -245,6 +325,7 @@ impl Cells {
     fn len(&self) -> usize {
         match self {
             Cells::Sums(c) => c.len(),
+            Cells::Sum(c) => c.len(),
             Cells::Extremes { cells, .. } => cells.len(),
             Cells::Accs(c) => c.len(),
         }
@@ -254,6 +335,7 @@ impl Cells {
     fn grow(&mut self, steps: usize) {
         match self {
             Cells::Sums(c) => c.resize(c.len() + steps, Cell::default()),
+            Cells::Sum(c) => c.grow(steps),
             Cells::Extremes { cells, .. } => cells.resize(cells.len() + steps, Cell::default()),
             Cells::Accs(c) => c.resize(c.len() + steps, None),
         }
@@ -266,6 +348,7 @@ impl Cells {
                 let cell = std::mem::take(&mut c[i]);
                 Acc::of_sum(op, cell.state, cell.floats, cell.hist, cell.drop_name)
             }
+            Cells::Sum(c) => c.take(i),
             Cells::Extremes { max, cells } => {
                 let cell = std::mem::take(&mut cells[i]);
                 Acc::of_extreme(*max, cell.state, cell.floats, cell.hist, cell.drop_name)
@@ -279,7 +362,8 @@ impl Fold {
     fn new(a: &AggregateExpr, steps: usize) -> Fold {
         let op = a.op.to_string();
         let cells = match op.as_str() {
-            "sum" | "count" | "group" => Cells::Sums(Vec::new()),
+            "sum" => Cells::Sum(SumColumns::default()),
+            "count" | "group" => Cells::Sums(Vec::new()),
             "max" | "min" => Cells::Extremes { max: op == "max", cells: Vec::new() },
             _ => Cells::Accs(Vec::new()),
         };
@@ -320,16 +404,9 @@ impl Sink for Fold {
         };
         let row = g * self.steps..(g + 1) * self.steps;
         match &mut self.cells {
-            Cells::Sums(cells) => {
-                let summed = self.op == "sum";
-                fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |sum, first, v| match (summed, first) {
-                    // `count` and `group` only count.
-                    (false, _) => {}
-                    // Prometheus seeds a group's sum with its first value.
-                    (true, true) => *sum = KahanSum::seeded(v),
-                    (true, false) => sum.add(v),
-                });
-            }
+            // `count` and `group` only count.
+            Cells::Sums(cells) => fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |_, _, _| {}),
+            Cells::Sum(cells) => cells.add(ev, row, &s.pts, s.drop_name),
             Cells::Extremes { max, cells } => {
                 let max = *max;
                 fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |m, first, v| {
