@@ -117,6 +117,7 @@ BENCH_BIN="${BENCH_BIN:-$TARGET_DIR/release/tessera-bench}"
 [ -x "$TESSERA_BIN" ] || die "no tessera binary at $TESSERA_BIN"
 WORK="$(mktemp -d /tmp/tessera-billion.XXXXXX)"
 cp "$BENCH_BIN" "$WORK/tessera-bench"; BENCH_BIN="$WORK/tessera-bench"
+TESSERA_GIVEN="$TESSERA_BIN"
 cp "$TESSERA_BIN" "$WORK/tessera"; TESSERA_BIN="$WORK/tessera"
 OUT="${OUT:-$WORK/results}"
 mkdir -p "$OUT"
@@ -146,7 +147,8 @@ SEND=(--stream --samples-per-series "$PER_SERIES" --batch-samples "$BATCH" --con
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "machine: $(nproc) CPUs, $(awk '/^MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     echo "victoria-metrics: $(dpkg-query -W -f="\${Version}" victoria-metrics 2>/dev/null || echo n/a)"
-    echo "tessera: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    # The checkout's commit; with --no-build the binary may be another's (its path says).
+    echo "tessera: checkout $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown), binary $TESSERA_GIVEN"
     echo "dataset: tessera-bench backfill ${FLEET[*]} ${SEND[*]}"
     echo "queries: $QUERIES, range $START..$END step $STEP, $REPS reps per fresh process"
     if [ -n "$REUSE" ]; then echo "tessera: queried the data folder an earlier run loaded ($REUSE), not loaded again"; fi
