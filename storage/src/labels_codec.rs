@@ -162,7 +162,8 @@ pub fn decode_label_set(b: &[u8]) -> Result<Labels> {
 /// order); the others are stepped over, not read: each was checked when the set was
 /// stored (`check_canonical`), RocksDB checksums the blocks it reads, and a reader that
 /// does read them checks them then. Checking every label of every series was 5 % of
-/// `dcgm_all_rate`'s instructions (BENCHMARKS.md, "Label sets stepped over").
+/// `dcgm_all_rate`'s instructions (BENCHMARKS.md, "Label sets stepped over, sums added
+/// as columns").
 /// A set refused is decoded in full for the error, which names what is wrong.
 pub fn decode_label_subset(b: &[u8], only: Option<&[String]>) -> Result<Labels> {
     let labels = match only {

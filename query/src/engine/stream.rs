@@ -222,8 +222,8 @@ struct Cell<S> {
 /// with a point at every step of its span and no native histogram (nearly all) is added
 /// to its span in one loop over the columns without a branch, which the compiler turns
 /// into packed arithmetic, two cells at a time; per cell [`KahanSum::add`]'s arithmetic,
-/// operation for operation, so every sum is the same. Measured: BENCHMARKS.md, "Sums
-/// added as columns".
+/// operation for operation, so every sum is the same. Measured: BENCHMARKS.md, "Label sets
+/// stepped over, sums added as columns".
 #[derive(Default)]
 struct SumColumns {
     sum: Vec<f64>,
