@@ -28,6 +28,15 @@ pub fn is_stale_nan(v: f64) -> bool {
     v.to_bits() == STALE_NAN_BITS
 }
 
+/// Whether any of `samples` holds a NaN, by a scan without an early exit, which the
+/// compiler packs (two values per comparison). Both markers are NaNs, so `false` rules
+/// them out at a fraction of the cost of looking for their bit patterns (a 64-bit
+/// comparison per value); a series holds a NaN rarely.
+#[inline]
+pub fn any_nan(samples: &[crate::Sample]) -> bool {
+    samples.iter().fold(false, |any, s| any | s.v.is_nan())
+}
+
 /// `v` as it may be stored: unchanged, except a NaN carrying an internal-only marker
 /// payload, which becomes Go's ordinary NaN. The staleness marker is kept.
 #[inline]

@@ -424,7 +424,9 @@ impl Evaluator<'_> {
         // A per-series fact that spares each window a scan of its samples (windows
         // overlap, so a scan per window reads every sample range/step times): whether
         // the series has a native histogram sample at all.
-        let any_histogram = !all_types && samples.iter().any(|s| is_histogram_marker(s.v));
+        // (A marker is a NaN: a series without one, nearly all, is told by a cheaper scan.)
+        let any_histogram =
+            !all_types && tessera_model::any_nan(samples) && samples.iter().any(|s| is_histogram_marker(s.v));
         if !any_histogram && self.range_fn_by_helper(plan.func, samples, range, offset, at, &mut out.pts)? {
             return Ok((!out.pts.is_empty()).then_some(out));
         }

@@ -216,8 +216,8 @@ impl Evaluator<'_> {
 pub(crate) fn range_series(s: Series) -> Option<RangeSeries> {
     let mut samples = s.samples;
     // Most series hold no marker (a series gets one when it ends): look before moving,
-    // with a scan that does not stop early (so it runs as packed compares).
-    if samples.iter().fold(false, |any, p| any | is_stale_nan(p.v)) {
+    // first for any NaN (a marker is one), which is cheaper.
+    if tessera_model::any_nan(&samples) && samples.iter().any(|p| is_stale_nan(p.v)) {
         samples.retain(|p| !is_stale_nan(p.v));
     }
     (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, drop_name: false, samples })

@@ -256,8 +256,10 @@ impl SumColumns {
     /// Adds one series' points (on the step grid, in time order) to the row of cells
     /// `row`: a native histogram is only counted, the first float of a cell seeds it.
     fn add(&mut self, ev: &Evaluator<'_>, row: std::ops::Range<usize>, pts: &[(i64, f64)], drop_name: bool) {
-        // (A fold rather than `any`: without the early exit it is packed too.)
-        let histograms = pts.iter().fold(false, |any, p| any | is_histogram_marker(p.1));
+        // A marker is a NaN: a packed scan for any NaN (no early exit) clears nearly
+        // every series without looking for the marker's bits.
+        let histograms =
+            pts.iter().fold(false, |any, p| any | p.1.is_nan()) && pts.iter().any(|p| is_histogram_marker(p.1));
         let dense = ev.dense_steps(pts, row.len()).filter(|_| !histograms);
         let Some(span) = dense else {
             for (k, v) in ev.points_by_step(pts, row.len()) {
