@@ -196,7 +196,7 @@ enum Cells {
     /// ([`SumColumns`]).
     Sum(SumColumns),
     /// `count` and `group`: the counts alone (the sum stays unused).
-    Sums(Vec<Cell<KahanSum>>),
+    Counts(Vec<Cell<KahanSum>>),
     /// `max` (`max` true) and `min`: the extreme so far and the same counts.
     Extremes {
         max: bool,
@@ -205,10 +205,9 @@ enum Cells {
     Accs(Vec<Option<Acc>>),
 }
 
-/// What [`Acc::fold_in`] would hold for `sum`/`count`/`group` (`state` the sum, seeded
-/// with the first float, unused by `count` and `group`) or `min`/`max` (`state` the
-/// extreme): built back into an `Acc` by [`Acc::of_sum`] or [`Acc::of_extreme`] when the
-/// step is finished or exported.
+/// What [`Acc::fold_in`] would hold for `count`/`group` (`state` unused; `sum` keeps the
+/// same in [`SumColumns`]) or `min`/`max` (`state` the extreme): built back into an `Acc`
+/// by [`Acc::of_sum`] or [`Acc::of_extreme`] when the step is finished or exported.
 #[derive(Clone, Copy, Default)]
 struct Cell<S> {
     state: S,
@@ -326,7 +325,7 @@ fn fold_row<S>(
 impl Cells {
     fn len(&self) -> usize {
         match self {
-            Cells::Sums(c) => c.len(),
+            Cells::Counts(c) => c.len(),
             Cells::Sum(c) => c.len(),
             Cells::Extremes { cells, .. } => cells.len(),
             Cells::Accs(c) => c.len(),
@@ -336,7 +335,7 @@ impl Cells {
     /// Adds the cells of a new group.
     fn grow(&mut self, steps: usize) {
         match self {
-            Cells::Sums(c) => c.resize(c.len() + steps, Cell::default()),
+            Cells::Counts(c) => c.resize(c.len() + steps, Cell::default()),
             Cells::Sum(c) => c.grow(steps),
             Cells::Extremes { cells, .. } => cells.resize(cells.len() + steps, Cell::default()),
             Cells::Accs(c) => c.resize(c.len() + steps, None),
@@ -346,7 +345,7 @@ impl Cells {
     /// Takes cell `i`'s accumulator (`None` when no value reached it).
     fn take(&mut self, op: &str, i: usize) -> Option<Acc> {
         match self {
-            Cells::Sums(c) => {
+            Cells::Counts(c) => {
                 let cell = std::mem::take(&mut c[i]);
                 Acc::of_sum(op, cell.state, cell.floats, cell.hist, cell.drop_name)
             }
@@ -365,7 +364,7 @@ impl Fold {
         let op = a.op.to_string();
         let cells = match op.as_str() {
             "sum" => Cells::Sum(SumColumns::default()),
-            "count" | "group" => Cells::Sums(Vec::new()),
+            "count" | "group" => Cells::Counts(Vec::new()),
             "max" | "min" => Cells::Extremes { max: op == "max", cells: Vec::new() },
             _ => Cells::Accs(Vec::new()),
         };
@@ -407,7 +406,7 @@ impl Sink for Fold {
         let row = g * self.steps..(g + 1) * self.steps;
         match &mut self.cells {
             // `count` and `group` only count.
-            Cells::Sums(cells) => fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |_, _, _| {}),
+            Cells::Counts(cells) => fold_row(ev, &mut cells[row], &s.pts, s.drop_name, |_, _, _| {}),
             Cells::Sum(cells) => cells.add(ev, row, &s.pts, s.drop_name),
             Cells::Extremes { max, cells } => {
                 let max = *max;
