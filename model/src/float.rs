@@ -28,13 +28,14 @@ pub fn is_stale_nan(v: f64) -> bool {
     v.to_bits() == STALE_NAN_BITS
 }
 
-/// Whether any of `samples` holds a NaN, by a scan without an early exit, which the
-/// compiler packs (two values per comparison). Both markers are NaNs, so `false` rules
-/// them out at a fraction of the cost of looking for their bit patterns (a 64-bit
-/// comparison per value); a series holds a NaN rarely.
+/// Whether any of `values` carries exactly the bits `marker` ([`STALE_NAN_BITS`] or
+/// [`HISTOGRAM_MARKER_BITS`]). Both markers are NaNs and a series holds a NaN rarely, so
+/// the values are first scanned for any NaN without an early exit, which the compiler
+/// packs (two values per comparison); only a series with one is searched for the
+/// marker's bits (a 64-bit comparison per value).
 #[inline]
-pub fn any_nan(samples: &[crate::Sample]) -> bool {
-    samples.iter().fold(false, |any, s| any | s.v.is_nan())
+pub fn holds_marker(values: impl Iterator<Item = f64> + Clone, marker: u64) -> bool {
+    values.clone().fold(false, |any, v| any | v.is_nan()) && { values }.any(|v| v.to_bits() == marker)
 }
 
 /// `v` as it may be stored: unchanged, except a NaN carrying an internal-only marker

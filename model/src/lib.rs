@@ -24,7 +24,7 @@ mod sample;
 pub mod spare;
 
 pub use error::Error;
-pub use float::{any_nan, canonical_float, is_stale_nan, GO_NAN_BITS, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
+pub use float::{canonical_float, holds_marker, is_stale_nan, GO_NAN_BITS, HISTOGRAM_MARKER_BITS, STALE_NAN_BITS};
 pub use labels::{Label, Labels};
 pub use matcher::{MatchOp, Matcher, Pattern, ValueScan};
 pub use sample::Sample;

@@ -20,15 +20,17 @@ fn staleness_marker_and_other_floats_are_kept_bit_for_bit() {
 }
 
 #[test]
-fn both_markers_are_nans_so_a_series_without_a_nan_holds_neither() {
-    let at = |v: f64| crate::Sample { t: 0, v };
-    let plain = [at(1.0), at(f64::INFINITY), at(-0.0), at(f64::MAX)];
-    assert!(!any_nan(&plain));
-    for marker in [STALE_NAN_BITS, HISTOGRAM_MARKER_BITS, GO_NAN_BITS] {
+fn a_marker_is_found_wherever_it_sits_and_only_by_its_own_bits() {
+    let plain = [1.0, f64::INFINITY, -0.0, f64::MAX];
+    for marker in [STALE_NAN_BITS, HISTOGRAM_MARKER_BITS] {
+        assert!(!holds_marker(plain.iter().copied(), marker));
         for i in 0..=plain.len() {
-            let mut s = plain.to_vec();
-            s.insert(i, at(f64::from_bits(marker)));
-            assert!(any_nan(&s), "{marker:#x} at {i}");
+            let mut v = plain.to_vec();
+            v.insert(i, f64::from_bits(marker));
+            assert!(holds_marker(v.iter().copied(), marker), "{marker:#x} at {i}");
+            // Another NaN is not the marker.
+            v[i] = f64::from_bits(GO_NAN_BITS);
+            assert!(!holds_marker(v.iter().copied(), marker), "{marker:#x} at {i}");
         }
     }
 }

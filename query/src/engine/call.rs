@@ -17,7 +17,7 @@ use crate::functions::order;
 use crate::functions::range::over_time::{BlockExtremes, ExactSums, PairCounts, SlidingExtreme};
 use crate::functions::range::rate::{counter_change, ResetIndex};
 use crate::functions::range::RangeFn;
-use tessera_model::{Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
+use tessera_model::{holds_marker, Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// `max_over_time`/`min_over_time` slide over windows (`SlidingExtreme`) instead of
 /// scanning each when a sample sits in at least this many windows (range ÷ step); below
@@ -424,9 +424,7 @@ impl Evaluator<'_> {
         // A per-series fact that spares each window a scan of its samples (windows
         // overlap, so a scan per window reads every sample range/step times): whether
         // the series has a native histogram sample at all.
-        // (A marker is a NaN: a series without one, nearly all, is told by a cheaper scan.)
-        let any_histogram =
-            !all_types && tessera_model::any_nan(samples) && samples.iter().any(|s| is_histogram_marker(s.v));
+        let any_histogram = !all_types && holds_marker(samples.iter().map(|s| s.v), HISTOGRAM_MARKER_BITS);
         if !any_histogram && self.range_fn_by_helper(plan.func, samples, range, offset, at, &mut out.pts)? {
             return Ok((!out.pts.is_empty()).then_some(out));
         }

@@ -10,7 +10,7 @@ use super::eval::{dur_ms, offset_ms, Evaluator, RangeArg, RangeSeries};
 use super::types::StepSeries;
 use crate::error::QueryError;
 use crate::model::{SelectHints, Series};
-use tessera_model::{is_stale_nan, Labels, MatchOp, Matcher, METRIC_NAME};
+use tessera_model::{holds_marker, is_stale_nan, Labels, MatchOp, Matcher, METRIC_NAME, STALE_NAN_BITS};
 
 /// Compiles a selector's matchers (plus the metric name, which promql-parser keeps
 /// apart) into the `Queryable` contract's matcher sets, one per `or` alternative: the
@@ -215,9 +215,8 @@ impl Evaluator<'_> {
 /// nothing is left.
 pub(crate) fn range_series(s: Series) -> Option<RangeSeries> {
     let mut samples = s.samples;
-    // Most series hold no marker (a series gets one when it ends): look before moving,
-    // first for any NaN (a marker is one), which is cheaper.
-    if tessera_model::any_nan(&samples) && samples.iter().any(|p| is_stale_nan(p.v)) {
+    // Most series hold no marker (a series gets one when it ends): look before moving.
+    if holds_marker(samples.iter().map(|p| p.v), STALE_NAN_BITS) {
         samples.retain(|p| !is_stale_nan(p.v));
     }
     (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, drop_name: false, samples })

@@ -53,7 +53,7 @@ use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
 use crate::functions::stats::{kahan_inc, KahanSum};
-use tessera_model::{Labels, METRIC_NAME};
+use tessera_model::{holds_marker, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
 /// (`quantile`'s state is every value of the group at the step, which is still less than
@@ -195,8 +195,8 @@ enum Cells {
     /// sixth of `max by (Hostname) (max_over_time(...))`'s), and kept as columns
     /// ([`SumColumns`]).
     Sum(SumColumns),
-    /// `count` and `group`: the counts alone (the sum stays unused).
-    Counts(Vec<Cell<KahanSum>>),
+    /// `count` and `group`: the counts alone.
+    Counts(Vec<Cell<()>>),
     /// `max` (`max` true) and `min`: the extreme so far and the same counts.
     Extremes {
         max: bool,
@@ -205,9 +205,10 @@ enum Cells {
     Accs(Vec<Option<Acc>>),
 }
 
-/// What [`Acc::fold_in`] would hold for `count`/`group` (`state` unused; `sum` keeps the
-/// same in [`SumColumns`]) or `min`/`max` (`state` the extreme): built back into an `Acc`
-/// by [`Acc::of_sum`] or [`Acc::of_extreme`] when the step is finished or exported.
+/// What [`Acc::fold_in`] would hold for `count`/`group` (no `state`: they only count;
+/// `sum` keeps its state in [`SumColumns`]) or `min`/`max` (`state` the extreme): built
+/// back into an `Acc` by [`Acc::of_sum`] or [`Acc::of_extreme`] when the step is finished
+/// or exported.
 #[derive(Clone, Copy, Default)]
 struct Cell<S> {
     state: S,
@@ -255,10 +256,7 @@ impl SumColumns {
     /// Adds one series' points (on the step grid, in time order) to the row of cells
     /// `row`: a native histogram is only counted, the first float of a cell seeds it.
     fn add(&mut self, ev: &Evaluator<'_>, row: std::ops::Range<usize>, pts: &[(i64, f64)], drop_name: bool) {
-        // A marker is a NaN: a packed scan for any NaN (no early exit) clears nearly
-        // every series without looking for the marker's bits.
-        let histograms =
-            pts.iter().fold(false, |any, p| any | p.1.is_nan()) && pts.iter().any(|p| is_histogram_marker(p.1));
+        let histograms = holds_marker(pts.iter().map(|p| p.1), HISTOGRAM_MARKER_BITS);
         let dense = ev.dense_steps(pts, row.len()).filter(|_| !histograms);
         let Some(span) = dense else {
             for (k, v) in ev.points_by_step(pts, row.len()) {
@@ -347,7 +345,7 @@ impl Cells {
         match self {
             Cells::Counts(c) => {
                 let cell = std::mem::take(&mut c[i]);
-                Acc::of_sum(op, cell.state, cell.floats, cell.hist, cell.drop_name)
+                Acc::of_sum(op, KahanSum::new(), cell.floats, cell.hist, cell.drop_name)
             }
             Cells::Sum(c) => c.take(i),
             Cells::Extremes { max, cells } => {
