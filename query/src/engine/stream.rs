@@ -52,7 +52,7 @@ use super::types::{to_samples, StepSeries, Val};
 use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
-use crate::functions::stats::{kahan_inc, KahanSum};
+use crate::functions::stats::{kahan_inc, kahan_inc_branch_free, KahanSum};
 use tessera_model::{holds_marker, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
@@ -280,10 +280,7 @@ impl SumColumns {
         }
         let (sum, c, floats) = (&mut self.sum[cells.clone()], &mut self.c[cells.clone()], &mut self.floats[cells]);
         for (((sum, c), floats), &(_, v)) in sum.iter_mut().zip(c.iter_mut()).zip(floats.iter_mut()).zip(pts) {
-            // `kahan_inc` with both branches computed and one chosen.
-            let t = *sum + v;
-            let d = if sum.abs() >= v.abs() { (*sum - t) + v } else { (v - t) + *sum };
-            let next_c = if t.is_infinite() { 0.0 } else { *c + d };
+            let (t, next_c) = kahan_inc_branch_free(v, *sum, *c);
             // The cell's first float seeds it.
             let first = *floats == 0.0;
             *sum = if first { v } else { t };
