@@ -15,7 +15,7 @@ use crate::functions;
 use crate::functions::format::parse_go_float;
 use crate::functions::order;
 use crate::functions::range::over_time::{BlockExtremes, ExactSums, PairCounts, SlidingExtreme};
-use crate::functions::range::rate::{counter_change, ResetIndex};
+use crate::functions::range::rate::{counter_change, RateWindows, ResetIndex};
 use crate::functions::range::RangeFn;
 use tessera_model::{holds_marker, Label, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
@@ -382,6 +382,50 @@ impl Evaluator<'_> {
         Ok((RangeFnPlan { name, func, scalars }, range_expr))
     }
 
+    /// `rate` and `increase` note a metric whose name does not say it is a counter.
+    fn note_if_not_counter(&self, plan: &RangeFnPlan, labels: &Labels) {
+        if matches!(plan.func, RangeFn::Rate | RangeFn::Increase) {
+            if let Some(metric) = labels.get(METRIC_NAME) {
+                if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
+                    self.ctx.info_not_counter(metric);
+                }
+            }
+        }
+    }
+
+    /// `sum`'s shortcut for `rate`/`increase` over windows that overlap
+    /// ([`functions::range::rate_sums`]): a series whose windows are those of a kept
+    /// table (another series with its timestamps built it) is offered to `take`, with the
+    /// table and its number, which adds it to its group's sums or refuses it. Returns the
+    /// series when it was not taken (the caller applies the function window by window).
+    pub(crate) fn offer_rate(
+        &self,
+        plan: &RangeFnPlan,
+        s: RangeSeries,
+        range: i64,
+        offset: i64,
+        at: Option<i64>,
+        take: impl FnOnce(&Labels, usize, &RateWindows, &[tessera_model::Sample]) -> bool,
+    ) -> Result<Option<RangeSeries>, QueryError> {
+        let overlap = if self.n_steps() > 1 { range / self.step.max(1) } else { 0 };
+        if overlap < 2 || !matches!(plan.func, RangeFn::Rate | RangeFn::Increase) {
+            return Ok(Some(s));
+        }
+        let cache = self.rate_windows.borrow();
+        let Some((id, table)) = cache.kept(&s.samples, (range, offset, at, plan.func == RangeFn::Rate)) else {
+            return Ok(Some(s));
+        };
+        // As the window-by-window way: its walk would have counted the samples.
+        self.ctx.check_samples(self.ctx.cur_samples() + table.most())?;
+        if !take(&s.labels, id, table, &s.samples) {
+            return Ok(Some(s));
+        }
+        self.note_if_not_counter(plan, &s.labels);
+        // Given back for storage to decode the next series into.
+        drop(tessera_model::spare::GiveBack(s.samples));
+        Ok(None)
+    }
+
     /// One series of a range function's result: `plan`'s function over every step's
     /// window of `s`; `None` when no step has a value.
     pub(crate) fn apply_range_fn(
@@ -393,13 +437,7 @@ impl Evaluator<'_> {
         at: Option<i64>,
     ) -> Result<Option<StepSeries>, QueryError> {
         let name = plan.name;
-        if matches!(name, "rate" | "increase") {
-            if let Some(metric) = s.labels.get(METRIC_NAME) {
-                if !["_total", "_sum", "_count", "_bucket"].iter().any(|suf| metric.ends_with(suf)) {
-                    self.ctx.info_not_counter(metric);
-                }
-            }
-        }
+        self.note_if_not_counter(plan, &s.labels);
         let keep_name = matches!(name, "last_over_time" | "first_over_time");
         let mut out = StepSeries::with_room(s.labels, s.drop_name || !keep_name, self.n_steps());
         let mut fargs = vec![0.0; plan.scalars.len()];

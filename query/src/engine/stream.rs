@@ -52,8 +52,10 @@ use super::types::{to_samples, StepSeries, Val};
 use crate::error::QueryError;
 use crate::fragment::GroupPartial;
 use crate::functions;
+use crate::functions::range::rate::RateWindows;
+use crate::functions::range::rate_sums::{RateScratch, RateSums};
 use crate::functions::stats::{kahan_inc, kahan_inc_branch_free, KahanSum};
-use tessera_model::{holds_marker, Labels, HISTOGRAM_MARKER_BITS, METRIC_NAME};
+use tessera_model::{holds_marker, Labels, Sample, HISTOGRAM_MARKER_BITS, METRIC_NAME};
 
 /// Aggregations whose state per group and step is one [`Acc`], folded series by series.
 /// (`quantile`'s state is every value of the group at the step, which is still less than
@@ -149,6 +151,18 @@ trait Sink {
     fn only_labels(&self) -> Option<Vec<String>> {
         None
     }
+    /// Whether this sink adds `rate`/`increase` series per table
+    /// ([`Sink::take_rate`]): `sum` does.
+    fn takes_rates(&self) -> bool {
+        false
+    }
+    /// Adds a `rate`/`increase` series (its name dropped, as the function drops it)
+    /// whose windows are those of kept table `table` (number `id`) per sample
+    /// ([`RateSums`]); false when it does not (the chain then applies the function
+    /// window by window and hands over the result).
+    fn take_rate(&mut self, _: &Labels, _: usize, _: &RateWindows, _: &[Sample]) -> bool {
+        false
+    }
 }
 
 /// A chain's output series, kept.
@@ -184,6 +198,30 @@ struct Fold {
     cells: Cells,
     /// Values kept by `quantile`'s accumulators (the others keep a fixed state).
     values: usize,
+    /// `sum`'s `rate`/`increase` series added per table, until [`Fold::flush_rates`].
+    rates: Option<RateFold>,
+}
+
+/// `sum`'s series of `rate`/`increase` added per group and kept table of windows
+/// ([`RateSums`]). A pair's first series goes window by window (most groups of a
+/// `sum by` over many labels have one series per table, for which a column per sample
+/// would cost more than it saves); from its second on, each series that qualifies is
+/// added to the pair's sums.
+#[derive(Default)]
+struct RateFold {
+    /// By (group, table number): the pair's sums in `sums`, once it has a second series.
+    pairs: HashMap<(usize, usize), Option<usize>>,
+    /// Group, table number, sums.
+    sums: Vec<(usize, usize, RateSums)>,
+    scratch: RateScratch,
+    /// Values the sums hold.
+    held: usize,
+}
+
+impl RateFold {
+    /// Values held in sums beyond which new pairs go window by window: 64 MiB. (They
+    /// also count towards the query's sample limit.)
+    const BUDGET: usize = 8 << 20;
 }
 
 /// A fold's accumulators, one per group and step.
@@ -245,6 +283,17 @@ impl SumColumns {
         self.floats.resize(n, 0.0);
         self.hist.resize(n, 0);
         self.drop_name.resize(n, false);
+    }
+
+    /// Adds `v`, the sum of `floats` floats of series whose name is dropped, to cell `i`:
+    /// the cell's first float seeds it.
+    fn add_value(&mut self, i: usize, v: f64, floats: f64) {
+        self.drop_name[i] = true;
+        (self.sum[i], self.c[i]) = match self.floats[i] == 0.0 {
+            true => (v, 0.0),
+            false => kahan_inc(v, self.sum[i], self.c[i]),
+        };
+        self.floats[i] += floats;
     }
 
     fn take(&mut self, i: usize) -> Option<Acc> {
@@ -363,13 +412,61 @@ impl Fold {
             "max" | "min" => Cells::Extremes { max: op == "max", cells: Vec::new() },
             _ => Cells::Accs(Vec::new()),
         };
-        Fold { op, grouping: Grouping::of(a), steps, index: HashMap::new(), groups: Vec::new(), cells, values: 0 }
+        let rates = (op == "sum").then(RateFold::default);
+        Fold {
+            op,
+            grouping: Grouping::of(a),
+            steps,
+            index: HashMap::new(),
+            groups: Vec::new(),
+            cells,
+            values: 0,
+            rates,
+        }
+    }
+
+    /// The group of an input series with `labels`, numbered in order of arrival; its
+    /// smallest input labels so far are kept.
+    fn group_of(&mut self, labels: &Labels) -> usize {
+        let key = self.grouping.labels(labels);
+        match self.index.get(&key) {
+            Some(&g) => {
+                let first = &mut self.groups[g].1;
+                if *labels < *first {
+                    first.clone_from(labels);
+                }
+                g
+            }
+            None => {
+                self.index.insert(key.clone(), self.groups.len());
+                self.groups.push((key, labels.clone()));
+                self.cells.grow(self.steps);
+                self.groups.len() - 1
+            }
+        }
+    }
+
+    /// Adds the `rate`/`increase` sums ([`RateFold`]) to the cells: each window's sum
+    /// over a pair's series is one compensated addition to its group's cell at the
+    /// window's step, counting as many floats as series it sums (whose names `rate`
+    /// dropped).
+    fn flush_rates(&mut self, ev: &Evaluator<'_>) -> Result<(), QueryError> {
+        let (Some(rates), Cells::Sum(cells)) = (self.rates.take(), &mut self.cells) else { return Ok(()) };
+        let tables = ev.rate_windows.borrow();
+        for (g, id, sums) in &rates.sums {
+            let table = tables.table(*id).ok_or_else(|| QueryError::internal("a kept rate table is gone"))?;
+            let row = g * self.steps;
+            for (k, v, floats) in sums.values(table) {
+                cells.add_value(row + k, v, floats);
+            }
+        }
+        Ok(())
     }
 }
 
 impl Sink for Fold {
     fn held(&self) -> usize {
-        self.cells.len() + self.values
+        self.cells.len() + self.values + self.rates.as_ref().map_or(0, |r| r.held)
     }
     /// Into one group, series are folded without their labels: the group's are empty,
     /// and its first input series orders nothing. The metric name is still read, by
@@ -382,22 +479,7 @@ impl Sink for Fold {
         if self.op == "quantile" {
             self.values += s.pts.len();
         }
-        let key = self.grouping.labels(&s.labels);
-        let g = match self.index.get(&key) {
-            Some(&g) => {
-                let first = &mut self.groups[g].1;
-                if s.labels < *first {
-                    first.clone_from(&s.labels);
-                }
-                g
-            }
-            None => {
-                self.index.insert(key.clone(), self.groups.len());
-                self.groups.push((key, s.labels.clone()));
-                self.cells.grow(self.steps);
-                self.groups.len() - 1
-            }
-        };
+        let g = self.group_of(&s.labels);
         let row = g * self.steps..(g + 1) * self.steps;
         match &mut self.cells {
             // `count` and `group` only count.
@@ -423,6 +505,34 @@ impl Sink for Fold {
         // Folded: the points' buffer serves the next series' range function.
         super::types::give_back_points(s.pts);
         Ok(())
+    }
+    fn takes_rates(&self) -> bool {
+        self.rates.is_some()
+    }
+    fn take_rate(&mut self, labels: &Labels, id: usize, table: &RateWindows, samples: &[Sample]) -> bool {
+        if self.rates.as_ref().is_none_or(|r| r.held > RateFold::BUDGET) {
+            return false;
+        }
+        let g = self.group_of(labels);
+        let (Some(rates), Cells::Sum(cells)) = (&mut self.rates, &mut self.cells) else { return false };
+        let at = match rates.pairs.get(&(g, id)) {
+            None => {
+                rates.pairs.insert((g, id), None);
+                return false;
+            }
+            Some(Some(at)) => *at,
+            Some(None) => {
+                let sums = RateSums::new(samples.len());
+                rates.held += sums.held();
+                rates.sums.push((g, id, sums));
+                rates.pairs.insert((g, id), Some(rates.sums.len() - 1));
+                rates.sums.len() - 1
+            }
+        };
+        // A window whose value is not surely its change times its factor is computed
+        // as the window-by-window way computes it and goes to the cell itself.
+        let row = g * self.steps;
+        rates.sums[at].2.add(table, samples, &mut rates.scratch, |k, v| cells.add_value(row + k, v, 1.0))
     }
 }
 
@@ -693,6 +803,7 @@ impl Evaluator<'_> {
         let chain = self.chain(&a.expr)?;
         let mut fold = Fold::new(a, self.n_steps());
         self.run_chain(&chain, &mut fold)?;
+        fold.flush_rates(self)?;
         Ok(fold)
     }
 
@@ -798,10 +909,17 @@ impl Evaluator<'_> {
                 self.select_each(&ms.vs, (rmin - range + 1, rmax, range), sink.only_labels(), |s| {
                     self.ctx.check_interrupt()?;
                     self.ctx.check_samples(base + sink.held() + s.samples.len())?;
-                    match range_series(s) {
-                        Some(rs) => self.feed(&chain.links, self.apply_range_fn(plan, rs, range, offset, at)?, sink),
-                        None => Ok(()),
+                    let Some(mut rs) = range_series(s) else { return Ok(()) };
+                    if chain.links.is_empty() && sink.takes_rates() {
+                        let take = |labels: &Labels, id, table: &RateWindows, samples: &[Sample]| {
+                            sink.take_rate(labels, id, table, samples)
+                        };
+                        match self.offer_rate(plan, rs, range, offset, at, take)? {
+                            Some(back) => rs = back,
+                            None => return Ok(()),
+                        }
                     }
+                    self.feed(&chain.links, self.apply_range_fn(plan, rs, range, offset, at)?, sink)
                 })
             }
             Leaf::Subquery(sq, plan) => {

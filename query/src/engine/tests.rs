@@ -227,16 +227,18 @@ fn a_streamed_aggregation_holds_as_much_over_ten_times_the_data() {
     };
     let streaming = Engine::default();
     let materialising = Engine::new(EngineOptions { streaming: false, ..Default::default() });
-    for q in [
-        "sum(rate(x_total[5m]))",
-        "max(abs(x_total) * 2)",
-        "count(max_over_time(x_total[1m]) > 3)",
-        "sum(max_over_time(rate(x_total[5m])[5m:1m]))",
+    // `sum(rate)` also holds the sum and compensation per sample position of the
+    // series' shared timestamps (`functions::range::rate_sums`): 2 × 61.
+    for (q, columns) in [
+        ("sum(rate(x_total[5m]))", 2 * 61),
+        ("max(abs(x_total) * 2)", 0),
+        ("count(max_over_time(x_total[1m]) > 3)", 0),
+        ("sum(max_over_time(rate(x_total[5m])[5m:1m]))", 0),
     ] {
         let (small, big) = (peak(&streaming, q, 10), peak(&streaming, q, 100));
         assert_eq!(small, big, "{q}: streamed peak over 10 and 100 series");
         // One series' samples, the group's 11 step states and a scalar operand's 11 points.
-        assert!(small <= 61 + 11 + 11, "{q}: held {small}");
+        assert!(small <= 61 + 11 + 11 + columns, "{q}: held {small}");
         let (small, big) = (peak(&materialising, q, 10), peak(&materialising, q, 100));
         assert!(big >= 9 * small, "{q}: materialised peak over 10 and 100 series: {small} and {big}");
     }
@@ -746,5 +748,134 @@ fn max_and_min_keep_the_first_of_equal_values() {
         assert!(m[0].samples.iter().all(|p| p.v.to_bits() == (-0.0f64).to_bits()), "{q}: {:?}", m[0].samples);
         let Value::Vector(v) = e.instant_query(&s, q, 60_000, &opts).unwrap().value else { panic!("not a vector") };
         assert_eq!(v[0].v.to_bits(), (-0.0f64).to_bits(), "{q}: {v:?}");
+    }
+}
+
+/// Per group (each series' first string) and step: the sum over `data`'s series of
+/// `func` (`rate` or `increase`) over `[range_ms]`, computed window by window per series
+/// with Prometheus' arithmetic and added with Kahan's compensation, and the sum of the
+/// values' magnitudes.
+fn summed_rates(
+    data: &[(String, String, Vec<Sample>)],
+    func: &str,
+    range_ms: i64,
+    (start, end, step): (i64, i64, i64),
+) -> std::collections::BTreeMap<(String, i64), (f64, f64)> {
+    type Sums = (crate::functions::stats::KahanSum, f64);
+    let mut sums: std::collections::BTreeMap<(String, i64), Sums> = Default::default();
+    for (group, _, samples) in data {
+        for t in (start..=end).step_by(step as usize) {
+            let w: Vec<Sample> = samples.iter().filter(|p| p.t > t - range_ms && p.t <= t).copied().collect();
+            if let Some(v) = crate::functions::range::rate::extrapolated_rate(&w, t - range_ms, t, true, func == "rate")
+            {
+                let (sum, magnitude) = sums.entry((group.clone(), t)).or_default();
+                sum.add(v);
+                *magnitude += v.abs();
+            }
+        }
+    }
+    sums.into_iter().map(|(k, (s, m))| (k, (s.value(), m))).collect()
+}
+
+/// Evaluates `q` over `data` (metric `c_total`, labels `g` and `k`) and compares each
+/// group's points with [`summed_rates`], within `1e-12` of the values' magnitudes (NaN
+/// where it is NaN): `sum` over series that share their timestamps adds their
+/// increments per sample (`functions::range::rate_sums`), a different grouping of the
+/// same additions.
+fn assert_sum_of_rates(data: &[(String, String, Vec<Sample>)], func: &str, by_group: bool) {
+    let mut store = MemStore::new();
+    for (g, k, samples) in data {
+        for p in samples {
+            store.add(Labels::from_pairs([("__name__", "c_total"), ("g", g.as_str()), ("k", k.as_str())]), p.t, p.v);
+        }
+    }
+    let grid = (300_000, 3_585_000, 15_000);
+    let by = if by_group { " by (g)" } else { "" };
+    let q = format!("sum{by} ({func}(c_total[5m]))");
+    let out = Engine::default().range_query(&store, &q, grid.0, grid.1, grid.2, &QueryOptions::default()).expect(&q);
+    let Value::Matrix(m) = out.value else { panic!("{q}: not a matrix") };
+    let all: Vec<(String, String, Vec<Sample>)> = match by_group {
+        true => data.to_vec(),
+        false => data.iter().map(|(_, k, s)| (String::new(), k.clone(), s.clone())).collect(),
+    };
+    let want = summed_rates(&all, func, 300_000, grid);
+    let got: std::collections::BTreeMap<(String, i64), f64> = m
+        .iter()
+        .flat_map(|x| x.samples.iter().map(|p| ((x.labels.get("g").unwrap_or("").to_string(), p.t), p.v)))
+        .collect();
+    assert_eq!(got.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{q}: steps and groups");
+    for (key, &(w, magnitude)) in &want {
+        let g = got[key];
+        let close = (g - w).abs() <= 1e-12 * magnitude || (g.is_nan() && w.is_nan());
+        assert!(close, "{q} at {key:?}: got {g}, want {w}");
+    }
+}
+
+#[test]
+fn sum_of_rates_over_series_sharing_timestamps_is_the_sum_of_their_rates() {
+    let jitter = |i: i64| (i * 37) % 11;
+    let mut data: Vec<(String, String, Vec<Sample>)> = Vec::new();
+    let shapes: [(&str, fn(i64) -> f64); 9] = [
+        ("counter", |i| 1e9 + (i * i) as f64 * 3.5),
+        ("slow", |i| 5.0 + (i * 3 % 7) as f64 + i as f64),
+        // From zero: the zero point binds in the first windows.
+        ("from_zero", |i| (i * 2) as f64),
+        // A gauge: drops (resets) and rises at random, sometimes to zero.
+        ("gauge", |i| ((i * 7) % 5) as f64 * 0.37),
+        ("util", |i| if (i / 9) % 3 == 0 { 0.0 } else { ((i * 13) % 100) as f64 }),
+        ("zero", |_| 0.0),
+        ("restarts", |i| ((i % 50) * 1000) as f64 + 0.25),
+        // Refused by the per-sample sums (negative, NaN): window by window.
+        ("negative", |i| -((i * 5) as f64)),
+        ("nan", |i| if i == 100 { f64::NAN } else { i as f64 }),
+    ];
+    for (n, (name, value)) in shapes.iter().enumerate() {
+        // Three series of each shape in each of two groups, all on one timestamp set.
+        for copy in 0..6i64 {
+            let samples = (0..240i64)
+                .map(|i| Sample { t: i * 15_000 + jitter(i), v: value(i + copy) * (1.0 + copy as f64) })
+                .collect();
+            data.push((format!("g{}", copy % 2), format!("{name}{copy}"), samples));
+        }
+        // One on a timestamp set of its own (window by window).
+        if n % 3 == 0 {
+            let samples = (0..240i64).map(|i| Sample { t: i * 15_000 + 3 * jitter(i), v: value(i) }).collect();
+            data.push(("g0".to_string(), format!("{name}_own"), samples));
+        }
+    }
+    for func in ["rate", "increase"] {
+        assert_sum_of_rates(&data, func, false);
+        assert_sum_of_rates(&data, func, true);
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Random counters and gauges (drops to any value, runs at zero, steps large and
+    /// tiny) on one timestamp set: `sum(rate)` is the sum of the series' rates.
+    #[test]
+    fn sum_of_rates_matches_the_per_series_sum(
+        series in proptest::collection::vec(proptest::collection::vec((0u8..4, 0.0f64..1e6), 240), 2..8),
+        scale in proptest::sample::select(vec![1e-9, 1.0, 1e12]),
+    ) {
+        let data: Vec<(String, String, Vec<Sample>)> = series
+            .iter()
+            .enumerate()
+            .map(|(s, steps)| {
+                let mut v = 0.0;
+                let samples = steps.iter().enumerate().map(|(i, &(kind, x))| {
+                    v = match kind {
+                        0 => v + x * scale,
+                        1 => x * scale,
+                        2 => 0.0,
+                        _ => v,
+                    };
+                    Sample { t: i as i64 * 15_000 + (i as i64 * 37) % 11, v }
+                }).collect();
+                (format!("g{}", s % 2), format!("s{s}"), samples)
+            })
+            .collect();
+        assert_sum_of_rates(&data, "rate", false);
+        assert_sum_of_rates(&data, "increase", true);
     }
 }

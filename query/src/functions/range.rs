@@ -8,12 +8,14 @@
 //! element at this step" (e.g. `rate` over a single sample).
 //!
 //! The kernels are grouped by what they compute: [`rate`] (the extrapolating
-//! `rate`/`increase`/`delta` and the instant `irate`/`idelta`), [`over_time`] (the
+//! `rate`/`increase`/`delta` and the instant `irate`/`idelta`; [`rate_sums`] adds the
+//! `rate` of series that share their timestamps per sample under `sum`), [`over_time`] (the
 //! `*_over_time` aggregations plus `changes`/`resets`) and [`trend`] (least-squares
 //! `deriv`/`predict_linear` and `double_exponential_smoothing`).
 
 pub mod over_time;
 pub mod rate;
+pub mod rate_sums;
 pub mod trend;
 
 use crate::QueryError;

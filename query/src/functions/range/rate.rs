@@ -279,15 +279,15 @@ pub struct RateWindows {
 /// One window of [`RateWindows`], in 32 bytes: a series reads its table once per
 /// window, and a kept table is usually no longer in the nearest caches.
 #[derive(Clone, Copy, Debug)]
-struct RateWindow {
+pub(super) struct RateWindow {
     /// Its step, and its samples `lo..hi`.
-    step: u32,
-    lo: u32,
-    hi: u32,
+    pub(super) step: u32,
+    pub(super) lo: u32,
+    pub(super) hi: u32,
     /// [`Timing::to_start`] over [`Timing::sampled`], for [`zero_is_farther`], and the
     /// window's value over its change unless a counter's zero point binds.
-    ratio: f64,
-    factor: f64,
+    pub(super) ratio: f64,
+    pub(super) factor: f64,
 }
 
 /// The [`Window`]s of the last windows pushed, gathered so that their arithmetic (a
@@ -425,6 +425,11 @@ impl RateWindows {
         self.windows.len() * std::mem::size_of::<RateWindow>()
     }
 
+    /// The windows with at least two samples, in step order.
+    pub(super) fn windows(&self) -> &[RateWindow] {
+        &self.windows
+    }
+
     /// The windows' steps and their `rate`/`increase` over another counter, `samples`,
     /// with the same timestamps as the series that built the table, given each window's
     /// change (`change(lo, hi)` of its samples `lo..hi`: [`ResetIndex::change`]).
@@ -437,6 +442,14 @@ impl RateWindows {
         self.windows
             .iter()
             .map(move |w| (w.step as usize, self.value(w, samples, change(w.lo as usize, w.hi as usize))))
+    }
+
+    /// Window `w`'s value over another counter, `samples`, with the same timestamps as
+    /// the series that built the table, its change found by [`counter_change`]'s scan.
+    #[inline(never)]
+    pub(super) fn scanned_value(&self, w: &RateWindow, samples: &[Sample]) -> f64 {
+        let change = counter_change(&samples[w.lo as usize..w.hi as usize]);
+        self.value(w, samples, change)
     }
 
     /// Window `w`'s value over `samples`, given its change.
@@ -480,7 +493,7 @@ fn extrapolate_window(window: &[Sample], start_ms: i64, end_ms: i64, is_rate: bo
 /// `sampled × (first / change) > to_start` holds exactly as well. An overflow to
 /// infinity in Prometheus' arithmetic only pushes the zero point further out.
 #[inline(always)]
-fn zero_is_farther(first: f64, change: f64, ratio: f64) -> bool {
+pub(super) fn zero_is_farther(first: f64, change: f64, ratio: f64) -> bool {
     const MARGIN: f64 = 1.0 + 1.0 / (1u64 << 40) as f64;
     let b = change * ratio;
     (b >= 1e-290) & first.is_finite() & (first > b * MARGIN)
@@ -493,8 +506,10 @@ fn zero_is_farther(first: f64, change: f64, ratio: f64) -> bool {
 /// keeps every table until its budget is spent, then builds the rest afresh.
 #[derive(Debug, Default)]
 pub struct RateWindowCache {
-    /// Kept tables by their series' sample count, first and last timestamp.
-    index: HashMap<(usize, i64, i64), Vec<CachedWindows>>,
+    /// Kept tables, numbered in the order they were kept (see [`RateWindowCache::table`]).
+    kept: Vec<CachedWindows>,
+    /// The kept tables by their series' sample count, first and last timestamp.
+    index: HashMap<(usize, i64, i64), Vec<usize>>,
     /// Bytes the kept tables and their timestamps take.
     bytes: usize,
     /// The table of a series that is not kept.
@@ -517,6 +532,24 @@ impl RateWindowCache {
     /// step takes about 27 KiB per target, so 600 targets.
     const BUDGET: usize = 16 << 20;
 
+    /// The number and table kept for series with the timestamps of `samples` and `key`,
+    /// if one is.
+    pub fn kept(&self, samples: &[Sample], key: RateWindowsKey) -> Option<(usize, &RateWindows)> {
+        let (first, last) = (samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t));
+        let same = |&i: &usize| {
+            let c = &self.kept[i];
+            c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t)
+        };
+        let i = *self.index.get(&(samples.len(), first, last))?.iter().find(|i| same(i))?;
+        Some((i, &self.kept[i].windows))
+    }
+
+    /// Kept table number `id` (as [`RateWindowCache::kept`] numbers it); tables are kept
+    /// as long as the cache.
+    pub fn table(&self, id: usize) -> Option<&RateWindows> {
+        self.kept.get(id).map(|c| &c.windows)
+    }
+
     /// The windows of `samples` for `key`: the kept table of a series with the same
     /// timestamps (true: read its values with [`RateWindows::counter_values`]), or the
     /// one `build` fills (false: `build` starts, pushes and finishes the windows, and
@@ -529,12 +562,9 @@ impl RateWindowCache {
         keep: bool,
         build: impl FnOnce(&mut RateWindows) -> Result<(), E>,
     ) -> Result<(&RateWindows, bool), E> {
-        let (first, last) = (samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t));
-        let at = (samples.len(), first, last);
         if keep {
-            let same = |c: &CachedWindows| c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t);
-            if let Some(i) = self.index.get(&at).and_then(|list| list.iter().position(same)) {
-                return Ok((&self.index[&at][i].windows, true));
+            if let Some((i, _)) = self.kept(samples, key) {
+                return Ok((&self.kept[i].windows, true));
             }
         }
         build(&mut self.scratch)?;
@@ -542,7 +572,9 @@ impl RateWindowCache {
         if keep && self.bytes + bytes <= Self::BUDGET {
             self.bytes += bytes;
             let times = samples.iter().map(|s| s.t).collect();
-            self.index.entry(at).or_default().push(CachedWindows { key, times, windows: self.scratch.table() });
+            let (first, last) = (samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t));
+            self.index.entry((samples.len(), first, last)).or_default().push(self.kept.len());
+            self.kept.push(CachedWindows { key, times, windows: self.scratch.table() });
         }
         Ok((&self.scratch, false))
     }
