@@ -79,7 +79,9 @@ impl RateSums {
             return false;
         }
         let RateScratch { inc, prefix, moves } = scratch;
-        (inc.resize(n, 0.0), prefix.resize(n, 0.0), moves.resize(n, 0));
+        inc.resize(n, 0.0);
+        prefix.resize(n, 0.0);
+        moves.resize(n, 0);
         let (mut p, mut z) = (0.0, 0u32);
         (inc[0], prefix[0], moves[0]) = (0.0, 0.0, 0);
         // A value is refused when its bits, read as an integer, are those of +Inf or above:
@@ -157,8 +159,8 @@ impl RateSums {
 /// change (`last - first` plus the values lost at resets, added in order) leaves the
 /// counter's zero point no nearer than the extrapolation towards the start.
 ///
-/// The change is known here as a difference of prefix sums of increments, `prefix_last
-/// - prefix_lo`: its roundings (prefix sums and increments, none negative, fewer than
+/// The change is known here as a difference of prefix sums of increments (`prefix_last`
+/// minus `prefix_lo`): its roundings (prefix sums and increments, none negative, fewer than
 /// the series' length n) are each at most 2^-52 of `prefix_last`. Prometheus' own
 /// roundings, fewer than n too, are each at most 2^-52 of `last_v + 2 first_v + change`
 /// (its partial sums never exceed that: the values lost are at most the change plus the
