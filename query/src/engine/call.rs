@@ -393,11 +393,12 @@ impl Evaluator<'_> {
         }
     }
 
-    /// `sum`'s shortcut for `rate`/`increase` over windows that overlap
-    /// ([`functions::range::rate_sums`]): a series whose windows are those of a kept
-    /// table (another series with its timestamps built it) is offered to `take`, with the
-    /// table and its number, which adds it to its group's sums or refuses it. Returns the
-    /// series when it was not taken (the caller applies the function window by window).
+    /// `sum`'s shortcut for `rate`/`increase` ([`functions::range::rate_sums`]): a
+    /// series whose windows are those of a kept table (another series with its
+    /// timestamps built it; tables are kept only where windows overlap, see
+    /// `range_fn_by_helper`) is offered to `take`, with the table and its number, which
+    /// adds it to its group's sums or refuses it. Returns the series when it was not
+    /// taken (the caller applies the function window by window).
     pub(crate) fn offer_rate(
         &self,
         plan: &RangeFnPlan,
@@ -407,8 +408,7 @@ impl Evaluator<'_> {
         at: Option<i64>,
         take: impl FnOnce(&Labels, usize, &RateWindows, &[tessera_model::Sample]) -> bool,
     ) -> Result<Option<RangeSeries>, QueryError> {
-        let overlap = if self.n_steps() > 1 { range / self.step.max(1) } else { 0 };
-        if overlap < 2 || !matches!(plan.func, RangeFn::Rate | RangeFn::Increase) {
+        if !matches!(plan.func, RangeFn::Rate | RangeFn::Increase) {
             return Ok(Some(s));
         }
         let cache = self.rate_windows.borrow();

@@ -285,10 +285,8 @@ impl SumColumns {
         self.drop_name.resize(n, false);
     }
 
-    /// Adds `v`, the sum of `floats` floats of series whose name is dropped, to cell `i`:
-    /// the cell's first float seeds it.
+    /// Adds `v`, the sum of `floats` floats, to cell `i`: the cell's first float seeds it.
     fn add_value(&mut self, i: usize, v: f64, floats: f64) {
-        self.drop_name[i] = true;
         (self.sum[i], self.c[i]) = match self.floats[i] == 0.0 {
             true => (v, 0.0),
             false => kahan_inc(v, self.sum[i], self.c[i]),
@@ -315,11 +313,7 @@ impl SumColumns {
                     self.hist[i] += 1;
                     continue;
                 }
-                (self.sum[i], self.c[i]) = match self.floats[i] == 0.0 {
-                    true => (v, 0.0),
-                    false => kahan_inc(v, self.sum[i], self.c[i]),
-                };
-                self.floats[i] += 1.0;
+                self.add_value(i, v, 1.0);
             }
             return;
         };
@@ -457,6 +451,7 @@ impl Fold {
             let table = tables.table(*id).ok_or_else(|| QueryError::internal("a kept rate table is gone"))?;
             let row = g * self.steps;
             for (k, v, floats) in sums.values(table) {
+                cells.drop_name[row + k] = true;
                 cells.add_value(row + k, v, floats);
             }
         }
@@ -532,7 +527,10 @@ impl Sink for Fold {
         // A window whose value is not surely its change times its factor is computed
         // as the window-by-window way computes it and goes to the cell itself.
         let row = g * self.steps;
-        rates.sums[at].2.add(table, samples, &mut rates.scratch, |k, v| cells.add_value(row + k, v, 1.0))
+        rates.sums[at].2.add(table, samples, &mut rates.scratch, |k, v| {
+            cells.drop_name[row + k] = true;
+            cells.add_value(row + k, v, 1.0);
+        })
     }
 }
 

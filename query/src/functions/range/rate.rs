@@ -535,13 +535,18 @@ impl RateWindowCache {
     /// The number and table kept for series with the timestamps of `samples` and `key`,
     /// if one is.
     pub fn kept(&self, samples: &[Sample], key: RateWindowsKey) -> Option<(usize, &RateWindows)> {
-        let (first, last) = (samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t));
         let same = |&i: &usize| {
             let c = &self.kept[i];
             c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t)
         };
-        let i = *self.index.get(&(samples.len(), first, last))?.iter().find(|i| same(i))?;
+        let i = *self.index.get(&Self::index_key(samples))?.iter().find(|i| same(i))?;
         Some((i, &self.kept[i].windows))
+    }
+
+    /// Where the kept tables of series with the timestamps of `samples` are listed: their
+    /// sample count, first and last timestamp.
+    fn index_key(samples: &[Sample]) -> (usize, i64, i64) {
+        (samples.len(), samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t))
     }
 
     /// Kept table number `id` (as [`RateWindowCache::kept`] numbers it); tables are kept
@@ -572,8 +577,7 @@ impl RateWindowCache {
         if keep && self.bytes + bytes <= Self::BUDGET {
             self.bytes += bytes;
             let times = samples.iter().map(|s| s.t).collect();
-            let (first, last) = (samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t));
-            self.index.entry((samples.len(), first, last)).or_default().push(self.kept.len());
+            self.index.entry(Self::index_key(samples)).or_default().push(self.kept.len());
             self.kept.push(CachedWindows { key, times, windows: self.scratch.table() });
         }
         Ok((&self.scratch, false))

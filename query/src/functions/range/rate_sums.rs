@@ -19,8 +19,9 @@
 //! them and handed to the caller, and their increments are taken back out of the
 //! window's sum; any other series is evaluated window by window. The answer is the same
 //! sum added in another grouping: the increments are summed with Kahan's compensation,
-//! so it differs from the per-series sum by rounding alone (measured on 27,728 DCGM
-//! series: 2.2e-16 relative; the split and differential tests allow 1e-9 for sums).
+//! so it differs from the per-series sum by rounding alone (measured on the benchmark's
+//! DCGM fleet, `dcgm_all_rate`: 2.2e-16 relative; the split and differential tests allow
+//! 1e-9 for sums).
 
 use tessera_model::Sample;
 
