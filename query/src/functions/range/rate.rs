@@ -45,6 +45,20 @@ pub fn counter_change(samples: &[Sample]) -> f64 {
     change
 }
 
+/// [`counter_change`] of a window none of whose values is negative, `-0.0` or NaN, without a
+/// branch per sample (on a gauge read as a counter, whether a sample drops is a coin
+/// toss). It adds `0.0` where the other adds nothing, which leaves every partial sum as
+/// it was: none is `-0.0` (`last - first` of two values that are not negative is `+0.0`
+/// when they are equal, and so is any sum that cancels to zero).
+pub(super) fn unsigned_counter_change(samples: &[Sample]) -> f64 {
+    let mut change = samples[samples.len() - 1].v - samples[0].v;
+    for w in samples.windows(2) {
+        let lost = u64::from(is_reset(w[0].v, w[1].v)).wrapping_neg();
+        change += f64::from_bits(w[0].v.to_bits() & lost);
+    }
+    change
+}
+
 /// The counter resets of one series, indexed once so that each window of
 /// `rate`/`increase` gets its [`counter_change`] without scanning every sample (windows
 /// overlap: at a 15 s step over `[5m]` every sample sits in 20 windows, and a gauge such
@@ -444,12 +458,13 @@ impl RateWindows {
             .map(move |w| (w.step as usize, self.value(w, samples, change(w.lo as usize, w.hi as usize))))
     }
 
-    /// Window `w`'s value over another counter, `samples`, with the same timestamps as
-    /// the series that built the table, its change found by [`counter_change`]'s scan.
+    /// Window `w`'s value over another counter, `samples` (none of its values negative,
+    /// `-0.0` or NaN), with the same timestamps as the series that built the table, and its
+    /// change ([`unsigned_counter_change`]).
     #[inline(never)]
-    pub(super) fn scanned_value(&self, w: &RateWindow, samples: &[Sample]) -> f64 {
-        let change = counter_change(&samples[w.lo as usize..w.hi as usize]);
-        self.value(w, samples, change)
+    pub(super) fn unsigned_value(&self, w: &RateWindow, samples: &[Sample]) -> (f64, f64) {
+        let change = unsigned_counter_change(&samples[w.lo as usize..w.hi as usize]);
+        (self.value(w, samples, change), change)
     }
 
     /// Window `w`'s value over `samples`, given its change.

@@ -16,8 +16,9 @@
 //! A series joins when its values are finite and not negative. Its windows where the
 //! counter's zero point may shorten the extrapolation (or where that cannot be ruled
 //! out cheaply: [`surely_unbound`]) are computed as the window-by-window way computes
-//! them and handed to the caller, and their increments are taken back out of the
-//! window's sum; any other series is evaluated window by window. The answer is the same
+//! them and handed to the caller, and their change (the same increments added in
+//! Prometheus' grouping) is taken back out of the window's sum; any other series is
+//! evaluated window by window. The answer is the same
 //! sum added in another grouping: the increments are summed with Kahan's compensation,
 //! so it differs from the per-series sum by rounding alone (measured on the benchmark's
 //! DCGM fleet, `dcgm_all_rate`: 2.2e-16 relative; the split and differential tests allow
@@ -110,10 +111,13 @@ impl RateSums {
             // to 0: `(0 - a) + a`), which nothing extrapolates.
             let moved = moves[last] != moves[lo];
             if moved && !surely_unbound(samples[lo].v, samples[last].v, prefix[lo], prefix[last], slack, w.ratio) {
-                exact(w.step as usize, table.scanned_value(w, samples));
+                // Taken out: the window's change, the sum of the increments added, in
+                // Prometheus' grouping (a rounding apart from the increments' own sum).
+                let (value, change) = table.unsigned_value(w, samples);
+                exact(w.step as usize, value);
                 self.taken_out.resize(windows.len(), (KahanSum::new(), 0));
                 let out = &mut self.taken_out[i];
-                inc[lo + 1..=last].iter().for_each(|&d| out.0.add(d));
+                out.0.add(change);
                 out.1 += 1;
             }
         }

@@ -471,6 +471,28 @@ mod props {
             }
         }
 
+        /// The branch-free change of a counter that is never negative is the scan's bit
+        /// for bit in every window: zeros (a drop to zero, a window that cancels to
+        /// zero), fractions whose sums round, values near 2^53 and far beyond.
+        #[test]
+        fn unsigned_counter_change_gives_the_scan_bit_for_bit(
+            values in proptest::collection::vec(prop_oneof![
+                4 => (0i32..50).prop_map(f64::from),
+                2 => Just(0.0),
+                2 => 0.0f64..5.0,
+                1 => Just(((1u64 << 53) - 1) as f64),
+                1 => Just(1e300),
+            ], 2..40),
+        ) {
+            let s = load(15_000, &values);
+            for lo in 0..s.len() {
+                for hi in lo + 2..=s.len() {
+                    let (scan, branch_free) = (rate::counter_change(&s[lo..hi]), rate::unsigned_counter_change(&s[lo..hi]));
+                    prop_assert_eq!(branch_free.to_bits(), scan.to_bits(), "window {}..{} of {:?}", lo, hi, values);
+                }
+            }
+        }
+
         /// `RateWindows` hands back `extrapolate`'s value bit for bit, for every window:
         /// on the scrape grid and off it, with missed scrapes, at steps and ranges that
         /// are multiples of the interval and not; with counters that start near zero
