@@ -288,6 +288,35 @@ pub struct RateWindows {
     values: Vec<f64>,
     /// The most samples in any window pushed, including those of fewer than two.
     most: usize,
+    /// A kept table's windows by [`WindowBlock::LEN`] (empty in a table being built).
+    blocks: Vec<WindowBlock>,
+}
+
+/// [`WindowBlock::LEN`] consecutive windows of a kept table, summarised for a test of
+/// all of them at once ([`super::rate_sums`]): the first's first sample, the last's first
+/// and last sample, and the least and greatest of their ratios (`+Inf` as the greatest
+/// when one is NaN, so that the test fails).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct WindowBlock {
+    pub(super) lo: u32,
+    pub(super) last_lo: u32,
+    pub(super) last: u32,
+    pub(super) ratio_min: f64,
+    pub(super) ratio_max: f64,
+}
+
+impl WindowBlock {
+    pub(super) const LEN: usize = 16;
+
+    fn of(windows: &[RateWindow]) -> Option<WindowBlock> {
+        let (first, last) = (windows.first()?, windows.last()?);
+        let (mut ratio_min, mut ratio_max) = (f64::INFINITY, 0.0f64);
+        for w in windows {
+            ratio_min = ratio_min.min(w.ratio);
+            ratio_max = if w.ratio.is_nan() { f64::INFINITY } else { ratio_max.max(w.ratio) };
+        }
+        Some(WindowBlock { lo: first.lo, last_lo: last.lo, last: last.hi - 1, ratio_min, ratio_max })
+    }
 }
 
 /// One window of [`RateWindows`], in 32 bytes: a series reads its table once per
@@ -430,13 +459,26 @@ impl RateWindows {
 
     /// The table to keep: the windows, without the building series' values.
     fn table(&self) -> RateWindows {
-        RateWindows { windows: self.windows.clone(), values: Vec::new(), batch: TimingBatch::default(), ..*self }
+        RateWindows {
+            windows: self.windows.clone(),
+            values: Vec::new(),
+            batch: TimingBatch::default(),
+            blocks: self.windows.chunks(WindowBlock::LEN).filter_map(WindowBlock::of).collect(),
+            ..*self
+        }
     }
 
     /// Bytes a kept copy of the table takes ([`table`](RateWindows::table) clones just
     /// its windows; this one's buffers may be larger, reused from series to series).
     fn kept_bytes(&self) -> usize {
         self.windows.len() * std::mem::size_of::<RateWindow>()
+            + self.windows.len().div_ceil(WindowBlock::LEN) * std::mem::size_of::<WindowBlock>()
+    }
+
+    /// A kept table's windows by [`WindowBlock::LEN`], summarised (empty in a table that
+    /// was not kept).
+    pub(super) fn blocks(&self) -> &[WindowBlock] {
+        &self.blocks
     }
 
     /// The windows with at least two samples, in step order.

@@ -15,7 +15,8 @@
 //!
 //! A series joins when its values are finite and not negative. Its windows where the
 //! counter's zero point may shorten the extrapolation (or where that cannot be ruled
-//! out cheaply: [`surely_unbound`]) are computed as the window-by-window way computes
+//! out cheaply: [`surely_unbound`], tried for 16 windows at once first,
+//! [`surely_unbound_block`]) are computed as the window-by-window way computes
 //! them and handed to the caller, and their change (the same increments added in
 //! Prometheus' grouping) is taken back out of the window's sum; any other series is
 //! evaluated window by window. The answer is the same
@@ -26,7 +27,7 @@
 
 use tessera_model::Sample;
 
-use super::rate::{zero_is_farther, RateWindows};
+use super::rate::{zero_is_farther, RateWindow, RateWindows, WindowBlock};
 use crate::functions::stats::{kahan_inc_branch_free, KahanSum};
 
 /// The unit roundoff's double, 2^-52: a bound for one rounding of either sign, relative
@@ -46,12 +47,75 @@ pub struct RateSums {
 }
 
 /// A series' increments, their prefix sums and how many of them are not zero, reused
-/// from series to series.
+/// from series to series; its greatest value and the bound of its roundings.
 #[derive(Debug, Default)]
 pub struct RateScratch {
     inc: Vec<f64>,
     prefix: Vec<f64>,
     moves: Vec<u32>,
+    most: f64,
+    slack: f64,
+}
+
+impl RateScratch {
+    /// Takes `samples`' increments, prefix sums and counts of moves; false (and nothing
+    /// to use) when one is empty, negative or not finite.
+    fn scan(&mut self, samples: &[Sample]) -> bool {
+        let n = samples.len();
+        if n == 0 {
+            return false;
+        }
+        let RateScratch { inc, prefix, moves, .. } = self;
+        inc.resize(n, 0.0);
+        prefix.resize(n, 0.0);
+        moves.resize(n, 0);
+        let (mut p, mut z) = (0.0, 0u32);
+        (inc[0], prefix[0], moves[0]) = (0.0, 0.0, 0);
+        // A value is refused when its bits, read as an integer, are those of +Inf or above:
+        // a NaN or any negative number (also -0, harmlessly).
+        let refused = |v: f64| v.to_bits() >= f64::INFINITY.to_bits();
+        let mut bad = refused(samples[0].v);
+        let mut most = samples[0].v;
+        let pairs = samples.windows(2).zip(inc[1..].iter_mut()).zip(prefix[1..].iter_mut()).zip(moves[1..].iter_mut());
+        for (((w, inc), prefix), moves) in pairs {
+            let (a, b) = (w[0].v, w[1].v);
+            bad |= refused(b);
+            most = if b > most { b } else { most };
+            let d = if b < a { b } else { b - a };
+            p += d;
+            z += u32::from(d != 0.0);
+            (*inc, *prefix, *moves) = (d, p, z);
+        }
+        // Every window's roundings are bounded with the series' length (`surely_unbound`).
+        (self.most, self.slack) = (most, (n as f64 + 2.0) * (2.0 * EPS));
+        !bad
+    }
+
+    /// Calls `unsure` with the number of each window of `table` (built for the
+    /// timestamps of `samples`, just [`scan`](RateScratch::scan)ned) that moved and where
+    /// [`surely_unbound`] does not hold. Windows are tested a block at a time first
+    /// ([`surely_unbound_block`]), then one by one in the blocks where that fails.
+    fn unsure_windows(&self, table: &RateWindows, samples: &[Sample], mut unsure: impl FnMut(usize, &RateWindow)) {
+        let RateScratch { prefix, moves, most, slack, .. } = self;
+        let blocks = table.windows().chunks(WindowBlock::LEN).zip(table.blocks());
+        for (b, (block, summary)) in blocks.enumerate() {
+            let (lo, last_lo, last) = (summary.lo as usize, summary.last_lo as usize, summary.last as usize);
+            let least_first = samples[lo..=last_lo].iter().fold(f64::INFINITY, |m, s| if s.v < m { s.v } else { m });
+            let bounds = Bounds { least_first, most: *most, prefix_lo: prefix[lo], prefix_last: prefix[last] };
+            if surely_unbound_block(bounds, *slack, summary.ratio_min, summary.ratio_max) {
+                continue;
+            }
+            for (k, w) in block.iter().enumerate() {
+                let (lo, last) = (w.lo as usize, w.hi as usize - 1);
+                // No increment: Prometheus' change is exactly 0 too (a constant, or one
+                // drop to 0: `(0 - a) + a`), which nothing extrapolates.
+                let moved = moves[last] != moves[lo];
+                if moved && !surely_unbound(samples[lo].v, samples[last].v, prefix[lo], prefix[last], *slack, w.ratio) {
+                    unsure(b * WindowBlock::LEN + k, w);
+                }
+            }
+        }
+    }
 }
 
 impl RateSums {
@@ -76,52 +140,20 @@ impl RateSums {
         scratch: &mut RateScratch,
         mut exact: impl FnMut(usize, f64),
     ) -> bool {
-        let n = samples.len();
-        if n != self.inc.len() || n == 0 {
+        if samples.len() != self.inc.len() || !scratch.scan(samples) {
             return false;
         }
-        let RateScratch { inc, prefix, moves } = scratch;
-        inc.resize(n, 0.0);
-        prefix.resize(n, 0.0);
-        moves.resize(n, 0);
-        let (mut p, mut z) = (0.0, 0u32);
-        (inc[0], prefix[0], moves[0]) = (0.0, 0.0, 0);
-        // A value is refused when its bits, read as an integer, are those of +Inf or above:
-        // a NaN or any negative number (also -0, harmlessly).
-        let refused = |v: f64| v.to_bits() >= f64::INFINITY.to_bits();
-        let mut bad = refused(samples[0].v);
-        let pairs = samples.windows(2).zip(inc[1..].iter_mut()).zip(prefix[1..].iter_mut()).zip(moves[1..].iter_mut());
-        for (((w, inc), prefix), moves) in pairs {
-            let (a, b) = (w[0].v, w[1].v);
-            bad |= refused(b);
-            let d = if b < a { b } else { b - a };
-            p += d;
-            z += u32::from(d != 0.0);
-            (*inc, *prefix, *moves) = (d, p, z);
-        }
-        if bad {
-            return false;
-        }
-        // Every window's roundings are bounded with the series' length (`surely_unbound`).
-        let slack = (n as f64 + 2.0) * (2.0 * EPS);
-        let windows = table.windows();
-        for (i, w) in windows.iter().enumerate() {
-            let (lo, last) = (w.lo as usize, w.hi as usize - 1);
-            // No increment: Prometheus' change is exactly 0 too (a constant, or one drop
-            // to 0: `(0 - a) + a`), which nothing extrapolates.
-            let moved = moves[last] != moves[lo];
-            if moved && !surely_unbound(samples[lo].v, samples[last].v, prefix[lo], prefix[last], slack, w.ratio) {
-                // Taken out: the window's change, the sum of the increments added, in
-                // Prometheus' grouping (a rounding apart from the increments' own sum).
-                let (value, change) = table.unsigned_value(w, samples);
-                exact(w.step as usize, value);
-                self.taken_out.resize(windows.len(), (KahanSum::new(), 0));
-                let out = &mut self.taken_out[i];
-                out.0.add(change);
-                out.1 += 1;
-            }
-        }
-        for ((sum, c), &d) in self.inc.iter_mut().zip(self.c.iter_mut()).zip(inc.iter()) {
+        scratch.unsure_windows(table, samples, |i, w| {
+            // Taken out: the window's change, the sum of the increments added, in
+            // Prometheus' grouping (a rounding apart from the increments' own sum).
+            let (value, change) = table.unsigned_value(w, samples);
+            exact(w.step as usize, value);
+            self.taken_out.resize(table.windows().len(), (KahanSum::new(), 0));
+            let out = &mut self.taken_out[i];
+            out.0.add(change);
+            out.1 += 1;
+        });
+        for ((sum, c), &d) in self.inc.iter_mut().zip(self.c.iter_mut()).zip(scratch.inc.iter()) {
             (*sum, *c) = kahan_inc_branch_free(d, *sum, *c);
         }
         self.series += 1;
@@ -176,4 +208,105 @@ impl RateSums {
 fn surely_unbound(first_v: f64, last_v: f64, prefix_lo: f64, prefix_last: f64, slack: f64, ratio: f64) -> bool {
     let change = prefix_last - prefix_lo;
     zero_is_farther(first_v, change + slack * (prefix_last + last_v + 2.0 * first_v + change), ratio)
+}
+
+/// What bounds every window of a block: the least of their first values, the series'
+/// greatest value, and the prefix sums at the first window's first sample and the last
+/// window's last.
+#[derive(Clone, Copy)]
+struct Bounds {
+    least_first: f64,
+    most: f64,
+    prefix_lo: f64,
+    prefix_last: f64,
+}
+
+/// Whether [`surely_unbound`] holds for every window of a block whose ratios lie in
+/// `ratio_min..=ratio_max`, without testing each: each of its operations (additions,
+/// products, a subtraction) is monotone in every argument when none is negative, as
+/// here, and so is rounding, so the same expression over bounds of the arguments bounds
+/// each window's. Its change is at most `prefix_last - prefix_lo` (the prefix sums
+/// never fall) and at least 0; its first and last values at most `most`, its first at
+/// least `least_first`. So its `change × ratio` is at most the expression over the upper
+/// bounds and `ratio_max`, which `least_first` must exceed by the margin, and at least
+/// `slack × 2 least_first × ratio_min`, which must not be subnormal. A NaN ratio makes
+/// `ratio_max` infinite, and the block fails.
+#[inline(always)]
+fn surely_unbound_block(b: Bounds, slack: f64, ratio_min: f64, ratio_max: f64) -> bool {
+    let change = b.prefix_last - b.prefix_lo;
+    let most_change = change + slack * (b.prefix_last + b.most + 2.0 * b.most + change);
+    let least_change = slack * (2.0 * b.least_first);
+    zero_is_farther(b.least_first, most_change, ratio_max) && least_change * ratio_min >= 1e-290
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::functions::range::rate::RateWindowCache;
+    use proptest::prelude::*;
+
+    /// The kept table of `rate` (`is_rate`) or `increase` over `samples`' timestamps:
+    /// windows of `range` ms ending every `step` ms from the first timestamp on.
+    fn kept_table(cache: &mut RateWindowCache, samples: &[Sample], range: i64, step: i64, is_rate: bool) {
+        let (first, last) = (samples[0].t, samples[samples.len() - 1].t);
+        let built = cache.windows_of(samples, (range, 0, None, is_rate), true, |w| -> Result<(), ()> {
+            w.start(first - range, step, range, is_rate, 0);
+            let (mut end, mut k) = (first, 0);
+            while end <= last + range {
+                let start = end - range;
+                let (lo, hi) = (samples.partition_point(|p| p.t <= start), samples.partition_point(|p| p.t <= end));
+                w.push(samples, lo, hi, k, end, || super::super::rate::counter_change(&samples[lo..hi]));
+                (end, k) = (end + step, k + 1);
+            }
+            w.finish(samples);
+            Ok(())
+        });
+        assert!(built.is_ok());
+    }
+
+    proptest! {
+        /// Testing windows a block at a time never passes over a window the one-by-one
+        /// test finds unsure: counters from near zero (whose zero point binds), gauges
+        /// that drop to zero and back, fractions and large values, on jittered
+        /// timestamps with missed scrapes, at several steps and ranges.
+        #[test]
+        fn blocks_find_every_unsure_window(
+            values in proptest::collection::vec(prop_oneof![
+                4 => (0u32..60).prop_map(f64::from),
+                2 => Just(0.0),
+                2 => 0.0f64..3.0,
+                1 => 1e9f64..1e12,
+            ], 3..200),
+            rising in any::<bool>(),
+            jitter in 0i64..3_000,
+            holes in 2usize..12,
+            step in prop_oneof![Just(15_000i64), Just(30_000), Just(60_000), Just(7_000)],
+            range in prop_oneof![Just(60_000i64), Just(300_000), Just(900_000)],
+            is_rate in any::<bool>(),
+        ) {
+            let mut t = 0;
+            let mut total = 0.0;
+            let mut samples: Vec<Sample> = values.iter().enumerate().map(|(i, &v)| {
+                t += 15_000 + (i as i64 * 7_919) % (jitter + 1);
+                total += v;
+                Sample { t, v: if rising { total } else { v } }
+            }).collect();
+            let mut i = 0;
+            samples.retain(|_| { i += 1; i % holes != 0 || i < 3 });
+            let mut cache = RateWindowCache::default();
+            kept_table(&mut cache, &samples, range, step, is_rate);
+            let table = cache.table(0).expect("kept");
+            let mut scratch = RateScratch::default();
+            prop_assert!(scratch.scan(&samples));
+            let mut found = Vec::new();
+            scratch.unsure_windows(table, &samples, |i, _| found.push(i));
+            let RateScratch { prefix, moves, slack, .. } = &scratch;
+            let one_by_one: Vec<usize> = table.windows().iter().enumerate().filter(|(_, w)| {
+                let (lo, last) = (w.lo as usize, w.hi as usize - 1);
+                moves[last] != moves[lo]
+                    && !surely_unbound(samples[lo].v, samples[last].v, prefix[lo], prefix[last], *slack, w.ratio)
+            }).map(|(i, _)| i).collect();
+            prop_assert_eq!(found, one_by_one);
+        }
+    }
 }
