@@ -210,7 +210,7 @@ struct Fold {
 #[derive(Default)]
 struct RateFold {
     /// By (group, table number): the pair's sums in `sums`, once it has a second series.
-    pairs: HashMap<(usize, usize), Option<usize>>,
+    pairs: HashMap<(usize, usize), Option<usize>, foldhash::fast::RandomState>,
     /// Group, table number, sums.
     sums: Vec<(usize, usize, RateSums)>,
     scratch: RateScratch,

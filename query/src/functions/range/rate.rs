@@ -565,8 +565,10 @@ pub(super) fn zero_is_farther(first: f64, change: f64, ratio: f64) -> bool {
 pub struct RateWindowCache {
     /// Kept tables, numbered in the order they were kept (see [`RateWindowCache::table`]).
     kept: Vec<CachedWindows>,
-    /// The kept tables by their series' sample count, first and last timestamp.
-    index: HashMap<(usize, i64, i64), Vec<usize>>,
+    /// The last table kept for each sample count, first and last timestamp (the ones
+    /// before it are chained through [`CachedWindows::same_index`]): one lookup, no list
+    /// to load. Seeded, as timestamps come from senders.
+    index: HashMap<(usize, i64, i64), usize, foldhash::fast::RandomState>,
     /// Bytes the kept tables and their timestamps take.
     bytes: usize,
     /// The table of a series that is not kept.
@@ -576,6 +578,8 @@ pub struct RateWindowCache {
 #[derive(Debug)]
 struct CachedWindows {
     key: RateWindowsKey,
+    /// The table kept before this one with the same index key, if any.
+    same_index: Option<usize>,
     times: Vec<i64>,
     windows: RateWindows,
 }
@@ -596,8 +600,14 @@ impl RateWindowCache {
             let c = &self.kept[i];
             c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t)
         };
-        let i = *self.index.get(&Self::index_key(samples))?.iter().find(|i| same(i))?;
-        Some((i, &self.kept[i].windows))
+        let mut at = self.index.get(&Self::index_key(samples)).copied();
+        while let Some(i) = at {
+            if same(&i) {
+                return Some((i, &self.kept[i].windows));
+            }
+            at = self.kept[i].same_index;
+        }
+        None
     }
 
     /// Where the kept tables of series with the timestamps of `samples` are listed: their
@@ -634,8 +644,8 @@ impl RateWindowCache {
         if keep && self.bytes + bytes <= Self::BUDGET {
             self.bytes += bytes;
             let times = samples.iter().map(|s| s.t).collect();
-            self.index.entry(Self::index_key(samples)).or_default().push(self.kept.len());
-            self.kept.push(CachedWindows { key, times, windows: self.scratch.table() });
+            let same_index = self.index.insert(Self::index_key(samples), self.kept.len());
+            self.kept.push(CachedWindows { key, same_index, times, windows: self.scratch.table() });
         }
         Ok((&self.scratch, false))
     }

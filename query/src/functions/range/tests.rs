@@ -401,6 +401,31 @@ fn reset_index_gives_each_window_its_change() {
     assert_eq!(index.change(&fractions, 1, 3), 1.0);
 }
 
+/// A series finds the kept table of the series with its very timestamps, also when a
+/// table for other timestamps with the same count, first and last one was kept after it.
+#[test]
+fn kept_tables_are_found_past_others_with_the_same_ends() {
+    let grid = load(15_000, &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let mut moved = grid.clone();
+    moved[2].t += 4_000;
+    let key = (60_000, 0, None, true);
+    let mut cache = rate::RateWindowCache::default();
+    for s in [&grid, &moved] {
+        let built = cache.windows_of(s, key, true, |w| -> Result<(), ()> {
+            w.start(s[0].t - 60_000, 15_000, 60_000, true, 0);
+            let (lo, hi) = (0, s.len());
+            w.push(s, lo, hi, 0, s[s.len() - 1].t, || rate::counter_change(s));
+            w.finish(s);
+            Ok(())
+        });
+        assert!(matches!(built, Ok((_, false))), "built afresh and kept");
+    }
+    let again = grid.iter().map(|p| Sample { t: p.t, v: p.v * 2.0 }).collect::<Vec<_>>();
+    assert_eq!(cache.kept(&again, key).map(|(id, _)| id), Some(0));
+    assert_eq!(cache.kept(&moved, key).map(|(id, _)| id), Some(1));
+    assert_eq!(cache.kept(&grid, (60_000, 1, None, true)).map(|(id, _)| id), None, "another offset");
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
