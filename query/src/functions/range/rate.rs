@@ -457,7 +457,8 @@ impl RateWindows {
         self.step_ms * step as i64 + self.first_start_ms
     }
 
-    /// The table to keep: the windows, without the building series' values.
+    /// The table to keep: the windows and their blocks, without the building series'
+    /// values.
     fn table(&self) -> RateWindows {
         RateWindows {
             windows: self.windows.clone(),
@@ -469,7 +470,8 @@ impl RateWindows {
     }
 
     /// Bytes a kept copy of the table takes ([`table`](RateWindows::table) clones just
-    /// its windows; this one's buffers may be larger, reused from series to series).
+    /// its windows and adds their blocks; this one's buffers may be larger, reused from
+    /// series to series).
     fn kept_bytes(&self) -> usize {
         self.windows.len() * std::mem::size_of::<RateWindow>()
             + self.windows.len().div_ceil(WindowBlock::LEN) * std::mem::size_of::<WindowBlock>()
@@ -596,13 +598,13 @@ impl RateWindowCache {
     /// The number and table kept for series with the timestamps of `samples` and `key`,
     /// if one is.
     pub fn kept(&self, samples: &[Sample], key: RateWindowsKey) -> Option<(usize, &RateWindows)> {
-        let same = |&i: &usize| {
+        let same = |i: usize| {
             let c = &self.kept[i];
             c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t)
         };
         let mut at = self.index.get(&Self::index_key(samples)).copied();
         while let Some(i) = at {
-            if same(&i) {
+            if same(i) {
                 return Some((i, &self.kept[i].windows));
             }
             at = self.kept[i].same_index;
@@ -610,7 +612,7 @@ impl RateWindowCache {
         None
     }
 
-    /// Where the kept tables of series with the timestamps of `samples` are listed: their
+    /// Where the kept tables of series with the timestamps of `samples` are found: their
     /// sample count, first and last timestamp.
     fn index_key(samples: &[Sample]) -> (usize, i64, i64) {
         (samples.len(), samples.first().map_or(0, |s| s.t), samples.last().map_or(0, |s| s.t))

@@ -41,8 +41,8 @@ pub struct RateSums {
     inc: Vec<f64>,
     c: Vec<f64>,
     series: usize,
-    /// Per window of the table (once one is needed): the increments of the series whose
-    /// value there was handed over, compensated, and how many they are.
+    /// Per window of the table (once one is needed): the compensated sum of the changes
+    /// of the series whose value there was handed over, and how many they are.
     taken_out: Vec<(KahanSum, u32)>,
 }
 
@@ -59,7 +59,7 @@ pub struct RateScratch {
 
 impl RateScratch {
     /// Takes `samples`' increments, prefix sums and counts of moves; false (and nothing
-    /// to use) when one is empty, negative or not finite.
+    /// to use) when there is no sample or a value is negative or not finite.
     fn scan(&mut self, samples: &[Sample]) -> bool {
         let n = samples.len();
         if n == 0 {
