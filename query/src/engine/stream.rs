@@ -151,8 +151,8 @@ trait Sink {
     fn only_labels(&self) -> Option<Vec<String>> {
         None
     }
-    /// Whether this sink adds `rate`/`increase` series per table
-    /// ([`Sink::take_rate`]): `sum` does.
+    /// Whether this sink adds `rate`/`increase` series per table now
+    /// ([`Sink::take_rate`]): `sum` does, until its sums' budget is spent.
     fn takes_rates(&self) -> bool {
         false
     }
@@ -501,11 +501,13 @@ impl Sink for Fold {
         super::types::give_back_points(s.pts);
         Ok(())
     }
+    /// Until the sums' budget is spent: past it, series go window by window without the
+    /// kept-table lookup an offer costs.
     fn takes_rates(&self) -> bool {
-        self.rates.is_some()
+        self.rates.as_ref().is_some_and(|r| r.held <= RateFold::BUDGET)
     }
     fn take_rate(&mut self, labels: &Labels, id: usize, table: &RateWindows, samples: &[Sample]) -> bool {
-        if self.rates.as_ref().is_none_or(|r| r.held > RateFold::BUDGET) {
+        if !self.takes_rates() {
             return false;
         }
         let g = self.group_of(labels);

@@ -261,19 +261,17 @@ proptest! {
         let got = quantile(q, &mut values.clone());
         prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{} vs {}", got, want);
     }
-}
 
-proptest::proptest! {
     /// The packed fold's step is `kahan_inc`'s, bit for bit, infinities and NaNs included.
     #[test]
     fn the_branch_free_kahan_step_is_the_branchy_one(
-        inc in proptest::prelude::any::<f64>(),
-        sum in proptest::prelude::any::<f64>(),
-        c in proptest::prelude::any::<f64>(),
+        inc in any::<f64>(),
+        sum in any::<f64>(),
+        c in any::<f64>(),
         special in 0usize..6,
     ) {
         let inc = [inc, f64::INFINITY, f64::NEG_INFINITY, f64::MAX, -0.0, 1e-300][special];
         let (a, b) = (kahan_inc(inc, sum, c), kahan_inc_branch_free(inc, sum, c));
-        proptest::prop_assert_eq!((a.0.to_bits(), a.1.to_bits()), (b.0.to_bits(), b.1.to_bits()));
+        prop_assert_eq!((a.0.to_bits(), a.1.to_bits()), (b.0.to_bits(), b.1.to_bits()));
     }
 }
