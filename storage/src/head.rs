@@ -21,6 +21,7 @@
 //! `Engine`; nothing here locks.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -37,10 +38,12 @@ use crate::types::RejectReason;
 use tessera_model::Sample;
 
 /// A chunk already written to RocksDB, kept while out-of-order samples can reach it.
+/// Its bytes are as stored (the smallest encoding, [`Ctx::seal`]) and shared with the
+/// reads that take it out of the head (a rewrite replaces them, never changes them).
 #[derive(Clone, Debug)]
 pub struct CutChunk {
     pub enc: Encoding,
-    pub bytes: Vec<u8>,
+    pub bytes: Arc<[u8]>,
     pub mint: i64,
     pub maxt: i64,
 }
@@ -69,9 +72,15 @@ pub struct MemSeries {
     /// Whether the newest sample (`max_t`) is a staleness marker: the series ended, so
     /// the sweep may evict it before the idle timeout.
     pub stale: bool,
+    /// Whether the head holds every chunk ever stored of this series: true for a series
+    /// created in this process (nothing of it was stored before) until a cut chunk
+    /// leaves `recent`, so that a read of a young series never looks in RocksDB.
+    pub complete: bool,
 }
 
 impl MemSeries {
+    /// A series in the head: `warm` for a new one (nothing of it is stored yet, so the
+    /// head holds all of it), cold for one whose chunks are in RocksDB.
     pub fn new(labels: Box<[u8]>, warm: bool) -> MemSeries {
         MemSeries {
             labels,
@@ -85,6 +94,7 @@ impl MemSeries {
             days: [None, None],
             warm_failure_logged: false,
             stale: false,
+            complete: warm,
         }
     }
 
@@ -97,8 +107,12 @@ impl MemSeries {
     /// are the series' newest: cuts append to `recent`, only chunks that end before the
     /// out-of-order window leave it (oldest first), and chunks never overlap, so a stored
     /// chunk not in the head ends before the first one that is. Known only for a warm
-    /// series (a cold one holds none of its stored chunks).
+    /// series (a cold one holds none of its stored chunks). A complete series (see
+    /// `complete`) holds everything from any `t`.
     pub fn holds_everything_from(&self, t: i64) -> bool {
+        if self.warm && self.complete {
+            return true;
+        }
         let first = match self.recent.first() {
             Some(c) => c.mint,
             None if self.open_len() > 0 => self.open_mint,
@@ -134,7 +148,7 @@ impl MemSeries {
     pub fn heap_bytes(&self) -> usize {
         self.labels.len()
             + self.open.as_ref().map_or(0, XorAppender::heap_bytes)
-            + self.recent.iter().map(|c| c.bytes.capacity() + std::mem::size_of::<CutChunk>()).sum::<usize>()
+            + self.recent.iter().map(|c| c.bytes.len() + 16 + std::mem::size_of::<CutChunk>()).sum::<usize>()
     }
 }
 
@@ -150,7 +164,8 @@ pub enum Outcome {
 /// Where the head sends what must be persisted; implemented over a RocksDB write batch
 /// by `persist::Batch`, so the head itself knows nothing of the store.
 pub trait ChunkSink {
-    /// A sealed chunk, or an out-of-order rewrite of one, keyed by series and start time.
+    /// A sealed chunk, or an out-of-order rewrite of one, keyed by series and start time,
+    /// in the form it is stored in (the head chooses it, [`Ctx::seal`]).
     /// `newest`: no stored chunk of the series ends after this one's `maxt` (a cut of
     /// the open chunk, whose last sample is the series' newest).
     fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8], newest: bool);
@@ -180,11 +195,23 @@ pub struct Ctx<'a, S: ChunkSink> {
     pub seg: u64,
     /// Change in the number of series with a non-empty open chunk.
     pub active_delta: i64,
+    /// Decoded samples of the chunk being sealed (reused; see [`Ctx::seal`]).
+    scratch: Vec<Sample>,
 }
 
 impl<'a, S: ChunkSink> Ctx<'a, S> {
     pub fn new(cfg: &'a EngineConfig, sink: S, seg: u64) -> Ctx<'a, S> {
-        Ctx { cfg, sink, seg, active_delta: 0 }
+        Ctx { cfg, sink, seg, active_delta: 0, scratch: Vec::new() }
+    }
+
+    /// The form a sealed chunk is stored and kept in: the decimal encoding when the
+    /// samples allow it and it is smaller than the XOR bytes (`chunk::compact_form`),
+    /// else the XOR bytes as they are.
+    fn seal(&mut self, enc: Encoding, xor: Vec<u8>) -> (Encoding, Arc<[u8]>) {
+        match chunk::compact_form(&xor, enc, &mut self.scratch) {
+            Some(decimal) => (Encoding::Decimal, decimal.into()),
+            None => (enc, xor.into()),
+        }
     }
 
     /// Seals the open chunk of `s`: writes it and keeps it in `recent`.
@@ -194,10 +221,7 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             return Ok(());
         }
         let maxt = open.last_t();
-        let enc = open.encoding();
-        let mut bytes = open.into_bytes();
-        // The appender grew its buffer by doubling; a sealed chunk never grows again.
-        bytes.shrink_to_fit();
+        let (enc, bytes) = self.seal(open.encoding(), open.into_bytes());
         // The open chunk holds the series' newest sample, unless an out-of-order sample
         // opened it behind what is stored (see `insert_out_of_order`).
         let newest = !s.has_max || maxt >= s.max_t;
@@ -229,7 +253,12 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             s.has_max = true;
             s.stale = tessera_model::is_stale_nan(v);
             let keep_from = t.saturating_sub(window);
-            s.recent.retain(|c| c.maxt >= keep_from);
+            // Chunks are in time order: the ones that leave are the oldest.
+            let settled = s.recent.iter().take_while(|c| c.maxt < keep_from).count();
+            if settled > 0 {
+                s.recent.drain(..settled);
+                s.complete = false;
+            }
             return Ok(Outcome::Appended);
         }
         let min_allowed = s.max_t.saturating_sub(window);
@@ -302,8 +331,7 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             s.open = Some(a);
             s.open_mint = new_mint;
         } else {
-            let enc = Encoding::DEFAULT;
-            let bytes = XorAppender::encode(enc, &samples)?;
+            let (enc, bytes) = self.seal(Encoding::DEFAULT, XorAppender::encode(Encoding::DEFAULT, &samples)?);
             let old_mint = s.recent[target].mint;
             if old_mint != new_mint {
                 self.sink.delete_chunk(id, old_mint);

@@ -31,8 +31,6 @@ pub struct Batch<'a> {
     /// Postings key → ids to OR in (one merge operand per key per batch).
     postings: BTreeMap<Vec<u8>, RoaringBitmap>,
     chunks_written: u64,
-    /// Decoded samples of the chunk being stored (reused; see `chunk::compact_form`).
-    scratch: Vec<tessera_model::Sample>,
 }
 
 impl<'a> Batch<'a> {
@@ -44,7 +42,6 @@ impl<'a> Batch<'a> {
             batch: WriteBatch::default(),
             postings: BTreeMap::new(),
             chunks_written: 0,
-            scratch: Vec::new(),
         })
     }
 
@@ -72,13 +69,8 @@ impl<'a> Batch<'a> {
 }
 
 impl ChunkSink for Batch<'_> {
-    /// Stores the chunk in its smallest form: the decimal encoding when the samples allow
-    /// it and it is smaller than the head's XOR bytes (`chunk::compact_form`).
     fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8], newest: bool) {
-        let value = match chunk::compact_form(bytes, enc, &mut self.scratch) {
-            Some(d) => keys::encode_chunk_value(Encoding::Decimal, mint, maxt, &d),
-            None => keys::encode_chunk_value(enc, mint, maxt, bytes),
-        };
+        let value = keys::encode_chunk_value(enc, mint, maxt, bytes);
         self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), value);
         // The series' last stored timestamp, so that a read can pass over a series that
         // ended before its range without seeking its chunks (`read::drop_ended`). A
@@ -139,7 +131,7 @@ pub fn load_recent(db: &DB, id: u32, window: i64) -> Result<Recent> {
         if maxt < newest_t.saturating_sub(window) {
             break;
         }
-        chunks.push(CutChunk { enc, bytes: bytes.to_vec(), mint, maxt });
+        chunks.push(CutChunk { enc, bytes: bytes.into(), mint, maxt });
         it.prev();
     }
     it.status().map_err(Error::rocks("read chunks"))?;

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::ops::Range;
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use roaring::RoaringBitmap;
@@ -30,7 +31,7 @@ pub struct SeriesSnap {
     id: u32,
     labels: Box<[u8]>,
     /// Head chunks overlapping the range, in time order.
-    head_chunks: Vec<RawChunk>,
+    head_chunks: Vec<HeadChunk>,
     /// Whether RocksDB may hold samples of the range that the head does not.
     read_stored: bool,
     /// The range's end (chunks starting after it are not read).
@@ -94,18 +95,27 @@ pub fn snapshot(
     Ok((out, not_in_head))
 }
 
-/// Copies of the chunks of head series `s` that overlap `[mint, maxt]`, in time order.
-fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<RawChunk> {
+/// A chunk of a head series as a read took it: a cut chunk's bytes shared with the head
+/// (they never change: a rewrite replaces them), the open chunk's copied.
+struct HeadChunk {
+    encoding: Encoding,
+    mint: i64,
+    maxt: i64,
+    bytes: Arc<[u8]>,
+}
+
+/// The chunks of head series `s` that overlap `[mint, maxt]`, in time order.
+fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<HeadChunk> {
     let mut out = Vec::new();
     for c in &s.recent {
         if c.mint <= maxt && c.maxt >= mint {
-            out.push(RawChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: c.bytes.clone() });
+            out.push(HeadChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: Arc::clone(&c.bytes) });
         }
     }
     if let Some(o) = &s.open {
         if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
-            let (encoding, bytes) = (o.encoding(), o.bytes().to_vec());
-            out.push(RawChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
+            let (encoding, bytes) = (o.encoding(), Arc::from(o.bytes()));
+            out.push(HeadChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
         }
     }
     out
@@ -243,8 +253,8 @@ const HEAD_LOCK_SERIES: usize = 256;
 /// A series of a [`SeriesCursor`]'s batch, not read yet.
 struct Pending {
     id: u32,
-    /// Its chunks held in the head that overlap the range, copied, in time order.
-    head_chunks: Vec<RawChunk>,
+    /// Its chunks held in the head that overlap the range, in time order.
+    head_chunks: Vec<HeadChunk>,
     /// Whether RocksDB may hold samples of the range that `head_chunks` do not.
     read_stored: bool,
     /// Its encoded labels' place in the cursor's `labels` (empty until known).
@@ -390,25 +400,42 @@ impl<'a> SeriesCursor<'a> {
             // size, which their headers give: grown chunk by chunk, it was copied into
             // one twice as big whenever it filled, 2.5 % of a week-long `rate` query's
             // instructions and more of its time (fresh pages for the bigger buffer).
+            // The head's chunks are read where they are (shared, not copied), after the
+            // stored ones, as `for_each_chunk` orders them.
             let (bytes, chunks) = (&mut self.chunk_bytes, &mut self.chunks);
             bytes.clear();
             chunks.clear();
             let range = (self.mint, self.maxt);
-            let it = series.read_stored.then_some(it);
-            for_each_chunk(it, series.id, &series.head_chunks, range, self.lookback, |enc, _, _, chunk| {
-                bytes.extend_from_slice(chunk);
-                chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
-                Ok(())
-            })
-            .map_err(unreadable)?;
-            if chunks.is_empty() {
+            if series.read_stored {
+                walk_stored_chunks(
+                    it,
+                    series.id,
+                    &series.head_chunks,
+                    range,
+                    self.lookback,
+                    &mut |enc, _, _, chunk| {
+                        bytes.extend_from_slice(chunk);
+                        chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
+                        Ok(())
+                    },
+                )
+                .map_err(unreadable)?;
+            }
+            if chunks.is_empty() && series.head_chunks.is_empty() {
                 continue;
             }
             // A header that does not parse counts nothing here; decoding names the error.
-            let total = chunks.iter().map(|(_, r)| chunk::num_samples(&bytes[r.clone()]).unwrap_or(0)).sum();
+            let stored = chunks.iter().map(|(_, r)| &bytes[r.clone()]);
+            let total = stored
+                .chain(series.head_chunks.iter().map(|c| &c.bytes[..]))
+                .map(|c| chunk::num_samples(c).unwrap_or(0))
+                .sum();
             let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total).decoding(self.decode);
             for (enc, r) in chunks.iter() {
                 samples.add(*enc, &bytes[r.clone()]).map_err(unreadable)?;
+            }
+            for c in &series.head_chunks {
+                samples.add(c.encoding, &c.bytes).map_err(unreadable)?;
             }
             let samples = samples.finish();
             if samples.is_empty() {
@@ -544,7 +571,7 @@ pub fn describe(labels: &[u8]) -> String {
 fn for_each_chunk(
     it: Option<&mut rocksdb::DBRawIterator<'_>>,
     id: u32,
-    head_chunks: &[RawChunk],
+    head_chunks: &[HeadChunk],
     (mint, maxt): (i64, i64),
     lookback: i64,
     mut f: impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
@@ -562,7 +589,7 @@ fn for_each_chunk(
 fn walk_stored_chunks(
     it: &mut rocksdb::DBRawIterator<'_>,
     id: u32,
-    head_chunks: &[RawChunk],
+    head_chunks: &[HeadChunk],
     (mint, maxt): (i64, i64),
     lookback: i64,
     f: &mut impl FnMut(Encoding, i64, i64, &[u8]) -> Result<()>,
