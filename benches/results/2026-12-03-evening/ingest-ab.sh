@@ -11,7 +11,7 @@ for i in $(seq 1 300); do curl -sf http://127.0.0.1:19997/-/ready >/dev/null && 
 $B backfill --url http://127.0.0.1:19997/api/v1/write --nodes 100 --interval 15s --seed 1 --start $START --span 2h --concurrency 4 --batch-samples 2000 --protocol 1 > /tmp/abi.push 2>&1
 q='sum(rate({__name__=~"DCGM.*"}[5m]))'
 run() { curl -sf http://127.0.0.1:19997/api/v1/query_range --data-urlencode "query=$q" --data-urlencode start=$START --data-urlencode end=$END --data-urlencode step=15 > /tmp/abi.out; }
-if [ "$3" = perf ]; then perf record -F 1999 -g -p $pid -o /tmp/abi.perf 2>/dev/null & ppid=$!; sleep 0.5; fi
+if [ "$3" = perf ]; then perf record -F ${PF:-1999} ${PG:--g} -p $pid -o /tmp/abi.perf 2>/dev/null & ppid=$!; sleep 0.5; fi
 cpu() { awk '{print $14+$15}' /proc/$pid/stat; }
 c0=$(cpu); ws=()
 for r in $(seq 1 $2); do t0=$(date +%s%N); run; t1=$(date +%s%N); ws+=($(( (t1-t0)/100000 ))); done

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Paired timing of one range query on two live servers: A and B each get a fresh data
+# folder and the same backfill (compare.sh's dataset), then the query runs on A and B
+# alternately (ABBA: each goes first every other round), so that the machine's slow and
+# fast spells, which move a single compare.sh run by 10-50 % here, fall on both alike.
+#
+#   benches/paired.sh OLD_BIN NEW_BIN                 # two Tessera binaries
+#   benches/paired.sh TESSERA_BIN victoriametrics     # Tessera against VictoriaMetrics
+#   benches/paired.sh --rounds 40 --swap A B          # B loaded first (see below)
+#
+# A and B are each a path to a `tessera` binary or the word `victoriametrics` (the
+# Debian package's `victoria-metrics`, with -search.disableCache as in compare.sh, and
+# /internal/force_flush after its push). Prints, per side, the median and least wall
+# time and the median CPU time (utime+stime of the server, /proc) per query; then the
+# median and quartiles of the per-round ratio B/A, and the ratio of total CPU. Both
+# answers' hashes are printed (two Tessera servers assign series ids in arrival order,
+# so sums may differ in the last digit; a real difference shows as more than that).
+#
+# The server loaded second has had less time to settle when the queries start; an A/A
+# run of one binary measured that bias at about +5 % for B. --swap loads B first; the
+# geometric mean of a run and its swapped run cancels it.
+#
+# Options: --nodes N (100), --span D (2h), --interval D (15s), --step S (15), --rounds N
+# (30), --query Q (sum(rate({__name__=~"DCGM.*"}[5m]))), --bench PATH (tessera-bench;
+# default: next to the first Tessera binary, else target/release).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+. "$ROOT/benches/lib.sh"
+
+NODES=100 SPAN=2h INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BENCH=""
+QUERY='sum(rate({__name__=~"DCGM.*"}[5m]))'
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --nodes) NODES="$2"; shift 2 ;;
+        --span) SPAN="$2"; shift 2 ;;
+        --interval) INTERVAL="$2"; shift 2 ;;
+        --step) STEP="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
+        --query) QUERY="$2"; shift 2 ;;
+        --bench) BENCH="$2"; shift 2 ;;
+        --swap) SWAP=1; shift ;;
+        -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+[ ${#args[@]} -eq 2 ] || { echo "usage: benches/paired.sh [options] A B (each a tessera binary or victoriametrics)" >&2; exit 2; }
+A="${args[0]}" B="${args[1]}"
+for s in "$A" "$B"; do
+    if [ "$s" = victoriametrics ]; then
+        command -v victoria-metrics >/dev/null || { echo "victoria-metrics not installed (apt-get install victoria-metrics)" >&2; exit 2; }
+    elif [ ! -x "$s" ]; then
+        echo "not an executable tessera binary: $s" >&2; exit 2
+    fi
+done
+if [ -z "$BENCH" ]; then
+    for s in "$A" "$B"; do [ "$s" != victoriametrics ] && [ -x "$(dirname "$s")/tessera-bench" ] && { BENCH="$(dirname "$s")/tessera-bench"; break; }; done
+    BENCH="${BENCH:-${CARGO_TARGET_DIR:-$ROOT/target}/release/tessera-bench}"
+fi
+[ -x "$BENCH" ] || { echo "no tessera-bench at $BENCH (cargo build --release --workspace, or --bench PATH)" >&2; exit 2; }
+
+WORK=$(mktemp -d /tmp/paired.XXXXXX)
+declare -A PID PORT
+cleanup() { for x in a b; do [ -n "${PID[$x]:-}" ] && stop_process "${PID[$x]}" 10; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+span_s=$(to_seconds "$SPAN"); step_s=$(to_seconds "$STEP")
+NOW=$(date +%s); END=$(( (NOW - 600) / step_s * step_s )); START=$(( END - span_s ))
+
+start() { # $1 = a|b, $2 = system
+    local x="$1" sys="$2" port; port=$(free_port); PORT[$x]=$port
+    mkdir -p "$WORK/$x"
+    if [ "$sys" = victoriametrics ]; then
+        victoria-metrics -httpListenAddr="127.0.0.1:$port" -storageDataPath="$WORK/$x/vm" \
+            -retentionPeriod=100y -search.disableCache > "$WORK/$x.log" 2>&1 &
+        PID[$x]=$!; ready="http://127.0.0.1:$port/health"
+    else
+        "$sys" serve --listen "127.0.0.1:$port" --data-dir "$WORK/$x/data" > "$WORK/$x.log" 2>&1 &
+        PID[$x]=$!; ready="http://127.0.0.1:$port/-/ready"
+    fi
+    for _ in $(seq 1 300); do curl -sf "$ready" >/dev/null && break; sleep 0.2; done
+    curl -sf "$ready" >/dev/null || { echo "$sys did not become ready; log: $WORK/$x.log" >&2; exit 1; }
+    "$BENCH" backfill --url "http://127.0.0.1:$port/api/v1/write" --nodes "$NODES" --interval "$INTERVAL" \
+        --seed 1 --start "$START" --span "$SPAN" --concurrency 4 --batch-samples 2000 --protocol 1 > "$WORK/$x.push" 2>&1
+    if [ "$sys" = victoriametrics ]; then curl -fsS "http://127.0.0.1:$port/internal/force_flush" >/dev/null; fi
+}
+if [ "$SWAP" = 1 ]; then start b "$B"; start a "$A"; else start a "$A"; start b "$B"; fi
+sleep 5
+
+run() {
+    curl -sf "http://127.0.0.1:${PORT[$1]}/api/v1/query_range" --data-urlencode "query=$QUERY" \
+        --data-urlencode start="$START" --data-urlencode end="$END" --data-urlencode step="$step_s" > "$WORK/$1.out"
+}
+run a; run b # one untimed query each
+for r in $(seq 1 "$ROUNDS"); do
+    order="a b"; [ $((r % 2)) = 0 ] && order="b a"
+    declare -A res
+    for x in $order; do
+        c0=$(cpu_seconds "${PID[$x]}"); t0=$(date +%s%N); run "$x"; t1=$(date +%s%N); c1=$(cpu_seconds "${PID[$x]}")
+        res[$x]="$(( (t1 - t0) / 1000 )) $c0 $c1"
+    done
+    echo "${res[a]} ${res[b]}"
+done > "$WORK/rows"
+
+echo "query: $QUERY over $SPAN at ${step_s}s; $NODES nodes every $INTERVAL; $ROUNDS rounds, ABBA$([ "$SWAP" = 1 ] && echo ', B loaded first')"
+python3 - "$A" "$B" "$WORK/rows" <<'PY'
+import statistics as st, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[3])]
+wa = [r[0] / 1000 for r in rows]; ca = [(r[2] - r[1]) * 1000 for r in rows]
+wb = [r[3] / 1000 for r in rows]; cb = [(r[5] - r[4]) * 1000 for r in rows]
+ratio = [b / a for a, b in zip(wa, wb)]
+q = st.quantiles(ratio, n=4)
+for name, w, c in (("A", wa, ca), ("B", wb, cb)):
+    who = sys.argv[1] if name == "A" else sys.argv[2]
+    print(f"{name} {who}: wall median {st.median(w):.1f} ms (least {min(w):.1f}), CPU median {st.median(c):.0f} ms per query")
+print(f"B/A per round: median {st.median(ratio):.3f} (quartiles {q[0]:.3f}..{q[2]:.3f}); total CPU B/A {sum(cb) / max(sum(ca), 1e-9):.3f}")
+PY
+echo "answers: A $(md5sum < "$WORK/a.out" | cut -c1-8), B $(md5sum < "$WORK/b.out" | cut -c1-8)"
