@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
         --query) QUERY="$2"; shift 2 ;;
         --bench) BENCH="$2"; shift 2 ;;
         --swap) SWAP=1; shift ;;
-        -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
