@@ -62,7 +62,9 @@ for s in "$A" "$B"; do
     fi
 done
 if [ -z "$BENCH" ]; then
-    for s in "$A" "$B"; do [ "$s" != victoriametrics ] && [ -x "$(dirname "$s")/tessera-bench" ] && { BENCH="$(dirname "$s")/tessera-bench"; break; }; done
+    for s in "$A" "$B"; do
+        if [ "$s" != victoriametrics ] && [ -x "$(dirname "$s")/tessera-bench" ]; then BENCH="$(dirname "$s")/tessera-bench"; break; fi
+    done
     BENCH="${BENCH:-${CARGO_TARGET_DIR:-$ROOT/target}/release/tessera-bench}"
 fi
 [ -x "$BENCH" ] || { echo "no tessera-bench at $BENCH (cargo build --release --workspace, or --bench PATH)" >&2; exit 2; }
@@ -76,7 +78,7 @@ span_s=$(to_seconds "$SPAN"); step_s=$(to_seconds "$STEP")
 NOW=$(date +%s); END=$(( (NOW - 600) / step_s * step_s )); START=$(( END - span_s ))
 
 start() { # $1 = a|b, $2 = system
-    local x="$1" sys="$2" port; port=$(free_port); PORT[$x]=$port
+    local x="$1" sys="$2" port ready; port=$(free_port); PORT[$x]=$port
     mkdir -p "$WORK/$x"
     if [ "$sys" = victoriametrics ]; then
         victoria-metrics -httpListenAddr="127.0.0.1:$port" -storageDataPath="$WORK/$x/vm" \
@@ -100,9 +102,9 @@ run() {
         --data-urlencode start="$START" --data-urlencode end="$END" --data-urlencode step="$step_s" > "$WORK/$1.out"
 }
 run a; run b # one untimed query each
+declare -A res
 for r in $(seq 1 "$ROUNDS"); do
     order="a b"; [ $((r % 2)) = 0 ] && order="b a"
-    declare -A res
     for x in $order; do
         c0=$(cpu_seconds "${PID[$x]}"); t0=$(date +%s%N); run "$x"; t1=$(date +%s%N); c1=$(cpu_seconds "${PID[$x]}")
         res[$x]="$(( (t1 - t0) / 1000 )) $c0 $c1"
@@ -138,7 +140,7 @@ for k in set(a) & set(b):
             missing += 1
             continue
         points += 1
-        if x != y:
+        if x != y and not (x != x and y != y):  # NaN in both is the same answer
             worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
 print(f"answers: {len(a)} and {len(b)} series, {points:.0f} points in both, {missing} series or points in one only, "
       f"largest relative difference {worst:.2g}")

@@ -1,5 +1,5 @@
 #!/bin/bash
-# usage: ingest-ab.sh BIN REPS [perf]  (EXTRA="--config FILE" passes serve flags) -- fresh server, backfill the compare.sh dataset (100 nodes, 2h, 15s),
+# usage: ingest-ab.sh BIN REPS [perf]  (EXTRA="--config FILE" passes serve flags; with perf, PF=HZ sets the sampling rate and PG the call-graph flag, e.g. PG="--call-graph dwarf,16384") -- fresh server, backfill the compare.sh dataset (100 nodes, 2h, 15s),
 # then dcgm_all_rate REPS times right away; prints median wall ms and cpu/query
 set -e
 B=${BENCH_BIN:-/work/targets/release/release/tessera-bench}
