@@ -11,7 +11,8 @@
 # A and B are each a path to a `tessera` binary or the word `victoriametrics` (the
 # Debian package's `victoria-metrics`, with -search.disableCache as in compare.sh, and
 # /internal/force_flush after its push). Prints, per side, the median and least wall
-# time and the median CPU time (utime+stime of the server, /proc) per query; then the
+# time (curl's time_total: connect to last byte) and the median CPU time
+# (utime+stime of the server, /proc) per query; then the
 # median and quartiles of the per-round ratio B/A, and the ratio of total CPU. The two
 # answers are compared point by point (series matched by labels): the largest relative
 # difference is printed (two Tessera servers assign series ids in arrival order, so
@@ -48,7 +49,7 @@ while [ $# -gt 0 ]; do
         --query) QUERY="$2"; shift 2 ;;
         --bench) BENCH="$2"; shift 2 ;;
         --swap) SWAP=1; shift ;;
-        -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -97,17 +98,21 @@ start() { # $1 = a|b, $2 = system
 if [ "$SWAP" = 1 ]; then start b "$B"; start a "$A"; else start a "$A"; start b "$B"; fi
 sleep 5
 
+# Prints the request's wall time in microseconds as curl measured it (connect to last
+# byte): timed around the process from the shell, each query also carried curl's own
+# start, about 10 ms here on both sides, which made the faster side's share look larger.
 run() {
-    curl -sf "http://127.0.0.1:${PORT[$1]}/api/v1/query_range" --data-urlencode "query=$QUERY" \
-        --data-urlencode start="$START" --data-urlencode end="$END" --data-urlencode step="$step_s" > "$WORK/$1.out"
+    curl -sf -o "$WORK/$1.out" -w '%{time_total}' "http://127.0.0.1:${PORT[$1]}/api/v1/query_range" \
+        --data-urlencode "query=$QUERY" --data-urlencode start="$START" --data-urlencode end="$END" \
+        --data-urlencode step="$step_s" | awk '{ printf "%d", $1 * 1e6 }'
 }
-run a; run b # one untimed query each
+run a >/dev/null; run b >/dev/null # one untimed query each
 declare -A res
 for r in $(seq 1 "$ROUNDS"); do
     order="a b"; [ $((r % 2)) = 0 ] && order="b a"
     for x in $order; do
-        c0=$(cpu_seconds "${PID[$x]}"); t0=$(date +%s%N); run "$x"; t1=$(date +%s%N); c1=$(cpu_seconds "${PID[$x]}")
-        res[$x]="$(( (t1 - t0) / 1000 )) $c0 $c1"
+        c0=$(cpu_seconds "${PID[$x]}"); us=$(run "$x"); c1=$(cpu_seconds "${PID[$x]}")
+        res[$x]="$us $c0 $c1"
     done
     echo "${res[a]} ${res[b]}"
 done > "$WORK/rows"
