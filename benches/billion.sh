@@ -178,12 +178,13 @@ EOF
             SERVER_PID=$!; READY="$BASE/health" ;;
         *) die "unknown system $sys" ;;
     esac
-    for _ in $(seq 1 3000); do
-        kill -0 "$SERVER_PID" 2>/dev/null || { tail -20 "$logf" >&2; die "$sys exited during start-up"; }
-        curl -fsS -o /dev/null "$READY" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    die "$sys not ready within 300 s"
+    local waited=0
+    wait_ready "$READY" "$SERVER_PID" 300 || waited=$?
+    case "$waited" in
+        0) ;;
+        2) tail -20 "$logf" >&2; die "$sys exited during start-up" ;;
+        *) die "$sys not ready within 300 s" ;;
+    esac
 }
 
 stop_server() {

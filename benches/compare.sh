@@ -172,16 +172,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-wait_ready() {
-    local url="$1" pid="$2"
-    for _ in $(seq 1 600); do
-        kill -0 "$pid" 2>/dev/null || return 1
-        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
 # Sums over several processes (a cluster): CPU seconds and peak RSS.
 cpu_seconds_all() { local t=0 p; for p in "$@"; do t=$(awk -v a="$t" -v b="$(cpu_seconds "$p")" 'BEGIN { print a + b }'); done; echo "$t"; }
 vmhwm_kib_all() { local t=0 p; for p in "$@"; do t=$(( t + $(vmhwm_kib "$p") )); done; echo "$t"; }
@@ -266,7 +256,7 @@ run_one() {
         pids=("$SERVER_PID")
     fi
     local pid=$SERVER_PID
-    if ! wait_ready "$ready" "$pid"; then
+    if ! wait_ready "$ready" "$pid" 60; then
         # Record the failure and go on with the other systems: one broken server
         # must not cost the whole comparison.
         log "$sys run $run: did not become ready within 60 s; last log lines:"

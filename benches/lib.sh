@@ -1,5 +1,6 @@
-# Helpers shared by the benchmark scripts (compare.sh, billion.sh): durations, ports,
-# what /proc says about a process, and stopping one. Sourced, not run.
+# Helpers shared by the benchmark scripts (compare.sh, billion.sh, paired.sh): durations,
+# ports, waiting for a server, what /proc says about a process, and stopping one.
+# Sourced, not run.
 
 # "30s", "10m", "24h", "7d", "500ms" -> whole seconds.
 to_seconds() {
@@ -14,13 +15,31 @@ to_seconds() {
     esac
 }
 
-# A loopback port nothing listens on.
+# A loopback port nothing listens on, below the kernel's ephemeral range
+# (`ip_local_port_range`) as the test harness picks them (tests/src/lib.rs `free_port`):
+# one inside it may be taken, before the server binds it, as the local port of an
+# outgoing connection (a benchmark client's, curl's), which failed billion.sh's start
+# with "Address already in use".
 free_port() {
-    local p
+    local p lo=10000 hi
+    hi=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    [ "${hi:-0}" -gt $(( lo + 1000 )) ] || hi=32768
     while :; do
-        p=$(( 20000 + RANDOM % 30000 ))
+        p=$(( lo + RANDOM % (hi - lo) ))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
     done
+}
+
+# Waits up to $3 seconds for URL $1 to answer 2xx while process $2 lives: 0 when it
+# answered, 1 when the time ran out, 2 when the process exited first.
+wait_ready() {
+    local url="$1" pid="$2" secs="$3"
+    for _ in $(seq 1 $(( secs * 10 ))); do
+        kill -0 "$pid" 2>/dev/null || return 2
+        curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 # utime + stime in seconds of a live process.

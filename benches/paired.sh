@@ -89,8 +89,7 @@ start() { # $1 = a|b, $2 = system
         "$sys" serve --listen "127.0.0.1:$port" --data-dir "$WORK/$x/data" > "$WORK/$x.log" 2>&1 &
         PID[$x]=$!; ready="http://127.0.0.1:$port/-/ready"
     fi
-    for _ in $(seq 1 300); do curl -sf "$ready" >/dev/null && break; sleep 0.2; done
-    curl -sf "$ready" >/dev/null || { echo "$sys did not become ready; log: $WORK/$x.log" >&2; exit 1; }
+    wait_ready "$ready" "${PID[$x]}" 60 || { echo "$sys did not become ready; log: $WORK/$x.log" >&2; exit 1; }
     "$BENCH" backfill --url "http://127.0.0.1:$port/api/v1/write" --nodes "$NODES" --interval "$INTERVAL" \
         --seed 1 --start "$START" --span "$SPAN" --concurrency 4 --batch-samples 2000 --protocol 1 > "$WORK/$x.push" 2>&1
     if [ "$sys" = victoriametrics ]; then curl -fsS "http://127.0.0.1:$port/internal/force_flush" >/dev/null; fi
