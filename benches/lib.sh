@@ -1,5 +1,6 @@
-# Helpers shared by the benchmark scripts (compare.sh, billion.sh, paired.sh): durations,
-# ports, waiting for a server, what /proc says about a process, and stopping one.
+# Helpers shared by the benchmark scripts (compare.sh, billion.sh, paired.sh,
+# profile-ingest.sh): durations, ports, waiting for a server, what /proc says about a
+# process, and stopping one.
 # Sourced, not run.
 
 # "30s", "10m", "24h", "7d", "500ms" -> whole seconds.

@@ -13,6 +13,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=benches/lib.sh
+source "$ROOT/benches/lib.sh"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 TESSERA_BIN="${TESSERA_BIN:-$TARGET_DIR/release/tessera}"
 BENCH_BIN="${BENCH_BIN:-$TARGET_DIR/release/tessera-bench}"
@@ -40,23 +42,20 @@ mkdir -p "$OUT"
 DATA="$(mktemp -d /tmp/tessera-profile.XXXXXX)"
 SERVER_PID=""
 cleanup() {
-    [ -n "$SERVER_PID" ] && kill -TERM "$SERVER_PID" 2>/dev/null && wait "$SERVER_PID" 2>/dev/null || true
+    [ -z "$SERVER_PID" ] || stop_process "$SERVER_PID" 30 profile-ingest
     rm -rf "$DATA"
 }
 trap cleanup EXIT
 
-PORT=$(( 20000 + RANDOM % 30000 ))
+PORT=$(free_port)
 "$TESSERA_BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$DATA/tessera" > "$OUT/server.log" 2>&1 &
 SERVER_PID=$!
-for _ in $(seq 1 600); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$PORT/-/ready" 2>/dev/null && break
-    sleep 0.1
-done
+wait_ready "http://127.0.0.1:$PORT/-/ready" "$SERVER_PID" 60 ||
+    { echo "tessera did not become ready; log: $OUT/server.log" >&2; exit 1; }
 
 # Same dataset as compare.sh: the span ending 10 minutes ago, aligned to the interval.
-to_s() { case "$1" in *m) echo $(( ${1%m} * 60 )) ;; *h) echo $(( ${1%h} * 3600 )) ;; *s) echo "${1%s}" ;; *) echo "$1" ;; esac; }
-END=$(( ($(date +%s) - 600) / $(to_s "$INTERVAL") * $(to_s "$INTERVAL") ))
-START=$(( END - $(to_s "$SPAN") ))
+END=$(( ($(date +%s) - 600) / $(to_seconds "$INTERVAL") * $(to_seconds "$INTERVAL") ))
+START=$(( END - $(to_seconds "$SPAN") ))
 
 # The generator encodes the whole dataset before it starts sending; attach perf once the
 # first request arrives so the profile covers the push only.
@@ -70,12 +69,11 @@ while kill -0 "$BENCH_PID" 2>/dev/null; do
     [ -n "$v" ] && [ "${v%%.*}" != 0 ] && break
     sleep 0.05
 done
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/.*\) /, ""); print ($12 + $13) / hz }' "/proc/$SERVER_PID/stat"; }
-CPU0=$(cpu_s)
+CPU0=$(cpu_seconds "$SERVER_PID")
 perf record -F "$FREQ" -g --call-graph dwarf,16384 -p "$SERVER_PID" -o "$OUT/perf.data" 2> "$OUT/perf-record.log" &
 PERF_PID=$!
 wait "$BENCH_PID" || true
-CPU1=$(cpu_s)
+CPU1=$(cpu_seconds "$SERVER_PID")
 kill -INT "$PERF_PID"
 wait "$PERF_PID" || true
 cat "$OUT/push.txt"
