@@ -7,6 +7,7 @@
 #   benches/paired.sh OLD_BIN NEW_BIN                 # two Tessera binaries
 #   benches/paired.sh TESSERA_BIN victoriametrics     # Tessera against VictoriaMetrics
 #   benches/paired.sh --rounds 40 --swap A B          # B loaded first (see below)
+#   benches/paired.sh --both A B                      # both orders, and their geometric mean
 #
 # A and B are each a path to a `tessera` binary or the word `victoriametrics` (the
 # Debian package's `victoria-metrics`, with -search.disableCache as in compare.sh, and
@@ -24,7 +25,8 @@
 #
 # The server loaded second has had less time to settle when the queries start; an A/A
 # run of one binary measured that bias at about +5 % for B. --swap loads B first; the
-# geometric mean of a run and its swapped run cancels it.
+# geometric mean of a run and its swapped run cancels it; --both runs the two and
+# prints that mean.
 #
 # Options: --nodes N (100), --span D (2h), --interval D (15s), --step S (15), --rounds N
 # (30), --query Q (sum(rate({__name__=~"DCGM.*"}[5m]))), --bench PATH (tessera-bench;
@@ -36,9 +38,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=benches/lib.sh
 . "$ROOT/benches/lib.sh"
 
-NODES=100 SPAN=2h INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BENCH=""
+NODES=100 SPAN=2h INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BOTH=0 BENCH=""
 QUERY='sum(rate({__name__=~"DCGM.*"}[5m]))'
-args=()
+args=() once=()
+for x in "$@"; do [ "$x" = --both ] || once+=("$x"); done
 while [ $# -gt 0 ]; do
     case "$1" in
         --nodes) NODES="$2"; shift 2 ;;
@@ -49,12 +52,33 @@ while [ $# -gt 0 ]; do
         --query) QUERY="$2"; shift 2 ;;
         --bench) BENCH="$2"; shift 2 ;;
         --swap) SWAP=1; shift ;;
-        -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --both) BOTH=1; shift ;;
+        -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
 [ ${#args[@]} -eq 2 ] || { echo "usage: benches/paired.sh [options] A B (each a tessera binary or victoriametrics)" >&2; exit 2; }
 A="${args[0]}" B="${args[1]}"
+if [ "$BOTH" = 1 ]; then
+    # Both orders, then the geometric means that cancel the order's bias.
+    [ "$SWAP" = 0 ] || { echo "--both runs --swap itself; give one of them" >&2; exit 2; }
+    out1=$(bash "$0" "${once[@]}") || exit $?
+    echo "$out1"
+    out2=$(bash "$0" --swap "${once[@]}") || exit $?
+    echo "$out2"
+    python3 - "$out1" "$out2" <<'PY'
+import math, re, sys
+def ratios(text):
+    m = re.search(r"B/A per round: median ([0-9.]+) .*total CPU B/A ([0-9.]+)", text)
+    if not m:
+        sys.exit("no B/A line in a run's output")
+    return float(m.group(1)), float(m.group(2))
+(w1, c1), (w2, c2) = ratios(sys.argv[1]), ratios(sys.argv[2])
+print(f"both orders: B/A wall {math.sqrt(w1 * w2):.3f} (geometric mean of {w1:.3f} and {w2:.3f}), "
+      f"CPU {math.sqrt(c1 * c2):.3f}")
+PY
+    exit 0
+fi
 for s in "$A" "$B"; do
     if [ "$s" = victoriametrics ]; then
         command -v victoria-metrics >/dev/null || { echo "victoria-metrics not installed (apt-get install victoria-metrics)" >&2; exit 2; }
