@@ -28,7 +28,8 @@
 # geometric mean of a run and its swapped run cancels it; --both runs the two and
 # prints that mean.
 #
-# Options: --nodes N (100), --span D (2h), --interval D (15s), --step S (15), --rounds N
+# Options: --nodes N (100), --span D (2h: the data loaded), --range D (the query's: the
+# last D of the data; default all of it), --interval D (15s), --step S (15), --rounds N
 # (30), --query Q (sum(rate({__name__=~"DCGM.*"}[5m]))), --bench PATH (tessera-bench;
 # default: next to the first Tessera binary, else target/release). KEEP=1 keeps the
 # work folder (servers' logs, pushes and both answers) and prints where it is.
@@ -38,7 +39,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=benches/lib.sh
 . "$ROOT/benches/lib.sh"
 
-NODES=100 SPAN=2h INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BOTH=0 BENCH=""
+NODES=100 SPAN=2h RANGE="" INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BOTH=0 BENCH=""
 QUERY='sum(rate({__name__=~"DCGM.*"}[5m]))'
 args=() once=()
 for x in "$@"; do [ "$x" = --both ] || once+=("$x"); done
@@ -46,6 +47,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --nodes) NODES="$2"; shift 2 ;;
         --span) SPAN="$2"; shift 2 ;;
+        --range) RANGE="$2"; shift 2 ;;
         --interval) INTERVAL="$2"; shift 2 ;;
         --step) STEP="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
@@ -53,7 +55,7 @@ while [ $# -gt 0 ]; do
         --bench) BENCH="$2"; shift 2 ;;
         --swap) SWAP=1; shift ;;
         --both) BOTH=1; shift ;;
-        -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -101,6 +103,8 @@ trap cleanup EXIT
 
 span_s=$(to_seconds "$SPAN"); step_s=$(to_seconds "$STEP")
 NOW=$(date +%s); END=$(( (NOW - 600) / step_s * step_s )); START=$(( END - span_s ))
+# The query's range: the last RANGE of the data (all of it by default).
+QSTART=$(( END - $(to_seconds "${RANGE:-$SPAN}") ))
 
 start() { # $1 = a|b, $2 = system
     local x="$1" sys="$2" port ready; port=$(free_port); PORT[$x]=$port
@@ -126,7 +130,7 @@ sleep 5
 # start, about 10 ms here on both sides, which made the faster side's share look larger.
 run() {
     curl -sf -o "$WORK/$1.out" -w '%{time_total}' "http://127.0.0.1:${PORT[$1]}/api/v1/query_range" \
-        --data-urlencode "query=$QUERY" --data-urlencode start="$START" --data-urlencode end="$END" \
+        --data-urlencode "query=$QUERY" --data-urlencode start="$QSTART" --data-urlencode end="$END" \
         --data-urlencode step="$step_s" | awk '{ printf "%d", $1 * 1e6 }'
 }
 run a >/dev/null; run b >/dev/null # one untimed query each
@@ -140,7 +144,7 @@ for r in $(seq 1 "$ROUNDS"); do
     echo "${res[a]} ${res[b]}"
 done > "$WORK/rows"
 
-echo "query: $QUERY over $SPAN at ${step_s}s; $NODES nodes every $INTERVAL; $ROUNDS rounds, ABBA$([ "$SWAP" = 1 ] && echo ', B loaded first')"
+echo "query: $QUERY over ${RANGE:-$SPAN} at ${step_s}s (data: $SPAN); $NODES nodes every $INTERVAL; $ROUNDS rounds, ABBA$([ "$SWAP" = 1 ] && echo ', B loaded first')"
 python3 - "$A" "$B" "$WORK/rows" <<'PY'
 import statistics as st, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[3])]

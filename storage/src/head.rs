@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 /// pick buckets); several times cheaper than std's SipHash on a `u64` key.
 pub type SeededState = foldhash::fast::RandomState;
 
-use crate::chunk::{self, Encoding, XorAppender, MAX_SAMPLES};
+use crate::chunk::{self, Encoding, OpenAppender, XorAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
 use crate::error::Result;
 use crate::labels_codec;
@@ -53,7 +53,7 @@ pub struct MemSeries {
     /// Canonical label encoding (`labels_codec::encode_labels`); compact, and compared byte-wise
     /// to detect hash collisions.
     pub labels: Box<[u8]>,
-    pub open: Option<XorAppender>,
+    pub open: Option<OpenAppender>,
     pub open_mint: i64,
     /// Oldest WAL segment holding a sample of `open`: that segment must outlive it.
     pub open_seg: u64,
@@ -99,7 +99,7 @@ impl MemSeries {
     }
 
     pub fn open_len(&self) -> usize {
-        self.open.as_ref().map_or(0, XorAppender::len)
+        self.open.as_ref().map_or(0, OpenAppender::len)
     }
 
     /// Whether every stored sample of this series at or after `t` is in the head (`recent`
@@ -147,7 +147,7 @@ impl MemSeries {
     /// Approximate heap bytes, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
         self.labels.len()
-            + self.open.as_ref().map_or(0, XorAppender::heap_bytes)
+            + self.open.as_ref().map_or(0, OpenAppender::heap_bytes)
             + self.recent.iter().map(|c| c.bytes.len() + 16 + std::mem::size_of::<CutChunk>()).sum::<usize>()
     }
 }
@@ -205,13 +205,11 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
     }
 
     /// The form a sealed chunk is stored and kept in: the decimal encoding when the
-    /// samples allow it and it is smaller than the XOR bytes (`chunk::compact_form`),
-    /// else the XOR bytes as they are.
-    fn seal(&mut self, enc: Encoding, xor: Vec<u8>) -> (Encoding, Arc<[u8]>) {
-        match chunk::compact_form(&xor, enc, &mut self.scratch) {
-            Some(decimal) => (Encoding::Decimal, decimal.into()),
-            None => (enc, xor.into()),
-        }
+    /// samples allow it and it is smaller than their XOR encoding, else the XOR one
+    /// (`chunk::sealed_form`).
+    fn seal(&mut self, enc: Encoding, bytes: Vec<u8>) -> Result<(Encoding, Arc<[u8]>)> {
+        let (enc, bytes) = chunk::sealed_form(bytes, enc, &mut self.scratch)?;
+        Ok((enc, bytes.into()))
     }
 
     /// Seals the open chunk of `s`: writes it and keeps it in `recent`.
@@ -221,7 +219,7 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             return Ok(());
         }
         let maxt = open.last_t();
-        let (enc, bytes) = self.seal(open.encoding(), open.into_bytes());
+        let (enc, bytes) = self.seal(open.encoding(), open.into_bytes())?;
         // The open chunk holds the series' newest sample, unless an out-of-order sample
         // opened it behind what is stored (see `insert_out_of_order`).
         let newest = !s.has_max || maxt >= s.max_t;
@@ -274,7 +272,7 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             self.cut(id, s)?;
         }
         if s.open_len() == 0 {
-            let mut a = XorAppender::new(Encoding::DEFAULT);
+            let mut a = OpenAppender::new();
             a.append(t, v)?;
             s.open = Some(a);
             s.open_mint = t;
@@ -324,14 +322,14 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
         let new_mint = samples[0].t;
         let new_maxt = samples[samples.len() - 1].t;
         if target == open_idx {
-            let mut a = XorAppender::new(Encoding::DEFAULT);
+            let mut a = OpenAppender::new();
             for x in &samples {
                 a.append(x.t, x.v)?;
             }
             s.open = Some(a);
             s.open_mint = new_mint;
         } else {
-            let (enc, bytes) = self.seal(Encoding::DEFAULT, XorAppender::encode(Encoding::DEFAULT, &samples)?);
+            let (enc, bytes) = self.seal(Encoding::DEFAULT, XorAppender::encode(Encoding::DEFAULT, &samples)?)?;
             let old_mint = s.recent[target].mint;
             if old_mint != new_mint {
                 self.sink.delete_chunk(id, old_mint);

@@ -89,6 +89,7 @@ pub fn parse_chunk_key(k: &[u8]) -> Result<(u32, i64)> {
 /// decoding it. Encoding 1 is Prometheus' XOR (same number as Prometheus uses), 2 the
 /// jitter-friendly variant.
 pub fn encode_chunk_value(enc: Encoding, mint: i64, maxt: i64, chunk: &[u8]) -> Vec<u8> {
+    debug_assert_ne!(enc, Encoding::OpenDecimal, "the head's open form is sealed before it is stored");
     let mut v = Vec::with_capacity(chunk.len() + 10);
     v.push(enc as u8);
     varint::put_uvarint(&mut v, (maxt as u64).wrapping_sub(mint as u64));

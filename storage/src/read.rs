@@ -529,7 +529,8 @@ pub fn select_chunks(
         let range = (mint, snap.maxt);
         let it = snap.read_stored.then_some(&mut it);
         for_each_chunk(it, snap.id, &snap.head_chunks, range, lookback, |encoding, mint, maxt, bytes| {
-            chunks.push(RawChunk { encoding, mint, maxt, bytes: bytes.to_vec() });
+            let (encoding, bytes) = shippable(encoding, bytes)?;
+            chunks.push(RawChunk { encoding, mint, maxt, bytes });
             Ok(())
         })
         .map_err(|e| unreadable(&snap.labels, &e))?;
@@ -540,6 +541,16 @@ pub fn select_chunks(
     }
     result.sort_by(|a, b| a.labels.cmp(&b.labels));
     Ok(result)
+}
+
+/// A chunk as a reader elsewhere gets it: in a stored encoding. The head's open chunk in
+/// its own byte form (`Encoding::OpenDecimal`, which is never stored or sent) goes as XOR.
+fn shippable(encoding: Encoding, bytes: &[u8]) -> Result<(Encoding, Vec<u8>)> {
+    if encoding != Encoding::OpenDecimal {
+        return Ok((encoding, bytes.to_vec()));
+    }
+    let samples = chunk::decode(bytes, encoding)?;
+    Ok((Encoding::DEFAULT, chunk::XorAppender::encode(Encoding::DEFAULT, &samples)?))
 }
 
 /// The error for a series whose stored chunks cannot be read: names the series and the

@@ -27,7 +27,7 @@ use tessera_model::{is_stale_nan, Sample, STALE_NAN_BITS};
 pub const MAX_SCALE: u8 = 18;
 
 /// Powers of ten up to 10^MAX_SCALE, all exactly representable as f64.
-const POW10: [f64; MAX_SCALE as usize + 1] =
+pub(super) const POW10: [f64; MAX_SCALE as usize + 1] =
     [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18];
 
 /// Integers whose magnitude is at most this are exact in an f64.
@@ -45,6 +45,17 @@ const TS_GRID: u8 = 0x02;
 const STALE_MARKERS: u8 = 0x04;
 
 /// The integer `m` with `m / 10^k == v` bit for bit, if there is one within 2^53.
+#[inline]
+pub(super) fn scaled_at(v: f64, k: u8) -> Option<i64> {
+    scaled(v, k)
+}
+
+/// The fewest digits after the point that `v` needs (see [`scaled_at`]); `None` when it
+/// has no decimal form within 2^53 at any scale up to [`MAX_SCALE`].
+pub(super) fn smallest_scale(v: f64) -> Option<u8> {
+    (0..=MAX_SCALE).find(|&k| scaled(v, k).is_some())
+}
+
 #[inline]
 fn scaled(v: f64, k: u8) -> Option<i64> {
     let p = POW10[k as usize];

@@ -1,13 +1,17 @@
 //! Chunk encodings: Gorilla XOR for floats, in Prometheus' exact layout and in a
-//! variant with jitter-friendly timestamp buckets (what the head appends to), and the
-//! decimal encoding (scaled integers, timestamps as interval + exceptions) that the
-//! engine stores instead when it is smaller. The stored value in the `chunks` column
-//! family carries the encoding byte; [`decode_into`] reads any of them.
+//! variant with jitter-friendly timestamp buckets, the decimal encoding (scaled
+//! integers, timestamps as interval + exceptions) that the engine stores instead when it
+//! is smaller, and the head's open chunk (`open`: a byte stream while values are
+//! decimal, else XOR), which is sealed into a stored form ([`sealed_form`]). The stored
+//! value in the `chunks` column family carries the encoding byte; [`decode_into`] reads
+//! any of them.
 
 mod bits;
 pub mod decimal;
+mod open;
 mod xor;
 
+pub use open::OpenAppender;
 pub use xor::{num_samples, Encoding, XorAppender, XorIter, MAX_SAMPLES};
 
 use crate::error::Result;
@@ -18,6 +22,7 @@ pub fn decode_into(chunk: &[u8], enc: Encoding, out: &mut Vec<Sample>) -> Result
     match enc {
         Encoding::Xor | Encoding::XorJitter => xor::decode_into(chunk, enc, out),
         Encoding::Decimal => decimal::decode_into(chunk, out),
+        Encoding::OpenDecimal => open::decode_into(chunk, out),
     }
 }
 
@@ -47,6 +52,26 @@ pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
     let mut out = Vec::new();
     decode_into(chunk, enc, &mut out)?;
     Ok(out)
+}
+
+/// The stored form of a sealed chunk of the head: for an XOR chunk, [`compact_form`]'s
+/// choice; for an `OpenDecimal` one, the decimal encoding of its samples when that is
+/// smaller than their XOR encoding, else the XOR encoding (the choice a chunk appended
+/// as XOR gets). `scratch` is reused between calls.
+pub fn sealed_form(bytes: Vec<u8>, enc: Encoding, scratch: &mut Vec<Sample>) -> Result<(Encoding, Vec<u8>)> {
+    if enc != Encoding::OpenDecimal {
+        return Ok(match compact_form(&bytes, enc, scratch) {
+            Some(decimal) => (Encoding::Decimal, decimal),
+            None => (enc, bytes),
+        });
+    }
+    scratch.clear();
+    open::decode_into(&bytes, scratch)?;
+    let xor = XorAppender::encode(Encoding::DEFAULT, scratch)?;
+    Ok(match decimal::encode(scratch).filter(|d| d.len() < xor.len()) {
+        Some(decimal) => (Encoding::Decimal, decimal),
+        None => (Encoding::DEFAULT, xor),
+    })
 }
 
 /// The smallest stored form of a sealed XOR chunk: the decimal encoding of its samples

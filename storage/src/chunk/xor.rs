@@ -33,6 +33,10 @@ pub enum Encoding {
     /// exceptions (`decimal.rs`). The engine stores it in place of an XOR chunk when it
     /// is smaller; [`XorIter`] does not read it (use `chunk::decode_into`).
     Decimal = 3,
+    /// The head's open chunk while its values are decimal (`chunk::open`): a byte
+    /// stream of timestamp and value changes. Never stored or sent: sealing turns it
+    /// into one of the others, so [`Encoding::from_byte`] does not read it.
+    OpenDecimal = 4,
 }
 
 impl Encoding {
@@ -45,7 +49,7 @@ impl Encoding {
             Encoding::Xor => [14, 17, 20],
             // Not an XOR encoding: the decoder refuses it, and the engine only ever
             // appends XOR-jitter.
-            Encoding::XorJitter | Encoding::Decimal => [6, 13, 20],
+            Encoding::XorJitter | Encoding::Decimal | Encoding::OpenDecimal => [6, 13, 20],
         }
     }
 
@@ -95,11 +99,16 @@ impl XorAppender {
 
     /// Encodes a whole sample slice into a fresh chunk.
     pub fn encode(enc: Encoding, samples: &[Sample]) -> Result<Vec<u8>> {
+        Ok(Self::encode_appender(enc, samples)?.into_bytes())
+    }
+
+    /// An appender holding `samples`, to append more to.
+    pub fn encode_appender(enc: Encoding, samples: &[Sample]) -> Result<XorAppender> {
         let mut a = XorAppender::new(enc);
         for s in samples {
             a.append(s.t, s.v)?;
         }
-        Ok(a.into_bytes())
+        Ok(a)
     }
 
     pub fn len(&self) -> usize {

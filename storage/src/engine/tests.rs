@@ -1588,3 +1588,58 @@ fn a_young_series_is_read_from_the_head_alone() {
     let err = whole(&e).expect_err("the stored chunks are read");
     assert!(err.contains("chunks of series h{} unreadable"), "{err}");
 }
+
+#[test]
+fn open_chunks_read_back_exactly_seal_into_stored_forms_and_ship_as_stored_forms() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let stale = f64::from_bits(tessera_model::STALE_NAN_BITS);
+    // Decimal values of growing precision and a staleness marker (the open chunk stays a
+    // decimal byte stream, rebuilt at a finer scale), and a series with a value without a
+    // decimal form in its first chunk and in its open one (each turns into XOR).
+    let dec = labels(&[("__name__", "dec")]);
+    let xor = labels(&[("__name__", "xor")]);
+    let dec_samples: Vec<Sample> = (0..130)
+        .map(|i| Sample { t: T0 + i * 15_000 + i % 3, v: if i == 125 { stale } else { i as f64 / 8.0 + 0.5 } })
+        .collect();
+    let xor_samples: Vec<Sample> = (0..130)
+        .map(|i| Sample { t: T0 + i * 15_000, v: if i == 2 || i == 125 { 0.1 + 0.2 } else { i as f64 } })
+        .collect();
+    append1(&e, &dec, &dec_samples);
+    append1(&e, &xor, &xor_samples);
+    let same = |a: &[Sample], b: &[Sample]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.t == y.t && x.v.to_bits() == y.v.to_bits())
+    };
+    for (l, want) in [(&dec, &dec_samples), (&xor, &xor_samples)] {
+        assert!(same(&all_samples(&e, l), want), "{l:?} reads back");
+        let name = l[0].value.as_str();
+        let id = e
+            .head
+            .lock()
+            .iter()
+            .find(|(_, s)| labels_codec::metric_name(&s.labels) == name.as_bytes())
+            .map(|(id, _)| id);
+        let s_enc = |id| e.head.lock().get(id).and_then(|s| s.open.as_ref().map(|o| o.encoding()));
+        let open = id.and_then(s_enc).expect("an open chunk");
+        assert_eq!(open, if name == "dec" { chunk::Encoding::OpenDecimal } else { chunk::Encoding::DEFAULT });
+        // The chunk cut at 120 samples was sealed into a stored encoding.
+        let recent =
+            id.and_then(|id| e.head.lock().get(id).map(|s| s.recent.iter().map(|c| c.enc).collect::<Vec<_>>()));
+        assert!(recent.expect("head series").iter().all(|&enc| enc != chunk::Encoding::OpenDecimal));
+        // A cluster read gets stored encodings only, which decode to the same samples.
+        let sel = [m("__name__", MatchOp::Equal, name)];
+        let shipped = e.select_chunks_until(&sel, i64::MIN, i64::MAX, &Interrupt::none()).expect("chunks");
+        let mut got = Vec::new();
+        for c in &shipped[0].chunks {
+            assert_ne!(c.encoding, chunk::Encoding::OpenDecimal, "never shipped");
+            chunk::decode_into(&c.bytes, c.encoding, &mut got).expect("decodes");
+        }
+        assert!(same(&got, want), "{name} ships its samples");
+    }
+    // Flushed (every open chunk sealed and written) and reopened, the same samples.
+    e.flush().expect("flush");
+    e.close().expect("close");
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert!(same(&all_samples(&e, &dec), &dec_samples));
+    assert!(same(&all_samples(&e, &xor), &xor_samples));
+}
