@@ -1,10 +1,20 @@
 //! Chunk encode/decode speed and size on DCGM-like series, for every encoding (`xor` =
-//! Prometheus' layout, `xor_jitter` = what the head appends to, `decimal` = what the
-//! engine stores when smaller; its encode is the cut-time conversion from XOR-jitter,
-//! `chunk::compact_form`).
+//! Prometheus' layout, `xor_jitter` = what the engine stores when decimal is not smaller,
+//! `decimal` = what it stores when smaller; its encode is the cut-time conversion from
+//! XOR-jitter, `chunk::compact_form`; `open` = the head's open chunk, appended one sample
+//! at a time, `chunk::OpenAppender`).
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
-use tessera_storage::chunk::{compact_form, decimal, decode_into, Encoding, XorAppender};
+use tessera_storage::chunk::{compact_form, decimal, decode_into, Encoding, OpenAppender, XorAppender};
+
+/// The head's open chunk holding `samples`.
+fn open_chunk(samples: &[tessera_model::Sample]) -> OpenAppender {
+    let mut a = OpenAppender::new();
+    for s in samples {
+        a.append(s.t, s.v).expect("append");
+    }
+    a
+}
 
 use crate::data::{self, KINDS};
 
@@ -28,6 +38,11 @@ pub fn benches(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("decimal_from_xor_jitter", kind.name()), &x, |b, x| {
             b.iter(|| compact_form(black_box(x), Encoding::XorJitter, &mut scratch))
         });
+    }
+    for kind in KINDS {
+        let s = data::series(kind, 120, 7);
+        g.throughput(Throughput::Elements(120));
+        g.bench_with_input(BenchmarkId::new("open", kind.name()), &s, |b, s| b.iter(|| open_chunk(black_box(s)).len()));
     }
     g.finish();
     let mut g = c.benchmark_group("chunk_decode_120");
@@ -57,6 +72,19 @@ pub fn benches(c: &mut Criterion) {
             })
         });
     }
+    for kind in KINDS {
+        let open = open_chunk(&data::series(kind, 120, 7));
+        let (enc, bytes) = (open.encoding(), open.bytes().to_vec());
+        let mut out = Vec::with_capacity(120);
+        g.throughput(Throughput::Elements(120));
+        g.bench_with_input(BenchmarkId::new("open", kind.name()), &bytes, |b, bytes| {
+            b.iter(|| {
+                out.clear();
+                decode_into(black_box(bytes), enc, &mut out).expect("decode");
+                out.len()
+            })
+        });
+    }
     g.finish();
 }
 
@@ -67,6 +95,7 @@ pub fn report_bytes_per_sample() {
     for (enc, ename) in ENCODINGS {
         report_chunk_bytes(ename, |s| XorAppender::encode(enc, s).expect("encode").len());
     }
+    report_chunk_bytes("open", |s| open_chunk(s).bytes().len());
     let mut scratch = Vec::new();
     report_chunk_bytes("stored", |s| {
         let x = XorAppender::encode(Encoding::XorJitter, s).expect("encode");
