@@ -500,7 +500,7 @@ async fn counting_functions_over_stored_chunks_skip_values_but_not_staleness_mar
     }
     assert!(view.streamed_selects() > streamed_before, "the queries read through the streamed select");
     // Each series' first 120 samples (two markers among them) are a decimal chunk,
-    // whose values were skipped; the open chunk is read from the head (XOR).
+    // whose values were skipped; the open chunk is read from the head (shipped as XOR).
     let stored = shards.select_chunks("a", &[name_eq("m")], 0, 4_000_000, &Interrupt::none()).expect("chunks");
     let encs: Vec<_> = stored.iter().flat_map(|s| &s.chunks).map(|c| (c.encoding, c.mint, c.maxt)).collect();
     let decimal = (tessera_storage::chunk::Encoding::Decimal, 0, 119 * 15_000);
