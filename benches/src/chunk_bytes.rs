@@ -2,7 +2,7 @@
 //! per metric, without a server. Each series' samples are cut into chunks by the head's
 //! rule (`EngineConfig::cuts_chunk`, default config), each chunk is encoded in the form
 //! the engine stores (decimal when smaller than XOR-jitter,
-//! `tessera_storage::chunk::compact_form`), and its bytes are split by encoding the same
+//! `tessera_storage::chunk::stored_form`), and its bytes are split by encoding the same
 //! chunk again with one part made free:
 //!
 //! - timestamps: the chunk minus the same chunk on a perfect grid (first timestamp, mean
@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 
 use bytes::Bytes;
 use tessera_model::Sample;
-use tessera_storage::chunk::{compact_form, XorAppender};
+use tessera_storage::chunk::{stored_form, Encoding};
 use tessera_storage::EngineConfig;
 
 use crate::fleet::{Fleet, FleetConfig};
@@ -49,24 +49,21 @@ impl Tally {
 }
 
 /// The stored size of a chunk and whether it is decimal.
-fn stored_len(samples: &[Sample], scratch: &mut Vec<Sample>) -> anyhow::Result<(usize, bool)> {
-    let xor = XorAppender::encode(tessera_storage::chunk::Encoding::DEFAULT, samples)?;
-    Ok(match compact_form(&xor, tessera_storage::chunk::Encoding::DEFAULT, scratch) {
-        Some(d) => (d.len(), true),
-        None => (xor.len(), false),
-    })
+fn stored_len(samples: &[Sample]) -> anyhow::Result<(usize, bool)> {
+    let (enc, bytes) = stored_form(samples)?;
+    Ok((bytes.len(), enc == Encoding::Decimal))
 }
 
-fn chunk_tally(samples: &[Sample], scratch: &mut Vec<Sample>) -> anyhow::Result<Tally> {
-    let (len, is_decimal) = stored_len(samples, scratch)?;
+fn chunk_tally(samples: &[Sample]) -> anyhow::Result<Tally> {
+    let (len, is_decimal) = stored_len(samples)?;
     let n = samples.len();
     let (t0, tn) = (samples[0].t, samples[n - 1].t);
     let step = if n > 1 { (tn - t0) / (n as i64 - 1) } else { 0 };
     let grid: Vec<Sample> =
         samples.iter().enumerate().map(|(i, s)| Sample { t: t0 + i as i64 * step, v: s.v }).collect();
     let flat: Vec<Sample> = samples.iter().map(|s| Sample { t: s.t, v: samples[0].v }).collect();
-    let (grid_len, _) = stored_len(&grid, scratch)?;
-    let (flat_len, _) = stored_len(&flat, scratch)?;
+    let (grid_len, _) = stored_len(&grid)?;
+    let (flat_len, _) = stored_len(&flat)?;
     Ok(Tally {
         series: 0,
         samples: n as u64,
@@ -95,7 +92,6 @@ pub fn render(cfg: FleetConfig, top: usize) -> anyhow::Result<String> {
         }
     }
     let mut by_metric: HashMap<Bytes, Tally> = HashMap::new();
-    let mut scratch = Vec::new();
     for (_, (metric, mut samples)) in series {
         samples.sort_by_key(|s| s.t);
         samples.dedup_by_key(|s| s.t);
@@ -107,7 +103,7 @@ pub fn render(cfg: FleetConfig, top: usize) -> anyhow::Result<String> {
             while end < samples.len() && !engine.cuts_chunk(end - start, samples[start].t, samples[end].t) {
                 end += 1;
             }
-            m.add(&chunk_tally(&samples[start..end], &mut scratch)?);
+            m.add(&chunk_tally(&samples[start..end])?);
             start = end;
         }
     }
@@ -171,15 +167,14 @@ mod tests {
     /// and noise show up in their own columns.
     #[test]
     fn jitter_costs_timestamp_bytes_and_noise_costs_value_bytes() {
-        let mut scratch = Vec::new();
         let regular: Vec<Sample> = (0..120).map(|i| Sample { t: 1_000_000 + i * 30_000, v: 5.0 }).collect();
-        let t = chunk_tally(&regular, &mut scratch).unwrap();
+        let t = chunk_tally(&regular).unwrap();
         assert_eq!((t.timestamp_bytes, t.value_bytes, t.decimal_chunks), (0, 0, 1));
         // Uniform pseudo-random jitter of 32 ms and values of 32 levels: about 5 bits each.
         let h = |i: i64| ((i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59) as i64;
         let jittered: Vec<Sample> =
             (0..120).map(|i| Sample { t: 1_000_000 + i * 30_000 + h(i) - 16, v: (3 * h(i + 1000)) as f64 }).collect();
-        let t = chunk_tally(&jittered, &mut scratch).unwrap();
+        let t = chunk_tally(&jittered).unwrap();
         assert!(t.timestamp_bytes >= 40, "3 bits or more per jittered timestamp: {t:?}");
         assert!(t.value_bytes >= 40, "3 bits or more per noisy value: {t:?}");
         assert!(t.bytes as i64 > t.timestamp_bytes + t.value_bytes, "{t:?}");

@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 /// pick buckets); several times cheaper than std's SipHash on a `u64` key.
 pub type SeededState = foldhash::fast::RandomState;
 
-use crate::chunk::{self, Encoding, OpenAppender, XorAppender, MAX_SAMPLES};
+use crate::chunk::{self, Encoding, OpenAppender, MAX_SAMPLES};
 use crate::config::EngineConfig;
 use crate::error::Result;
 use crate::labels_codec;
@@ -329,7 +329,8 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
             s.open = Some(a);
             s.open_mint = new_mint;
         } else {
-            let (enc, bytes) = self.seal(Encoding::DEFAULT, XorAppender::encode(Encoding::DEFAULT, &samples)?)?;
+            let (enc, bytes) = chunk::stored_form(&samples)?;
+            let bytes: Arc<[u8]> = bytes.into();
             let old_mint = s.recent[target].mint;
             if old_mint != new_mint {
                 self.sink.delete_chunk(id, old_mint);

@@ -5,7 +5,7 @@
 //! at a time, `chunk::OpenAppender`).
 
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
-use tessera_storage::chunk::{compact_form, decimal, decode_into, Encoding, OpenAppender, XorAppender};
+use tessera_storage::chunk::{compact_form, decimal, decode_into, stored_form, Encoding, OpenAppender, XorAppender};
 
 /// The head's open chunk holding `samples`.
 fn open_chunk(samples: &[tessera_model::Sample]) -> OpenAppender {
@@ -96,11 +96,7 @@ pub fn report_bytes_per_sample() {
         report_chunk_bytes(ename, |s| XorAppender::encode(enc, s).expect("encode").len());
     }
     report_chunk_bytes("open", |s| open_chunk(s).bytes().len());
-    let mut scratch = Vec::new();
-    report_chunk_bytes("stored", |s| {
-        let x = XorAppender::encode(Encoding::XorJitter, s).expect("encode");
-        compact_form(&x, Encoding::XorJitter, &mut scratch).map_or(x.len(), |d| d.len())
-    });
+    report_chunk_bytes("stored", |s| stored_form(s).expect("encode").1.len());
 }
 
 /// Prints bytes/sample per kind and over all kinds of the chunks `chunk_bytes` sizes.

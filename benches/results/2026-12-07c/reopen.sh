@@ -1,7 +1,7 @@
 #!/bin/bash
 # usage: reopen.sh BIN REPS -- backfill, query REPS times, restart, query REPS times
 set -e
-B=${BENCH_BIN:-/work/bins/head/tessera-bench}
+B=${BENCH_BIN:-$(dirname "$1")/tessera-bench}
 NOW=$(date +%s); END=$(( (NOW - 600) / 15 * 15 )); START=$(( END - 7200 ))
 rm -rf /tmp/ro; mkdir -p /tmp/ro
 start() { $1 serve --listen 127.0.0.1:19997 --data-dir /tmp/ro $EXTRA > /tmp/ro.log 2>&1 & pid=$!; for i in $(seq 1 300); do curl -sf http://127.0.0.1:19997/-/ready >/dev/null && break; sleep 0.2; done; }

@@ -1,8 +1,8 @@
 #!/bin/bash
-# one server, the compare dataset; dcgm_all_rate over the last 2h, 1h, 30m, 15m of it (same end), 15 runs each, curl time_total medians, plus the series and samples each reads
+# usage: spans.sh BIN -- one server, the compare dataset; dcgm_all_rate over the last 2h, 1h, 30m, 15m of it (same end), 15 runs each, curl time_total medians, plus the series and samples each reads
 set -e
 BIN=$1
-B=/work/bins/head/tessera-bench
+B=${BENCH_BIN:-$(dirname "$1")/tessera-bench}
 NOW=$(date +%s); END=$(( (NOW - 600) / 15 * 15 )); START=$(( END - 7200 ))
 rm -rf /tmp/fx; mkdir -p /tmp/fx
 $BIN serve --listen 127.0.0.1:19995 --data-dir /tmp/fx > /tmp/fx.log 2>&1 & pid=$!

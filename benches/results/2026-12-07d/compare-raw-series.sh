@@ -1,10 +1,11 @@
 #!/bin/bash
+# usage: compare-raw-series.sh A_BIN B_BIN -- two tessera servers loaded alike (the compare dataset); every metric's raw samples over the whole span compared series by series (BENCH_BIN: tessera-bench, default next to A_BIN)
 set -e
-B=/work/bins/head/tessera-bench
+B=${BENCH_BIN:-$(dirname "$1")/tessera-bench}
 NOW=$(date +%s); END=$(( (NOW - 600) / 15 * 15 )); START=$(( END - 7200 ))
 for x in a b; do rm -rf /tmp/cmp-$x; mkdir -p /tmp/cmp-$x; done
-/work/bins/head/tessera serve --listen 127.0.0.1:19981 --data-dir /tmp/cmp-a > /tmp/cmp-a.log 2>&1 & pa=$!
-/work/bins/od/tessera serve --listen 127.0.0.1:19982 --data-dir /tmp/cmp-b > /tmp/cmp-b.log 2>&1 & pb=$!
+"$1" serve --listen 127.0.0.1:19981 --data-dir /tmp/cmp-a > /tmp/cmp-a.log 2>&1 & pa=$!
+"$2" serve --listen 127.0.0.1:19982 --data-dir /tmp/cmp-b > /tmp/cmp-b.log 2>&1 & pb=$!
 sleep 3
 for p in 19981 19982; do $B backfill --url http://127.0.0.1:$p/api/v1/write --nodes 100 --interval 15s --seed 1 --start $START --span 2h --concurrency 4 --batch-samples 2000 --protocol 1 > /dev/null 2>&1; done
 for m in $(curl -s http://127.0.0.1:19981/api/v1/label/__name__/values | python3 -c 'import json,sys; print(" ".join(json.load(sys.stdin)["data"]))'); do

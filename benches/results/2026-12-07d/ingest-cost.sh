@@ -1,6 +1,6 @@
 #!/bin/bash
-# server CPU seconds for the compare backfill and head bytes after it
-B=/work/bins/head/tessera-bench
+# usage: ingest-cost.sh BIN -- server CPU seconds for the compare backfill and head bytes after it
+B=${BENCH_BIN:-$(dirname "$1")/tessera-bench}
 NOW=$(date +%s); END=$(( (NOW - 600) / 15 * 15 )); START=$(( END - 7200 ))
 rm -rf /tmp/ic; mkdir -p /tmp/ic
 $1 serve --listen 127.0.0.1:19971 --data-dir /tmp/ic > /tmp/ic.log 2>&1 & pid=$!

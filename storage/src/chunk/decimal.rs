@@ -44,20 +44,15 @@ const TS_GRID: u8 = 0x02;
 /// position; their slots in the value stream repeat the value before them.
 const STALE_MARKERS: u8 = 0x04;
 
-/// The integer `m` with `m / 10^k == v` bit for bit, if there is one within 2^53.
-#[inline]
-pub(super) fn scaled_at(v: f64, k: u8) -> Option<i64> {
-    scaled(v, k)
-}
-
-/// The fewest digits after the point that `v` needs (see [`scaled_at`]); `None` when it
+/// The fewest digits after the point that `v` needs (see [`scaled`]); `None` when it
 /// has no decimal form within 2^53 at any scale up to [`MAX_SCALE`].
 pub(super) fn smallest_scale(v: f64) -> Option<u8> {
     (0..=MAX_SCALE).find(|&k| scaled(v, k).is_some())
 }
 
+/// The integer `m` with `m / 10^k == v` bit for bit, if there is one within 2^53.
 #[inline]
-fn scaled(v: f64, k: u8) -> Option<i64> {
+pub(super) fn scaled(v: f64, k: u8) -> Option<i64> {
     let p = POW10[k as usize];
     let x = (v * p).round();
     if !(x.abs() <= MAX_EXACT) {

@@ -54,10 +54,19 @@ pub fn decode(chunk: &[u8], enc: Encoding) -> Result<Vec<Sample>> {
     Ok(out)
 }
 
-/// The stored form of a sealed chunk of the head: for an XOR chunk, [`compact_form`]'s
-/// choice; for an `OpenDecimal` one, the decimal encoding of its samples when that is
-/// smaller than their XOR encoding, else the XOR encoding (the choice a chunk appended
-/// as XOR gets). `scratch` is reused between calls.
+/// What the engine stores for `samples`: their decimal encoding when that is smaller
+/// than their XOR-jitter one, else the XOR-jitter one.
+pub fn stored_form(samples: &[Sample]) -> Result<(Encoding, Vec<u8>)> {
+    let xor = XorAppender::encode(Encoding::DEFAULT, samples)?;
+    Ok(match smaller_decimal(samples, xor.len()) {
+        Some(decimal) => (Encoding::Decimal, decimal),
+        None => (Encoding::DEFAULT, xor),
+    })
+}
+
+/// The stored form of a head chunk being sealed: an XOR chunk as [`compact_form`]
+/// chooses (its bytes kept when decimal is not smaller), the open byte form as
+/// [`stored_form`] chooses for its samples. `scratch` is reused between calls.
 pub fn sealed_form(bytes: Vec<u8>, enc: Encoding, scratch: &mut Vec<Sample>) -> Result<(Encoding, Vec<u8>)> {
     if enc != Encoding::OpenDecimal {
         return Ok(match compact_form(&bytes, enc, scratch) {
@@ -67,11 +76,13 @@ pub fn sealed_form(bytes: Vec<u8>, enc: Encoding, scratch: &mut Vec<Sample>) -> 
     }
     scratch.clear();
     open::decode_into(&bytes, scratch)?;
-    let xor = XorAppender::encode(Encoding::DEFAULT, scratch)?;
-    Ok(match decimal::encode(scratch).filter(|d| d.len() < xor.len()) {
-        Some(decimal) => (Encoding::Decimal, decimal),
-        None => (Encoding::DEFAULT, xor),
-    })
+    stored_form(scratch)
+}
+
+/// The decimal encoding of `samples` if there is one shorter than `xor_len` bytes: the
+/// one rule for choosing the stored encoding.
+fn smaller_decimal(samples: &[Sample], xor_len: usize) -> Option<Vec<u8>> {
+    decimal::encode(samples).filter(|d| d.len() < xor_len)
 }
 
 /// The smallest stored form of a sealed XOR chunk: the decimal encoding of its samples
@@ -84,7 +95,7 @@ pub fn compact_form(xor: &[u8], enc: Encoding, scratch: &mut Vec<Sample>) -> Opt
     }
     scratch.clear();
     xor::decode_into(xor, enc, scratch).ok()?;
-    decimal::encode(scratch).filter(|d| d.len() < xor.len())
+    smaller_decimal(scratch, xor.len())
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The head's open chunk ([`OpenAppender`]): what a series appends to until its chunk is
 //! cut. It is never stored: at cut time the head seals it into a stored form (decimal or
-//! XOR, whichever is smaller, `chunk::seal`), and a cluster read that ships raw chunks
-//! re-encodes it as XOR first.
+//! XOR, whichever is smaller, `chunk::sealed_form`), and a cluster read that ships raw
+//! chunks re-encodes it as XOR first.
 //!
 //! Every read of a live series decodes its open chunk whole, however short the range: a
 //! 15-minute dashboard query over the compare dataset spent 20 % of its CPU decoding open
@@ -20,7 +20,7 @@
 //! starts at 0). A value without a decimal form at the chunk's scale raises the scale
 //! (the chunk is rebuilt) or, failing that, turns the chunk into an XOR chunk for good.
 
-use super::decimal::{scaled_at, smallest_scale, POW10};
+use super::decimal::{scaled, smallest_scale, POW10};
 use super::xor::{Encoding, XorAppender, MAX_SAMPLES};
 use crate::error::{Error, Result};
 use crate::varint::{self, unzigzag, zigzag};
@@ -41,11 +41,10 @@ enum Mode {
     Xor(XorAppender),
 }
 
+/// The byte form; its count and scale live in its header (`buf[..HEADER]`) alone.
 #[derive(Debug, Clone)]
 struct DecimalStream {
     buf: Vec<u8>,
-    count: u16,
-    scale: u8,
     /// Last timestamp, last delta, last scaled integer.
     t: i64,
     delta: i64,
@@ -73,7 +72,7 @@ impl OpenAppender {
 
     pub fn len(&self) -> usize {
         match &self.mode {
-            Mode::Decimal(d) => usize::from(d.count),
+            Mode::Decimal(d) => usize::from(d.count()),
             Mode::Xor(x) => x.len(),
         }
     }
@@ -122,21 +121,12 @@ impl OpenAppender {
             Mode::Xor(x) => return x.append(t, v),
             Mode::Decimal(d) => d,
         };
-        if d.count == 0 {
-            // The first value sets the scale (a staleness marker alone needs none).
-            if !is_stale_nan(v) {
-                match smallest_scale(v) {
-                    Some(k) => (d.scale, d.buf[2]) = (k, k),
-                    None => return self.become_xor_with(t, v),
-                }
-            }
-        }
         if d.push(t, v) {
             return Ok(());
         }
-        // No decimal form at this scale: rebuild at the smallest scale that fits every
-        // value, or go over to XOR.
-        let mut samples = Vec::with_capacity(usize::from(d.count) + 1);
+        // No decimal form at this scale (a chunk starts at scale 0): rebuild at the
+        // smallest scale that fits every value, or go over to XOR.
+        let mut samples = Vec::with_capacity(usize::from(d.count()) + 1);
         decode_into(&d.buf, &mut samples)?;
         samples.push(Sample { t, v });
         let scale =
@@ -151,21 +141,17 @@ impl OpenAppender {
         self.mode = Mode::Xor(XorAppender::encode_appender(Encoding::DEFAULT, &samples)?);
         Ok(())
     }
-
-    /// Turns an empty chunk into an XOR one and appends `(t, v)` to it.
-    fn become_xor_with(&mut self, t: i64, v: f64) -> Result<()> {
-        let mut x = XorAppender::new(Encoding::DEFAULT);
-        x.append(t, v)?;
-        self.mode = Mode::Xor(x);
-        Ok(())
-    }
 }
 
 impl DecimalStream {
     fn new(scale: u8) -> DecimalStream {
         let mut buf = Vec::with_capacity(32);
         buf.extend_from_slice(&[0, 0, scale]);
-        DecimalStream { buf, count: 0, scale, t: 0, delta: 0, m: 0 }
+        DecimalStream { buf, t: 0, delta: 0, m: 0 }
+    }
+
+    fn count(&self) -> u16 {
+        u16::from_be_bytes([self.buf[0], self.buf[1]])
     }
 
     /// Appends a sample; false (and nothing appended) when `v` has no decimal form at
@@ -174,10 +160,11 @@ impl DecimalStream {
         let (m, code) = if is_stale_nan(v) {
             (self.m, 0)
         } else {
-            let Some(m) = scaled_at(v, self.scale) else { return false };
+            let Some(m) = scaled(v, self.buf[2]) else { return false };
             (m, zigzag(m.wrapping_sub(self.m)).wrapping_add(1))
         };
-        if self.count == 0 {
+        let count = self.count();
+        if count == 0 {
             varint::put_varint(&mut self.buf, t);
         } else {
             let delta = t.wrapping_sub(self.t);
@@ -186,8 +173,7 @@ impl DecimalStream {
         }
         varint::put_uvarint(&mut self.buf, code);
         (self.t, self.m) = (t, m);
-        self.count += 1;
-        self.buf[..2].copy_from_slice(&self.count.to_be_bytes());
+        self.buf[..2].copy_from_slice(&(count + 1).to_be_bytes());
         true
     }
 }

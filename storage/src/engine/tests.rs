@@ -1605,27 +1605,26 @@ fn open_chunks_read_back_exactly_seal_into_stored_forms_and_ship_as_stored_forms
     let xor_samples: Vec<Sample> = (0..130)
         .map(|i| Sample { t: T0 + i * 15_000, v: if i == 2 || i == 125 { 0.1 + 0.2 } else { i as f64 } })
         .collect();
-    append1(&e, &dec, &dec_samples);
-    append1(&e, &xor, &xor_samples);
+    let dec_id = append1(&e, &dec, &dec_samples).ids[0].expect("id");
+    let xor_id = append1(&e, &xor, &xor_samples).ids[0].expect("id");
     let same = |a: &[Sample], b: &[Sample]| {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.t == y.t && x.v.to_bits() == y.v.to_bits())
     };
-    for (l, want) in [(&dec, &dec_samples), (&xor, &xor_samples)] {
+    let cases = [
+        (&dec, dec_id, &dec_samples, chunk::Encoding::OpenDecimal),
+        (&xor, xor_id, &xor_samples, chunk::Encoding::DEFAULT),
+    ];
+    for (l, id, want, open_encoding) in cases {
         assert!(same(&all_samples(&e, l), want), "{l:?} reads back");
         let name = l[0].value.as_str();
-        let id = e
-            .head
-            .lock()
-            .iter()
-            .find(|(_, s)| labels_codec::metric_name(&s.labels) == name.as_bytes())
-            .map(|(id, _)| id);
-        let s_enc = |id| e.head.lock().get(id).and_then(|s| s.open.as_ref().map(|o| o.encoding()));
-        let open = id.and_then(s_enc).expect("an open chunk");
-        assert_eq!(open, if name == "dec" { chunk::Encoding::OpenDecimal } else { chunk::Encoding::DEFAULT });
+        let (open, recent) = {
+            let head = e.head.lock();
+            let s = head.get(id).expect("in the head");
+            (s.open.as_ref().map(|o| o.encoding()), s.recent.iter().map(|c| c.enc).collect::<Vec<_>>())
+        };
+        assert_eq!(open, Some(open_encoding), "{name}");
         // The chunk cut at 120 samples was sealed into a stored encoding.
-        let recent =
-            id.and_then(|id| e.head.lock().get(id).map(|s| s.recent.iter().map(|c| c.enc).collect::<Vec<_>>()));
-        assert!(recent.expect("head series").iter().all(|&enc| enc != chunk::Encoding::OpenDecimal));
+        assert!(!recent.is_empty() && recent.iter().all(|&enc| enc != chunk::Encoding::OpenDecimal), "{recent:?}");
         // A cluster read gets stored encodings only, which decode to the same samples.
         let sel = [m("__name__", MatchOp::Equal, name)];
         let shipped = e.select_chunks_until(&sel, i64::MIN, i64::MAX, &Interrupt::none()).expect("chunks");
