@@ -13,13 +13,19 @@
 //! Both differences are measured on the stored form, so for a chunk stored as XOR they
 //! are XOR's costs. Keys (20 bytes per chunk) and RocksDB's compression are not in these
 //! numbers; `disk-usage` shows what RocksDB made of the whole.
+//!
+//! Two more columns show what the same chunk costs in memory while it is the head's open
+//! chunk, at its fullest (just before the cut): the head's open form
+//! (`chunk::OpenAppender`: decimal changes as bytes, XOR for a chunk whose values have no
+//! decimal form) and, for comparison, the Gorilla XOR the head kept before it
+//! (`Encoding::DEFAULT`).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use bytes::Bytes;
 use tessera_model::Sample;
-use tessera_storage::chunk::{stored_form, Encoding};
+use tessera_storage::chunk::{stored_form, Encoding, OpenAppender, XorAppender};
 use tessera_storage::EngineConfig;
 
 use crate::fleet::{Fleet, FleetConfig};
@@ -34,6 +40,9 @@ struct Tally {
     bytes: u64,
     timestamp_bytes: i64,
     value_bytes: i64,
+    /// The chunk as the head's open chunk, and as XOR (see the module doc).
+    open_bytes: u64,
+    xor_bytes: u64,
 }
 
 impl Tally {
@@ -45,6 +54,8 @@ impl Tally {
         self.bytes += o.bytes;
         self.timestamp_bytes += o.timestamp_bytes;
         self.value_bytes += o.value_bytes;
+        self.open_bytes += o.open_bytes;
+        self.xor_bytes += o.xor_bytes;
     }
 }
 
@@ -64,6 +75,11 @@ fn chunk_tally(samples: &[Sample]) -> anyhow::Result<Tally> {
     let flat: Vec<Sample> = samples.iter().map(|s| Sample { t: s.t, v: samples[0].v }).collect();
     let (grid_len, _) = stored_len(&grid)?;
     let (flat_len, _) = stored_len(&flat)?;
+    let mut open = OpenAppender::new();
+    for s in samples {
+        open.append(s.t, s.v)?;
+    }
+    let xor = XorAppender::encode(Encoding::DEFAULT, samples)?;
     Ok(Tally {
         series: 0,
         samples: n as u64,
@@ -72,6 +88,8 @@ fn chunk_tally(samples: &[Sample]) -> anyhow::Result<Tally> {
         bytes: len as u64,
         timestamp_bytes: len as i64 - grid_len as i64,
         value_bytes: len as i64 - flat_len as i64,
+        open_bytes: open.bytes().len() as u64,
+        xor_bytes: xor.len() as u64,
     })
 }
 
@@ -126,13 +144,17 @@ pub fn render(cfg: FleetConfig, top: usize) -> anyhow::Result<String> {
         per(all.bytes as f64, &all),
         per(20.0 * all.chunks as f64, &all),
     )?;
-    writeln!(out, "| metric | series | samples | samples/chunk | decimal % | B/sample | timestamps | values | rest | share of bytes |")?;
-    writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        out,
+        "| metric | series | samples | samples/chunk | decimal % | B/sample | timestamps | values | rest | share of bytes \
+         | open chunk B/sample | as XOR |"
+    )?;
+    writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     let mut row = |name: &str, t: &Tally| {
         let rest = t.bytes as i64 - t.timestamp_bytes - t.value_bytes;
         writeln!(
             out,
-            "| {name} | {} | {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} % |",
+            "| {name} | {} | {} | {:.1} | {:.1} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} % | {:.3} | {:.3} |",
             t.series,
             t.samples,
             t.samples as f64 / t.chunks.max(1) as f64,
@@ -142,6 +164,8 @@ pub fn render(cfg: FleetConfig, top: usize) -> anyhow::Result<String> {
             per(t.value_bytes as f64, t),
             per(rest as f64, t),
             100.0 * t.bytes as f64 / all.bytes.max(1) as f64,
+            per(t.open_bytes as f64, t),
+            per(t.xor_bytes as f64, t),
         )
     };
     let mut others = Tally::default();
@@ -178,5 +202,22 @@ mod tests {
         assert!(t.timestamp_bytes >= 40, "3 bits or more per jittered timestamp: {t:?}");
         assert!(t.value_bytes >= 40, "3 bits or more per noisy value: {t:?}");
         assert!(t.bytes as i64 > t.timestamp_bytes + t.value_bytes, "{t:?}");
+    }
+
+    /// The open-chunk columns: a value held on jittered scrapes takes about a byte a
+    /// sample in the head's open form; values without a decimal form fall back to XOR,
+    /// byte for byte.
+    #[test]
+    fn open_chunk_columns_measure_the_open_form_and_xor() {
+        let held: Vec<Sample> =
+            (0..120).map(|i| Sample { t: 1_000_000 + i * 15_000 + (i * 7_919) % 11 - 5, v: 1.0 }).collect();
+        let t = chunk_tally(&held).unwrap();
+        assert!((120..=136).contains(&t.open_bytes) && t.xor_bytes > 0, "{t:?}");
+        // Square roots carry 17 significant digits: no decimal form (`m / 10^k` with
+        // `m` below 2^53).
+        let roots: Vec<Sample> =
+            (0..120).map(|i| Sample { t: 1_000_000 + i * 15_000, v: ((i % 7) as f64 + 2.0).sqrt() }).collect();
+        let t = chunk_tally(&roots).unwrap();
+        assert_eq!(t.open_bytes, t.xor_bytes, "{t:?}");
     }
 }
