@@ -338,8 +338,9 @@ mod tests {
     #[test]
     fn truncated_or_padded_bytes_are_errors_that_leave_the_output_alone() {
         let mut a = OpenAppender::new();
-        for i in 0..5 {
-            a.append(i * 15_000, i as f64 * 1.5).expect("append");
+        // Values changing and held (a flagged step), so a cut lands in both kinds.
+        for i in 0..8 {
+            a.append(i * 15_000, (i / 2) as f64 * 1.5).expect("append");
         }
         let bytes = a.bytes().to_vec();
         let mut out = vec![Sample { t: 1, v: 1.0 }];
