@@ -63,7 +63,8 @@ enum Cmd {
     /// file kind (opens each shard's RocksDB read-only).
     DiskUsage(DiskUsageArgs),
     /// Generate a dataset in memory, encode its chunks as the engine stores them, and
-    /// break their bytes down per metric into timestamps, values and the rest.
+    /// break their bytes down per metric into timestamps, values and the rest; also what
+    /// each chunk takes as the head's open chunk and as XOR.
     ChunkBytes(ChunkBytesArgs),
 }
 
