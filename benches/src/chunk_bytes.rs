@@ -75,10 +75,7 @@ fn chunk_tally(samples: &[Sample]) -> anyhow::Result<Tally> {
     let flat: Vec<Sample> = samples.iter().map(|s| Sample { t: s.t, v: samples[0].v }).collect();
     let (grid_len, _) = stored_len(&grid)?;
     let (flat_len, _) = stored_len(&flat)?;
-    let mut open = OpenAppender::new();
-    for s in samples {
-        open.append(s.t, s.v)?;
-    }
+    let open = OpenAppender::from_samples(samples)?;
     let xor = XorAppender::encode(Encoding::DEFAULT, samples)?;
     Ok(Tally {
         series: 0,

@@ -322,11 +322,7 @@ impl<'a, S: ChunkSink> Ctx<'a, S> {
         let new_mint = samples[0].t;
         let new_maxt = samples[samples.len() - 1].t;
         if target == open_idx {
-            let mut a = OpenAppender::new();
-            for x in &samples {
-                a.append(x.t, x.v)?;
-            }
-            s.open = Some(a);
+            s.open = Some(OpenAppender::from_samples(&samples)?);
             s.open_mint = new_mint;
         } else {
             let (enc, bytes) = chunk::stored_form(&samples)?;

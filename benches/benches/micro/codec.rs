@@ -7,15 +7,6 @@
 use criterion::{black_box, BenchmarkId, Criterion, Throughput};
 use tessera_storage::chunk::{compact_form, decimal, decode_into, stored_form, Encoding, OpenAppender, XorAppender};
 
-/// The head's open chunk holding `samples`.
-fn open_chunk(samples: &[tessera_model::Sample]) -> OpenAppender {
-    let mut a = OpenAppender::new();
-    for s in samples {
-        a.append(s.t, s.v).expect("append");
-    }
-    a
-}
-
 use crate::data::{self, KINDS};
 
 const ENCODINGS: [(Encoding, &str); 2] = [(Encoding::Xor, "xor"), (Encoding::XorJitter, "xor_jitter")];
@@ -42,7 +33,9 @@ pub fn benches(c: &mut Criterion) {
     for kind in KINDS {
         let s = data::series(kind, 120, 7);
         g.throughput(Throughput::Elements(120));
-        g.bench_with_input(BenchmarkId::new("open", kind.name()), &s, |b, s| b.iter(|| open_chunk(black_box(s)).len()));
+        g.bench_with_input(BenchmarkId::new("open", kind.name()), &s, |b, s| {
+            b.iter(|| OpenAppender::from_samples(black_box(s)).expect("append").len())
+        });
     }
     g.finish();
     let mut g = c.benchmark_group("chunk_decode_120");
@@ -73,7 +66,7 @@ pub fn benches(c: &mut Criterion) {
         });
     }
     for kind in KINDS {
-        let open = open_chunk(&data::series(kind, 120, 7));
+        let open = OpenAppender::from_samples(&data::series(kind, 120, 7)).expect("append");
         let (enc, bytes) = (open.encoding(), open.bytes().to_vec());
         let mut out = Vec::with_capacity(120);
         g.throughput(Throughput::Elements(120));
@@ -95,7 +88,7 @@ pub fn report_bytes_per_sample() {
     for (enc, ename) in ENCODINGS {
         report_chunk_bytes(ename, |s| XorAppender::encode(enc, s).expect("encode").len());
     }
-    report_chunk_bytes("open", |s| open_chunk(s).bytes().len());
+    report_chunk_bytes("open", |s| OpenAppender::from_samples(s).expect("append").bytes().len());
     report_chunk_bytes("stored", |s| stored_form(s).expect("encode").1.len());
 }
 

@@ -72,6 +72,16 @@ impl OpenAppender {
         OpenAppender { mode: Mode::Decimal(DecimalStream::new(0)) }
     }
 
+    /// An open chunk holding `samples`, to append more to (the head's rewrite after an
+    /// out-of-order sample; benchmarks).
+    pub fn from_samples(samples: &[Sample]) -> Result<OpenAppender> {
+        let mut a = OpenAppender::new();
+        for s in samples {
+            a.append(s.t, s.v)?;
+        }
+        Ok(a)
+    }
+
     /// The chunk's encoding: `OpenDecimal`, or the XOR one it turned into.
     pub fn encoding(&self) -> Encoding {
         match &self.mode {
@@ -271,10 +281,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn roundtrip(samples: &[Sample]) -> (Encoding, Vec<Sample>) {
-        let mut a = OpenAppender::new();
-        for s in samples {
-            a.append(s.t, s.v).expect("append");
-        }
+        let a = OpenAppender::from_samples(samples).expect("append");
         assert_eq!(a.len(), samples.len());
         let mut out = Vec::new();
         super::super::decode_into(a.bytes(), a.encoding(), &mut out).expect("decodes");

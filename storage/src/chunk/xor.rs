@@ -47,8 +47,8 @@ impl Encoding {
     fn buckets(self) -> [u32; 3] {
         match self {
             Encoding::Xor => [14, 17, 20],
-            // Not an XOR encoding: the decoder refuses it, and the engine only ever
-            // appends XOR-jitter.
+            // Decimal and OpenDecimal are not XOR encodings: the decoder refuses them,
+            // and an XOR appender is only ever made with XOR-jitter or Prometheus' XOR.
             Encoding::XorJitter | Encoding::Decimal | Encoding::OpenDecimal => [6, 13, 20],
         }
     }
