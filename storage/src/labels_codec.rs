@@ -203,6 +203,48 @@ fn copy_named(b: &[u8], only: &[String]) -> Option<Vec<Label>> {
     (!bad && is_sorted_unique(&labels)).then_some(labels)
 }
 
+/// Appends to `out` an encoding of the labels of `b` named in `only` (as
+/// [`encode_labels`] would write them), for a reader that keeps a series' labels for a
+/// while but will decode only those ([`decode_label_subset`] with the same `only`). It
+/// stops once every name in `only` sorts before the label it reached (names are sorted),
+/// so the rest of the set is not touched; [`decode_label_subset`] checks what it keeps.
+/// Returns false, and appends nothing, when the framing it walks is broken or `only`
+/// has 128 names or more; the caller then keeps the whole set.
+pub fn put_subset(b: &[u8], only: &[String], out: &mut Vec<u8>) -> bool {
+    if only.len() >= 0x80 {
+        return false;
+    }
+    let start = out.len();
+    let Some(last) = only.iter().map(String::as_bytes).max() else {
+        out.push(0);
+        return true;
+    };
+    let mut c = Cursor::new(b, "labels");
+    let Ok(n) = c.uvarint() else { return false };
+    fn field<'a>(c: &mut Cursor<'a>) -> Option<&'a [u8]> {
+        let len = usize::try_from(c.uvarint().ok()?).ok()?;
+        c.bytes(len).ok()
+    }
+    // One byte: fewer than 128 names are kept.
+    out.push(0);
+    let mut kept = 0u8;
+    for _ in 0..n {
+        let (Some(name), Some(value)) = (field(&mut c), field(&mut c)) else {
+            out.truncate(start);
+            return false;
+        };
+        if only.iter().any(|o| o.as_bytes() == name) {
+            put_pair(out, name, value);
+            kept += 1;
+        }
+        if name >= last {
+            break;
+        }
+    }
+    out[start] = kept;
+    true
+}
+
 /// Checks a stored label set as [`decode_label_set`] would, without building it: the
 /// framing, UTF-8, names sorted and unique ([`check_canonical`], which every stored set
 /// passed when it was written). For readers that keep the encoding and decode it later.

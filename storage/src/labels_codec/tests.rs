@@ -107,6 +107,19 @@ proptest::proptest! {
                     }
                     (Err(_), Err(_)) => {}
                 }
+                // The subset a cursor keeps of a set that decodes is the encoding of
+                // the labels kept, appended after what the buffer held, and decodes to
+                // the same subset.
+                if let Ok(set) = decode_label_set(bytes) {
+                    let mut out = vec![7u8];
+                    proptest::prop_assert!(put_subset(bytes, only, &mut out), "{:?}", bytes);
+                    let kept: Vec<Label> = set.iter().filter(|l| only.iter().any(|n| *n == l.name)).cloned().collect();
+                    let mut expected = vec![7u8];
+                    encode_labels(&kept, &mut expected);
+                    proptest::prop_assert_eq!(&out, &expected, "{:?}", bytes);
+                    let again = decode_label_subset(&out[1..], Some(only)).expect("a subset decodes");
+                    proptest::prop_assert_eq!(again.as_slice(), kept.as_slice(), "{:?}", bytes);
+                }
             }
             // One UTF-8 check over the whole decodes what string-by-string checks do.
             let mut c = crate::varint::Cursor::new(bytes, "labels");
