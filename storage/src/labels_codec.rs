@@ -96,42 +96,44 @@ fn walk_pairs(
     mut each: impl FnMut(Range<usize>, Range<usize>) -> std::result::Result<(), String>,
 ) -> std::result::Result<bool, String> {
     let mut short = true;
-    let mut pos = 0usize;
-    // Label names and values are short: one length byte, read inline (as a closure
-    // returning the error string, this was a call of 44 instructions per string).
-    #[inline(always)]
-    fn next(b: &[u8], pos: &mut usize, short: &mut bool) -> std::result::Result<Range<usize>, String> {
-        let (len, used) = match b.get(*pos) {
-            Some(&len) if len < 0x80 => (usize::from(len), 1),
-            _ => long_string(b, *pos)?,
-        };
-        *short &= used == 1;
-        let start = *pos + used;
-        match start.checked_add(len).filter(|&e| e <= b.len()) {
-            Some(end) => *pos = end,
-            None => return Err("truncated label set".to_owned()),
-        }
-        Ok(start..*pos)
-    }
-    /// The length of a string whose length takes more than one byte, and the bytes it takes.
-    #[cold]
-    fn long_string(b: &[u8], pos: usize) -> std::result::Result<(usize, usize), String> {
-        let (len, used) = varint::read_uvarint(b.get(pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
-        let len = usize::try_from(len).map_err(|_| "truncated label set".to_owned())?;
-        Ok((len, used))
-    }
-    let (n, used) = varint::read_uvarint(b).map_err(|e| e.to_string())?;
-    short &= used == 1;
-    pos += used;
+    let (n, mut pos) = varint::read_uvarint(b).map_err(|e| e.to_string())?;
+    short &= pos == 1;
     for _ in 0..n {
-        let name = next(b, &mut pos, &mut short)?;
-        let value = next(b, &mut pos, &mut short)?;
+        let name = next_string(b, &mut pos, &mut short)?;
+        let value = next_string(b, &mut pos, &mut short)?;
         each(name, value)?;
     }
     if pos != b.len() {
         return Err("trailing bytes after the label set".to_owned());
     }
     Ok(short)
+}
+
+/// Where the string (a name or a value) at `pos` of an encoding lies; moves `pos` past
+/// it and clears `short` when its length took more than one byte. Label names and values
+/// are short: one length byte, read inline (as a closure returning the error string,
+/// this was a call of 44 instructions per string).
+#[inline(always)]
+fn next_string(b: &[u8], pos: &mut usize, short: &mut bool) -> std::result::Result<Range<usize>, String> {
+    let (len, used) = match b.get(*pos) {
+        Some(&len) if len < 0x80 => (usize::from(len), 1),
+        _ => long_string(b, *pos)?,
+    };
+    *short &= used == 1;
+    let start = *pos + used;
+    match start.checked_add(len).filter(|&e| e <= b.len()) {
+        Some(end) => *pos = end,
+        None => return Err("truncated label set".to_owned()),
+    }
+    Ok(start..*pos)
+}
+
+/// The length of a string whose length takes more than one byte, and the bytes it takes.
+#[cold]
+fn long_string(b: &[u8], pos: usize) -> std::result::Result<(usize, usize), String> {
+    let (len, used) = varint::read_uvarint(b.get(pos..).unwrap_or_default()).map_err(|e| e.to_string())?;
+    let len = usize::try_from(len).map_err(|_| "truncated label set".to_owned())?;
+    Ok((len, used))
 }
 
 pub fn decode_labels_from(c: &mut Cursor<'_>) -> Result<Vec<Label>> {
@@ -219,20 +221,17 @@ pub fn put_subset(b: &[u8], only: &[String], out: &mut Vec<u8>) -> bool {
         out.push(0);
         return true;
     };
-    let mut c = Cursor::new(b, "labels");
-    let Ok(n) = c.uvarint() else { return false };
-    fn field<'a>(c: &mut Cursor<'a>) -> Option<&'a [u8]> {
-        let len = usize::try_from(c.uvarint().ok()?).ok()?;
-        c.bytes(len).ok()
-    }
+    let Ok((n, mut pos)) = varint::read_uvarint(b) else { return false };
+    let mut short = true;
     // One byte: fewer than 128 names are kept.
     out.push(0);
     let mut kept = 0u8;
     for _ in 0..n {
-        let (Some(name), Some(value)) = (field(&mut c), field(&mut c)) else {
+        let (Ok(name), Ok(value)) = (next_string(b, &mut pos, &mut short), next_string(b, &mut pos, &mut short)) else {
             out.truncate(start);
             return false;
         };
+        let (name, value) = (&b[name], &b[value]);
         if only.iter().any(|o| o.as_bytes() == name) {
             put_pair(out, name, value);
             kept += 1;

@@ -104,20 +104,39 @@ struct HeadChunk {
     bytes: Arc<[u8]>,
 }
 
-/// The chunks of head series `s` that overlap `[mint, maxt]`, in time order.
-fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<HeadChunk> {
-    let mut out = Vec::new();
+/// The bytes of a head chunk as the head holds them: a cut chunk's, which never change
+/// (a rewrite replaces them), shared; the open chunk's, which the next append changes,
+/// for a reader to copy.
+enum InHead<'s> {
+    Cut(&'s Arc<[u8]>),
+    Open(&'s [u8]),
+}
+
+/// Calls `each(encoding, mint, maxt, bytes)` for the chunks of head series `s` that
+/// overlap `[mint, maxt]`, in time order.
+fn for_each_head_chunk(s: &MemSeries, mint: i64, maxt: i64, mut each: impl FnMut(Encoding, i64, i64, InHead<'_>)) {
     for c in &s.recent {
         if c.mint <= maxt && c.maxt >= mint {
-            out.push(HeadChunk { encoding: c.enc, mint: c.mint, maxt: c.maxt, bytes: Arc::clone(&c.bytes) });
+            each(c.enc, c.mint, c.maxt, InHead::Cut(&c.bytes));
         }
     }
     if let Some(o) = &s.open {
         if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
-            let (encoding, bytes) = (o.encoding(), Arc::from(o.bytes()));
-            out.push(HeadChunk { encoding, mint: s.open_mint, maxt: o.last_t(), bytes });
+            each(o.encoding(), s.open_mint, o.last_t(), InHead::Open(o.bytes()));
         }
     }
+}
+
+/// The chunks of head series `s` that overlap `[mint, maxt]`, in time order.
+fn head_chunks(s: &MemSeries, mint: i64, maxt: i64) -> Vec<HeadChunk> {
+    let mut out = Vec::new();
+    for_each_head_chunk(s, mint, maxt, |encoding, mint, maxt, bytes| {
+        let bytes = match bytes {
+            InHead::Cut(b) => Arc::clone(b),
+            InHead::Open(b) => Arc::from(b),
+        };
+        out.push(HeadChunk { encoding, mint, maxt, bytes });
+    });
     out
 }
 
@@ -289,22 +308,17 @@ impl BatchChunk {
 /// Appends to `out` the chunks of head series `s` that overlap `[mint, maxt]`, in time
 /// order, as [`head_chunks`] takes them, the open chunk's bytes copied into `open_bytes`.
 fn batch_chunks(s: &MemSeries, mint: i64, maxt: i64, out: &mut Vec<BatchChunk>, open_bytes: &mut Vec<u8>) {
-    for c in &s.recent {
-        if c.mint <= maxt && c.maxt >= mint {
-            out.push(BatchChunk { encoding: c.enc, mint: c.mint, bytes: BatchBytes::Shared(Arc::clone(&c.bytes)) });
-        }
-    }
-    if let Some(o) = &s.open {
-        if !o.is_empty() && s.open_mint <= maxt && o.last_t() >= mint {
-            let at = open_bytes.len();
-            open_bytes.extend_from_slice(o.bytes());
-            out.push(BatchChunk {
-                encoding: o.encoding(),
-                mint: s.open_mint,
-                bytes: BatchBytes::Open(at..open_bytes.len()),
-            });
-        }
-    }
+    for_each_head_chunk(s, mint, maxt, |encoding, mint, _, bytes| {
+        let bytes = match bytes {
+            InHead::Cut(b) => BatchBytes::Shared(Arc::clone(b)),
+            InHead::Open(b) => {
+                let at = open_bytes.len();
+                open_bytes.extend_from_slice(b);
+                BatchBytes::Open(at..open_bytes.len())
+            }
+        };
+        out.push(BatchChunk { encoding, mint, bytes });
+    });
 }
 
 /// The samples of the series a select matched, read one series at a time, a batch of
