@@ -140,7 +140,23 @@ impl RateSums {
         scratch: &mut RateScratch,
         mut exact: impl FnMut(usize, f64),
     ) -> bool {
-        if samples.len() != self.inc.len() || !scratch.scan(samples) {
+        if samples.len() != self.inc.len() {
+            return false;
+        }
+        // A series whose value never changes (a limit, a clock, an error counter at 0:
+        // about a quarter of a DCGM fleet's series) has no increment: each window's
+        // change is 0, so is its value, and adding it would add zeros to the columns.
+        // Only the count of series changes.
+        if let Some(first) = samples.first().map(|s| s.v.to_bits()) {
+            if samples.iter().all(|s| s.v.to_bits() == first) {
+                if first >= f64::INFINITY.to_bits() {
+                    return false; // as `scan` refuses it
+                }
+                self.series += 1;
+                return true;
+            }
+        }
+        if !scratch.scan(samples) {
             return false;
         }
         scratch.unsure_windows(table, samples, |i, w| {
@@ -262,6 +278,47 @@ mod tests {
             Ok(())
         });
         assert!(built.is_ok());
+    }
+
+    /// A series whose value never changes joins every window as a float of value 0: the
+    /// sums are those of the other series alone, one more series counted. A constant
+    /// that is negative or NaN is refused, as any such value is.
+    #[test]
+    fn a_constant_series_counts_and_adds_nothing() {
+        let counter: Vec<Sample> =
+            (0..80).map(|i| Sample { t: 15_000 * i + (i * 7) % 11, v: (i * i % 97) as f64 * 3.5 }).collect();
+        let with = |v: f64| counter.iter().map(|s| Sample { t: s.t, v }).collect::<Vec<_>>();
+        let mut cache = RateWindowCache::default();
+        kept_table(&mut cache, &counter, 300_000, 15_000, true);
+        let table = cache.table(0).expect("kept");
+        let sums_of = |series: &[Vec<Sample>]| {
+            let (mut sums, mut scratch) = (RateSums::new(counter.len()), RateScratch::default());
+            let mut exact = Vec::new();
+            let added: Vec<bool> =
+                series.iter().map(|s| sums.add(table, s, &mut scratch, |k, v| exact.push((k, v)))).collect();
+            (added, sums.values(table).collect::<Vec<_>>(), exact)
+        };
+        let (_, alone, exact_alone) = sums_of(std::slice::from_ref(&counter));
+        let (added, both, exact_both) = sums_of(&[counter.clone(), with(42.0), with(0.0)]);
+        assert_eq!(added, [true, true, true]);
+        assert_eq!(exact_both, exact_alone);
+        // Windows where the counter's value was handed over (`exact`) had no series left
+        // in the sums; now they have the two constants, at 0 (the values here are exact
+        // binary fractions, so the taken-out change cancels exactly).
+        let alone: std::collections::HashMap<usize, (f64, f64)> = alone.iter().map(|&(k, v, n)| (k, (v, n))).collect();
+        assert!(both.len() > alone.len());
+        for (k, v, n) in both {
+            match alone.get(&k) {
+                Some(&(v1, n1)) => assert_eq!((v.to_bits(), n), (v1.to_bits(), n1 + 2.0)),
+                None => assert_eq!((v, n), (0.0, 2.0)),
+            }
+        }
+        for refused in [-1.0, f64::NAN, f64::INFINITY] {
+            let (added, values, _) = sums_of(&[counter.clone(), with(refused)]);
+            assert_eq!(added, [true, false]);
+            assert_eq!(values.len(), alone.len());
+            assert!(values.iter().all(|&(k, v, n)| alone.get(&k) == Some(&(v, n))));
+        }
     }
 
     proptest! {
