@@ -71,9 +71,6 @@ impl RateScratch {
         moves.resize(n, 0);
         let (mut p, mut z) = (0.0, 0u32);
         (inc[0], prefix[0], moves[0]) = (0.0, 0.0, 0);
-        // A value is refused when its bits, read as an integer, are those of +Inf or above:
-        // a NaN or any negative number (also -0, harmlessly).
-        let refused = |v: f64| v.to_bits() >= f64::INFINITY.to_bits();
         let mut bad = refused(samples[0].v);
         let mut most = samples[0].v;
         let pairs = samples.windows(2).zip(inc[1..].iter_mut()).zip(prefix[1..].iter_mut()).zip(moves[1..].iter_mut());
@@ -147,10 +144,10 @@ impl RateSums {
         // about a quarter of a DCGM fleet's series) has no increment: each window's
         // change is 0, so is its value, and adding it would add zeros to the columns.
         // Only the count of series changes.
-        if let Some(first) = samples.first().map(|s| s.v.to_bits()) {
-            if samples.iter().all(|s| s.v.to_bits() == first) {
-                if first >= f64::INFINITY.to_bits() {
-                    return false; // as `scan` refuses it
+        if let Some(first) = samples.first() {
+            if samples.iter().all(|s| s.v.to_bits() == first.v.to_bits()) {
+                if refused(first.v) {
+                    return false;
                 }
                 self.series += 1;
                 return true;
@@ -206,6 +203,14 @@ impl RateSums {
             Some((w.step as usize, change * w.factor, floats as f64))
         })
     }
+}
+
+/// Whether a series with value `v` is left to the window-by-window way: its bits, read
+/// as an integer, are those of +Inf or above, a NaN or any negative number (also -0,
+/// harmlessly).
+#[inline(always)]
+fn refused(v: f64) -> bool {
+    v.to_bits() >= f64::INFINITY.to_bits()
 }
 
 /// Whether a window's value is surely its change times its factor: whether Prometheus'
