@@ -31,7 +31,9 @@
 # Options: --nodes N (100), --span D (2h: the data loaded), --range D (the query's: the
 # last D of the data; default all of it), --interval D (15s), --step S (15), --rounds N
 # (30), --query Q (sum(rate({__name__=~"DCGM.*"}[5m]))), --bench PATH (tessera-bench;
-# default: next to the first Tessera binary, else target/release). KEEP=1 keeps the
+# default: next to the first Tessera binary, else target/release), --fleet "ARGS" (more
+# `tessera-bench backfill` options for the dataset, e.g. "--mean-job-minutes 10" for
+# more pod churn). KEEP=1 keeps the
 # work folder (servers' logs, pushes and both answers) and prints where it is.
 set -euo pipefail
 
@@ -39,6 +41,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=benches/lib.sh
 . "$ROOT/benches/lib.sh"
 
+FLEET=()
 NODES=100 SPAN=2h RANGE="" INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BOTH=0 BENCH=""
 QUERY='sum(rate({__name__=~"DCGM.*"}[5m]))'
 args=() once=()
@@ -53,9 +56,10 @@ while [ $# -gt 0 ]; do
         --rounds) ROUNDS="$2"; shift 2 ;;
         --query) QUERY="$2"; shift 2 ;;
         --bench) BENCH="$2"; shift 2 ;;
+        --fleet) read -r -a FLEET <<< "$2"; shift 2 ;;
         --swap) SWAP=1; shift ;;
         --both) BOTH=1; shift ;;
-        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -119,7 +123,8 @@ start() { # $1 = a|b, $2 = system
     fi
     wait_ready "$ready" "${PID[$x]}" 60 || { echo "$sys did not become ready; log: $WORK/$x.log" >&2; exit 1; }
     "$BENCH" backfill --url "http://127.0.0.1:$port/api/v1/write" --nodes "$NODES" --interval "$INTERVAL" \
-        --seed 1 --start "$START" --span "$SPAN" --concurrency 4 --batch-samples 2000 --protocol 1 > "$WORK/$x.push" 2>&1
+        --seed 1 --start "$START" --span "$SPAN" --concurrency 4 --batch-samples 2000 --protocol 1 "${FLEET[@]}" \
+        > "$WORK/$x.push" 2>&1
     if [ "$sys" = victoriametrics ]; then curl -fsS "http://127.0.0.1:$port/internal/force_flush" >/dev/null; fi
 }
 if [ "$SWAP" = 1 ]; then start b "$B"; start a "$A"; else start a "$A"; start b "$B"; fi

@@ -955,6 +955,36 @@ fn zero_idle_timeout_keeps_every_series_in_the_head() {
     assert_eq!(e.stats().head_series, 2);
 }
 
+#[test]
+fn an_evicted_series_is_read_with_its_labels_and_left_out_of_ranges_after_its_end() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let config = churn_cfg(30 * MIN, 5 * MIN);
+    let e = Engine::open(d.path(), config.clone()).expect("open");
+    let gone = labels(&[("__name__", "x"), ("pod", "gone")]);
+    let busy = labels(&[("__name__", "x"), ("pod", "busy")]);
+    append1(&e, &gone, &[Sample::new(T0, 1.0), Sample::new(T0 + MIN, 2.0)]);
+    for i in 0..=60 {
+        append1(&e, &busy, &[Sample::new(T0 + i * MIN, 1.0)]);
+    }
+    e.evict_idle_series().expect("sweep");
+    assert_eq!(e.stats().head_series, 1, "`gone` left the head");
+    // Read from RocksDB (labels, recorded end, chunks), and again after a restart.
+    let check = |e: &Engine| {
+        let x = [m("__name__", MatchOp::Equal, "x")];
+        let all = e.select(&x, i64::MIN, i64::MAX).expect("select");
+        let pods: Vec<&str> = all.iter().map(|s| s.labels.get("pod").expect("pod")).collect();
+        assert_eq!(pods, ["busy", "gone"]);
+        assert_eq!(all[1].labels.iter().cloned().collect::<Vec<Label>>(), gone);
+        assert_eq!(bits(&all[1].samples), [(T0, 1f64.to_bits()), (T0 + MIN, 2f64.to_bits())]);
+        let after = e.select(&x, T0 + 2 * MIN, i64::MAX).expect("select");
+        assert_eq!(after.len(), 1);
+        assert_eq!(after[0].labels.get("pod"), Some("busy"));
+    };
+    check(&e);
+    e.close().expect("close");
+    check(&Engine::open(d.path(), config).expect("reopen"));
+}
+
 /// A pod-churn fleet: pod `i` starts at minute `i / 20` and lives 10 one-minute scrapes,
 /// so 200 pods are alive at a time and 20 new ones appear every minute; odd pods end
 /// with a staleness marker, even ones just stop.
