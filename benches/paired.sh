@@ -33,15 +33,17 @@
 # (30), --query Q (sum(rate({__name__=~"DCGM.*"}[5m]))), --bench PATH (tessera-bench;
 # default: next to the first Tessera binary, else target/release), --fleet "ARGS" (more
 # `tessera-bench backfill` options for the dataset, e.g. "--mean-job-minutes 10" for
-# more pod churn). KEEP=1 keeps the
-# work folder (servers' logs, pushes and both answers) and prints where it is.
+# more pod churn), --restart (each server is stopped after its backfill and started
+# again over its data: a Tessera server then reads everything from table files, with
+# no head and no memtable). KEEP=1 keeps the work folder (servers' logs, pushes and
+# both answers) and prints where it is.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=benches/lib.sh
 . "$ROOT/benches/lib.sh"
 
-FLEET=()
+FLEET=() RESTART=0
 NODES=100 SPAN=2h RANGE="" INTERVAL=15s STEP=15 ROUNDS=30 SWAP=0 BOTH=0 BENCH=""
 QUERY='sum(rate({__name__=~"DCGM.*"}[5m]))'
 args=() once=()
@@ -59,7 +61,8 @@ while [ $# -gt 0 ]; do
         --fleet) read -r -a FLEET <<< "$2"; shift 2 ;;
         --swap) SWAP=1; shift ;;
         --both) BOTH=1; shift ;;
-        -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --restart) RESTART=1; shift ;;
+        -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) args+=("$1"); shift ;;
     esac
 done
@@ -110,22 +113,32 @@ NOW=$(date +%s); END=$(( (NOW - 600) / step_s * step_s )); START=$(( END - span_
 # The query's range: the last RANGE of the data (all of it by default).
 QSTART=$(( END - $(to_seconds "${RANGE:-$SPAN}") ))
 
-start() { # $1 = a|b, $2 = system
-    local x="$1" sys="$2" port ready; port=$(free_port); PORT[$x]=$port
-    mkdir -p "$WORK/$x"
+launch() { # $1 = a|b, $2 = system: starts it on PORT[$1] over its data folder
+    local x="$1" sys="$2" port="${PORT[$1]}" ready
     if [ "$sys" = victoriametrics ]; then
         victoria-metrics -httpListenAddr="127.0.0.1:$port" -storageDataPath="$WORK/$x/vm" \
-            -retentionPeriod=100y -search.disableCache > "$WORK/$x.log" 2>&1 &
+            -retentionPeriod=100y -search.disableCache >> "$WORK/$x.log" 2>&1 &
         PID[$x]=$!; ready="http://127.0.0.1:$port/health"
     else
-        "$sys" serve --listen "127.0.0.1:$port" --data-dir "$WORK/$x/data" > "$WORK/$x.log" 2>&1 &
+        "$sys" serve --listen "127.0.0.1:$port" --data-dir "$WORK/$x/data" >> "$WORK/$x.log" 2>&1 &
         PID[$x]=$!; ready="http://127.0.0.1:$port/-/ready"
     fi
-    wait_ready "$ready" "${PID[$x]}" 60 || { echo "$sys did not become ready; log: $WORK/$x.log" >&2; exit 1; }
+    wait_ready "$ready" "${PID[$x]}" 120 || { echo "$sys did not become ready; log: $WORK/$x.log" >&2; exit 1; }
+}
+start() { # $1 = a|b, $2 = system
+    local x="$1" sys="$2" port; port=$(free_port); PORT[$x]=$port
+    mkdir -p "$WORK/$x"
+    launch "$x" "$sys"
     "$BENCH" backfill --url "http://127.0.0.1:$port/api/v1/write" --nodes "$NODES" --interval "$INTERVAL" \
         --seed 1 --start "$START" --span "$SPAN" --concurrency 4 --batch-samples 2000 --protocol 1 "${FLEET[@]}" \
         > "$WORK/$x.push" 2>&1
     if [ "$sys" = victoriametrics ]; then curl -fsS "http://127.0.0.1:$port/internal/force_flush" >/dev/null; fi
+    if [ "$RESTART" = 1 ]; then
+        # Stopped (a Tessera server flushes its head and memtables to table files on
+        # SIGTERM) and started again over the same folder: the state after a restart.
+        stop_process "${PID[$x]}" 120 "$x"
+        launch "$x" "$sys" 2>>"$WORK/$x.log"
+    fi
 }
 if [ "$SWAP" = 1 ]; then start b "$B"; start a "$A"; else start a "$A"; start b "$B"; fi
 sleep 5
