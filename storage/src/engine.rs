@@ -748,7 +748,7 @@ impl Engine {
         for part in ids.chunks(read::CURSOR_BATCH) {
             encoded.clear();
             ends.clear();
-            read::visit_head(&self.head, part, stop, "series listing", |id, s| match s {
+            read::visit_head(&self.head, part, stop, "series listing", |id, head| match head.get(id) {
                 Some(s) => {
                     encoded.extend_from_slice(&s.labels);
                     ends.push(encoded.len());
@@ -855,8 +855,8 @@ impl Engine {
         }
         let candidates: Vec<u32> = candidates.iter().collect();
         let mut not_in_head = Vec::new();
-        read::visit_head(&self.head, &candidates, stop, "label listing", |id, s| {
-            if s.is_none() {
+        read::visit_head(&self.head, &candidates, stop, "label listing", |id, head| {
+            if head.get(id).is_none() {
                 not_in_head.push(id);
             }
         })?;
@@ -1102,7 +1102,7 @@ impl Engine {
             }
             finish_ctx(head, ctx, &self.counters)?;
             for &id in &victims {
-                head.remove(id);
+                head.evict(id);
             }
             head.shrink();
             tracing::debug!(evicted = victims.len(), remaining = head.len(), "storage: idle series left the head");

@@ -45,23 +45,24 @@ impl SeriesSnap {
     }
 }
 
-/// Visits the series `ids` in the head: `each(id, Some(series))` for one in it,
-/// `each(id, None)` for one that is not (evicted or never loaded: all its data is in
-/// RocksDB). The head lock is taken per [`HEAD_LOCK_SERIES`] series, so that appends
-/// wait for one part, never for a whole read; `stop` is checked before each part (as
-/// `what`). Whatever `each` keeps of a series it copies: the lock is gone after the part.
+/// Visits the series `ids` with the head locked: `each(id, head)`, where `head.get(id)`
+/// is the series if it is in the head, `None` if not (evicted or never loaded: all its
+/// data is in RocksDB). The head lock is taken per [`HEAD_LOCK_SERIES`] series, so that
+/// appends wait for one part, never for a whole read; `stop` is checked before each part
+/// (as `what`). Whatever `each` keeps of a series it copies: the lock is gone after the
+/// part.
 pub fn visit_head(
     head: &Mutex<Head>,
     ids: &[u32],
     stop: &Interrupt,
     what: &'static str,
-    mut each: impl FnMut(u32, Option<&MemSeries>),
+    mut each: impl FnMut(u32, &Head),
 ) -> Result<()> {
     for part in ids.chunks(HEAD_LOCK_SERIES) {
         stop.check(what)?;
         let head = head.lock();
         for &id in part {
-            each(id, head.get(id));
+            each(id, &head);
         }
     }
     Ok(())
@@ -79,7 +80,7 @@ pub fn snapshot(
     let mut out = Vec::with_capacity(ids.len() as usize);
     let mut not_in_head = Vec::new();
     let ids: Vec<u32> = ids.iter().collect();
-    visit_head(head, &ids, stop, "head snapshot", |id, s| match s {
+    visit_head(head, &ids, stop, "head snapshot", |id, head| match head.get(id) {
         Some(s) => {
             let read_stored = !s.holds_everything_from(mint);
             out.push(SeriesSnap {
@@ -533,7 +534,7 @@ impl<'a> SeriesCursor<'a> {
         let mut stored = Vec::new();
         let (labels, pending, (mint, maxt)) = (&mut self.labels, &mut self.pending, (self.mint, self.maxt));
         let (chunks, open_bytes, only) = (&mut self.head_chunks, &mut self.open_bytes, self.only_labels.as_deref());
-        visit_head(self.head, batch, stop, "select", |id, s| match s {
+        visit_head(self.head, batch, stop, "select", |id, head| match head.get(id) {
             Some(s) => {
                 let at = labels.len();
                 keep_labels(&s.labels, only, labels);
@@ -544,11 +545,20 @@ impl<'a> SeriesCursor<'a> {
                 let read_stored = !s.holds_everything_from(mint);
                 pending.push_back(Pending { id, head: first..chunks.len(), read_stored, labels: at..labels.len() });
             }
-            // Not in the head: all its chunks are in RocksDB.
-            None => {
-                stored.push(id);
-                pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: 0..0 });
-            }
+            // Not in the head: all its chunks are in RocksDB. One evicted lately has its
+            // labels and end in memory; one that ended before the range is left out.
+            None => match head.evicted(id) {
+                Some((_, end)) if end < mint => {}
+                Some((encoded, _)) => {
+                    let at = labels.len();
+                    keep_labels(encoded, only, labels);
+                    pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: at..labels.len() });
+                }
+                None => {
+                    stored.push(id);
+                    pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: 0..0 });
+                }
+            },
         })?;
         if !stored.is_empty() {
             // Series that ended before the range are left without labels, and so out.

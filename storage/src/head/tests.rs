@@ -126,3 +126,46 @@ fn new_ids_are_single_past_the_run_limit_and_none_when_exhausted() {
     h.next_id = u32::MAX - 3;
     assert_eq!(h.new_id(b"x"), None, "a run that would pass u32::MAX is not opened");
 }
+
+/// A series with a newest sample at `t`.
+fn ended(labels: Box<[u8]>, t: i64) -> MemSeries {
+    let mut s = MemSeries::new(labels, true);
+    (s.max_t, s.has_max) = (t, true);
+    s
+}
+
+#[test]
+fn evicted_series_keep_labels_and_end_until_they_come_back_retention_or_the_budget() {
+    let mut h = Head::new();
+    let (ha, a) = series("a");
+    let (hb, b) = series("b");
+    h.insert(0, ha, ended(a.clone(), 100));
+    h.insert(1, hb, MemSeries::new(b.clone(), true));
+    h.evict(0);
+    h.evict(1);
+    assert!(h.get(0).is_none());
+    assert_eq!(h.evicted(0), Some((&a[..], 100)));
+    assert_eq!(h.evicted(1), None, "without a sample its end is unknown: not kept");
+    // Back in the head (a new sample loaded it again): forgotten, and evicted again with
+    // its new end.
+    h.insert(0, ha, ended(a.clone(), 200));
+    assert_eq!(h.evicted(0), None);
+    h.evict(0);
+    assert_eq!(h.evicted(0), Some((&a[..], 200)));
+    // Retention's removal forgets it too.
+    h.insert(0, ha, ended(a.clone(), 300));
+    h.evict(0);
+    assert!(h.remove(0).is_none());
+    assert_eq!(h.evicted(0), None);
+    // The oldest evictions leave first once the budget is full.
+    let per = a.len() + Evicted::ENTRY;
+    let n = Evicted::BUDGET / per + 100;
+    for i in 10..10 + n as u32 {
+        h.insert(i, ha + u64::from(i), ended(a.clone(), i64::from(i)));
+        h.evict(i);
+    }
+    assert_eq!(h.evicted(10), None);
+    assert!(h.evicted(10 + n as u32 - 1).is_some());
+    assert!(h.evicted.bytes <= Evicted::BUDGET);
+    assert!(h.evicted.order.len() <= 2 * h.evicted.series.len() + 1024);
+}
