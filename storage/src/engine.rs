@@ -835,8 +835,8 @@ impl Engine {
     }
 
     /// The series of `ix`'s days (among `within`, if given) that are not in the head and
-    /// whose recorded end is before `mint` (none where the shard does not trust its
-    /// `series_ends`). Only series of the first day alone can be such, and only when
+    /// whose end, listed among the evicted or recorded, is before `mint` (none where the
+    /// shard does not trust its `series_ends`). Only series of the first day alone can be such, and only when
     /// `mint` falls after that day's start.
     fn gone_before(
         &self,
@@ -854,13 +854,20 @@ impl Engine {
             candidates &= within;
         }
         let candidates: Vec<u32> = candidates.iter().collect();
-        let mut not_in_head = Vec::new();
+        // A series evicted lately has its end in memory; others not in the head have it
+        // recorded in RocksDB.
+        let (mut gone, mut not_in_head) = (RoaringBitmap::new(), Vec::new());
         read::visit_head(&self.head, &candidates, stop, "label listing", |id, head| {
             if head.get(id).is_none() {
-                not_in_head.push(id);
+                match head.evicted(id) {
+                    Some((_, end)) if end < mint => _ = gone.insert(id),
+                    Some(_) => {}
+                    None => not_in_head.push(id),
+                }
             }
         })?;
-        Ok(read::ended_before(&self.db, &not_in_head, mint, stop)?.into_iter().collect())
+        gone.extend(read::ended_before(&self.db, &not_in_head, mint, stop)?);
+        Ok(gone)
     }
 
     /// Sorted values of label `name` among the series the matchers select (all without

@@ -979,6 +979,13 @@ fn an_evicted_series_is_read_with_its_labels_and_left_out_of_ranges_after_its_en
         let after = e.select(&x, T0 + 2 * MIN, i64::MAX).expect("select");
         assert_eq!(after.len(), 1);
         assert_eq!(after[0].labels.get("pod"), Some("busy"));
+        // The label listings leave it out after its end as well, with and without matchers.
+        let pods = |ms: &[Matcher], mint| e.label_values("pod", ms, mint, i64::MAX).expect("label values");
+        assert_eq!(pods(&[], T0 + 2 * MIN), ["busy"]);
+        assert_eq!(pods(&x, T0 + 2 * MIN), ["busy"]);
+        assert_eq!(pods(&[], T0), ["busy", "gone"]);
+        let listed = e.series(&x, T0 + 2 * MIN, i64::MAX).expect("series");
+        assert_eq!(listed, vec![Labels::from_sorted(busy.clone())]);
     };
     check(&e);
     e.close().expect("close");
