@@ -737,8 +737,8 @@ impl Engine {
         Ok(())
     }
 
-    /// The label sets of the series `ids`, less those not in the head whose recorded end
-    /// is before `mint`.
+    /// The label sets of the series `ids`, less those not in the head whose end (listed
+    /// among the evicted, else recorded) is before `mint`.
     fn labels_of(&self, ids: &RoaringBitmap, mint: i64, maxt: i64, stop: &Interrupt) -> Result<Vec<Labels>> {
         let mut out = Vec::with_capacity(ids.len() as usize);
         let mut not_in_head = Vec::new();
@@ -748,12 +748,16 @@ impl Engine {
         for part in ids.chunks(read::CURSOR_BATCH) {
             encoded.clear();
             ends.clear();
-            read::visit_head(&self.head, part, stop, "series listing", |id, head| match head.get(id) {
-                Some(s) => {
-                    encoded.extend_from_slice(&s.labels);
-                    ends.push(encoded.len());
-                }
-                None => not_in_head.push(id),
+            read::visit_head(&self.head, part, stop, "series listing", |id, head| {
+                // A series evicted lately has its labels and end in memory, as in `select`.
+                let labels = match (head.get(id), head.evicted(id)) {
+                    (Some(s), _) => &s.labels[..],
+                    (None, Some((_, end))) if end < mint => return,
+                    (None, Some((labels, _))) => labels,
+                    (None, None) => return not_in_head.push(id),
+                };
+                encoded.extend_from_slice(labels);
+                ends.push(encoded.len());
             })?;
             let mut start = 0;
             for &end in &ends {
@@ -836,8 +840,8 @@ impl Engine {
 
     /// The series of `ix`'s days (among `within`, if given) that are not in the head and
     /// whose end, listed among the evicted or recorded, is before `mint` (none where the
-    /// shard does not trust its `series_ends`). Only series of the first day alone can be such, and only when
-    /// `mint` falls after that day's start.
+    /// shard does not trust its `series_ends`). Only series of the first day alone can
+    /// be such, and only when `mint` falls after that day's start.
     fn gone_before(
         &self,
         ix: &Index<'_>,

@@ -974,7 +974,7 @@ fn an_evicted_series_is_read_with_its_labels_and_left_out_of_ranges_after_its_en
         let all = e.select(&x, i64::MIN, i64::MAX).expect("select");
         let pods: Vec<&str> = all.iter().map(|s| s.labels.get("pod").expect("pod")).collect();
         assert_eq!(pods, ["busy", "gone"]);
-        assert_eq!(all[1].labels.iter().cloned().collect::<Vec<Label>>(), gone);
+        assert_eq!(all[1].labels.as_slice(), gone.as_slice());
         assert_eq!(bits(&all[1].samples), [(T0, 1f64.to_bits()), (T0 + MIN, 2f64.to_bits())]);
         let after = e.select(&x, T0 + 2 * MIN, i64::MAX).expect("select");
         assert_eq!(after.len(), 1);
