@@ -37,7 +37,7 @@ use crate::db::{
     CF_SERIES_ENDS,
 };
 use crate::error::{Error, Result};
-use crate::head::{Ctx, Head, MemSeries, Outcome};
+use crate::head::{Ctx, Head, Located, MemSeries, Outcome};
 use crate::index::{self, Index};
 use crate::interrupt::Interrupt;
 use crate::keys;
@@ -750,11 +750,11 @@ impl Engine {
             ends.clear();
             read::visit_head(&self.head, part, stop, "series listing", |id, head| {
                 // A series evicted lately has its labels and end in memory, as in `select`.
-                let labels = match (head.get(id), head.evicted(id)) {
-                    (Some(s), _) => &s.labels[..],
-                    (None, Some((_, end))) if end < mint => return,
-                    (None, Some((labels, _))) => labels,
-                    (None, None) => return not_in_head.push(id),
+                let labels = match head.locate(id, mint) {
+                    Located::Head(s) => &s.labels[..],
+                    Located::Evicted(labels) => labels,
+                    Located::EndedBefore => return,
+                    Located::Stored => return not_in_head.push(id),
                 };
                 encoded.extend_from_slice(labels);
                 ends.push(encoded.len());
@@ -861,14 +861,10 @@ impl Engine {
         // A series evicted lately has its end in memory; others not in the head have it
         // recorded in RocksDB.
         let (mut gone, mut not_in_head) = (RoaringBitmap::new(), Vec::new());
-        read::visit_head(&self.head, &candidates, stop, "label listing", |id, head| {
-            if head.get(id).is_none() {
-                match head.evicted(id) {
-                    Some((_, end)) if end < mint => _ = gone.insert(id),
-                    Some(_) => {}
-                    None => not_in_head.push(id),
-                }
-            }
+        read::visit_head(&self.head, &candidates, stop, "label listing", |id, head| match head.locate(id, mint) {
+            Located::EndedBefore => _ = gone.insert(id),
+            Located::Stored => not_in_head.push(id),
+            Located::Head(_) | Located::Evicted(_) => {}
         })?;
         gone.extend(read::ended_before(&self.db, &not_in_head, mint, stop)?);
         Ok(gone)

@@ -571,6 +571,18 @@ impl Head {
         self.evicted.get(id)
     }
 
+    /// Where a read over a range from `mint` finds series `id`: the one rule every
+    /// reader of series not in the head follows (the select cursor, the series listing,
+    /// the label listings' ended-series check).
+    pub fn locate(&self, id: u32, mint: i64) -> Located<'_> {
+        match (self.get(id), self.evicted(id)) {
+            (Some(s), _) => Located::Head(s),
+            (None, Some((_, end))) if end < mint => Located::EndedBefore,
+            (None, Some((labels, _))) => Located::Evicted(labels),
+            (None, None) => Located::Stored,
+        }
+    }
+
     /// Gives memory back to the allocator after many evictions (hash maps never shrink
     /// by themselves, and freed slots are only reused, so without this the head would
     /// keep its peak size): when under a quarter of the slots are in use, the series
@@ -624,6 +636,19 @@ impl Head {
             + self.collisions.values().map(|v| v.capacity() * 4).sum::<usize>()
             + self.evicted.heap_bytes()
     }
+}
+
+/// Where a read finds a series ([`Head::locate`]).
+pub enum Located<'a> {
+    /// In the head.
+    Head(&'a MemSeries),
+    /// Evicted lately and ended at or after the range's start: its label set is here,
+    /// its chunks are in RocksDB.
+    Evicted(&'a [u8]),
+    /// Evicted lately and ended before the range's start: nothing of it is in range.
+    EndedBefore,
+    /// Not in the head nor among the evicted: labels, end and chunks are in RocksDB.
+    Stored,
 }
 
 /// The label sets and newest timestamps of the series the sweep evicted last, up to

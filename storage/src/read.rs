@@ -18,7 +18,7 @@ use tessera_model::Labels;
 use crate::chunk::{self, Decode, Encoding};
 use crate::db::{CF_CHUNKS, CF_SERIES, CF_SERIES_ENDS};
 use crate::error::{Error, Result};
-use crate::head::{Head, MemSeries};
+use crate::head::{Head, Located, MemSeries};
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
@@ -534,8 +534,8 @@ impl<'a> SeriesCursor<'a> {
         let mut stored = Vec::new();
         let (labels, pending, (mint, maxt)) = (&mut self.labels, &mut self.pending, (self.mint, self.maxt));
         let (chunks, open_bytes, only) = (&mut self.head_chunks, &mut self.open_bytes, self.only_labels.as_deref());
-        visit_head(self.head, batch, stop, "select", |id, head| match head.get(id) {
-            Some(s) => {
+        visit_head(self.head, batch, stop, "select", |id, head| match head.locate(id, mint) {
+            Located::Head(s) => {
                 let at = labels.len();
                 keep_labels(&s.labels, only, labels);
                 let first = chunks.len();
@@ -547,18 +547,16 @@ impl<'a> SeriesCursor<'a> {
             }
             // Not in the head: all its chunks are in RocksDB. One evicted lately has its
             // labels and end in memory; one that ended before the range is left out.
-            None => match head.evicted(id) {
-                Some((_, end)) if end < mint => {}
-                Some((encoded, _)) => {
-                    let at = labels.len();
-                    keep_labels(encoded, only, labels);
-                    pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: at..labels.len() });
-                }
-                None => {
-                    stored.push(id);
-                    pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: 0..0 });
-                }
-            },
+            Located::Evicted(encoded) => {
+                let at = labels.len();
+                keep_labels(encoded, only, labels);
+                pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: at..labels.len() });
+            }
+            Located::EndedBefore => {}
+            Located::Stored => {
+                stored.push(id);
+                pending.push_back(Pending { id, head: 0..0, read_stored: true, labels: 0..0 });
+            }
         })?;
         if !stored.is_empty() {
             // Series that ended before the range are left without labels, and so out.
