@@ -68,6 +68,29 @@ pub fn visit_head(
     Ok(())
 }
 
+/// [`visit_head`] for a reader of every series' bytes: the series of each part are
+/// located together ([`Head::locate_all`], which loads what a read touches first), then
+/// `each(id, where)` is called for each, in order.
+fn visit_located(
+    head: &Mutex<Head>,
+    ids: &[u32],
+    mint: i64,
+    stop: &Interrupt,
+    what: &'static str,
+    mut each: impl FnMut(u32, Located<'_>),
+) -> Result<()> {
+    for part in ids.chunks(HEAD_LOCK_SERIES) {
+        stop.check(what)?;
+        let head = head.lock();
+        let mut located = Vec::with_capacity(part.len());
+        head.locate_all(part, mint, &mut located);
+        for (id, at) in located {
+            each(id, at);
+        }
+    }
+    Ok(())
+}
+
 /// Copies the head chunks of the series in `ids` that are in the head ([`visit_head`]);
 /// returns them and the ids that are not.
 pub fn snapshot(
@@ -534,7 +557,7 @@ impl<'a> SeriesCursor<'a> {
         let mut stored = Vec::new();
         let (labels, pending, (mint, maxt)) = (&mut self.labels, &mut self.pending, (self.mint, self.maxt));
         let (chunks, open_bytes, only) = (&mut self.head_chunks, &mut self.open_bytes, self.only_labels.as_deref());
-        visit_head(self.head, batch, stop, "select", |id, head| match head.locate(id, mint) {
+        visit_located(self.head, batch, mint, stop, "select", |id, at| match at {
             Located::Head(s) => {
                 let at = labels.len();
                 keep_labels(&s.labels, only, labels);
