@@ -590,6 +590,24 @@ struct CachedWindows {
 /// evaluator's steps: the range, the offset, the `@` time and whether it is `rate`.
 pub type RateWindowsKey = (i64, i64, Option<i64>, bool);
 
+/// Whether `samples` have exactly the timestamps `times`. Nearly every series asked
+/// about has them (it is looked up by its count, first and last timestamp), so the
+/// test goes eight at a time with one branch per eight, not one per sample: the
+/// per-sample compare and branch were 4-6 % of `dcgm_all_rate`'s CPU.
+pub(super) fn same_times(times: &[i64], samples: &[Sample]) -> bool {
+    if times.len() != samples.len() {
+        return false;
+    }
+    let (mut ts, mut ss) = (times.chunks_exact(8), samples.chunks_exact(8));
+    for (t, s) in (&mut ts).zip(&mut ss) {
+        let differ = t.iter().zip(s).fold(0, |d, (&t, s)| d | (t ^ s.t));
+        if differ != 0 {
+            return false;
+        }
+    }
+    ts.remainder().iter().zip(ss.remainder()).all(|(&t, s)| t == s.t)
+}
+
 impl RateWindowCache {
     /// Bytes of tables and timestamps kept: a 15 s scrape over two hours at a 15 s
     /// step takes about 27 KiB per target, so 600 targets.
@@ -600,7 +618,7 @@ impl RateWindowCache {
     pub fn kept(&self, samples: &[Sample], key: RateWindowsKey) -> Option<(usize, &RateWindows)> {
         let same = |i: usize| {
             let c = &self.kept[i];
-            c.key == key && c.times.iter().zip(samples).all(|(&t, s)| t == s.t)
+            c.key == key && same_times(&c.times, samples)
         };
         let mut at = self.index.get(&Self::index_key(samples)).copied();
         while let Some(i) = at {

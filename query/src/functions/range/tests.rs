@@ -743,3 +743,22 @@ fn range_fn_names_round_trip() {
     assert_eq!(RangeFn::QuantileOverTime.scalar_args(), 1);
     assert_eq!(RangeFn::DoubleExponentialSmoothing.scalar_args(), 2);
 }
+
+/// A kept table is found only by a series with exactly its timestamps: a difference at
+/// any position (in the blocks of eight the test compares at once, or in the rest after
+/// them) or in length makes it another table.
+#[test]
+fn same_times_finds_any_difference() {
+    use super::rate::same_times;
+    let samples = load(15_000, &series(0.0, 1.0, 20));
+    let times: Vec<i64> = samples.iter().map(|s| s.t).collect();
+    assert!(same_times(&times, &samples));
+    for at in [0, 5, 7, 8, 15, 16, 20] {
+        let mut other = times.clone();
+        other[at] += 1;
+        assert!(!same_times(&other, &samples), "a difference at {at} missed");
+    }
+    assert!(!same_times(&times[..20], &samples));
+    assert!(!same_times(&times, &samples[..20]));
+    assert!(same_times(&[], &[]));
+}
