@@ -43,6 +43,15 @@ impl Interrupt {
         Ok(())
     }
 
+    /// `check` without the clock: fails only when the cancel flag is set (one load, for
+    /// a caller that checks per series and leaves the deadline to a coarser check).
+    pub fn check_canceled(&self, what: &'static str) -> Result<()> {
+        if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(Error::Interrupted { what, timed_out: false });
+        }
+        Ok(())
+    }
+
     /// `check`, but only every 1024th call of a tight loop (`i` is the loop counter).
     pub(crate) fn check_every(&self, i: usize, what: &'static str) -> Result<()> {
         if i.is_multiple_of(1024) {

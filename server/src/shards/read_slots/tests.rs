@@ -46,3 +46,31 @@ fn waiting_for_a_slot_ends_at_the_deadline_or_on_cancel() {
     let err = slots.acquire(&Interrupt::new(None, Some(flag))).err().expect("canceled while waiting");
     assert_eq!(err.kind, ShardErrorKind::Canceled, "{}", err.message);
 }
+
+/// Many readers taking and giving back slots at once, most without waiting, some after
+/// a wait: never more slots out than there are, every reader gets each of its slots
+/// before its deadline, and all are given back.
+#[test]
+fn slots_stay_bounded_and_no_waiter_is_forgotten_under_contention() {
+    let slots = Arc::new(ReadSlots::new(2));
+    let readers: Vec<_> = (0..6)
+        .map(|_| {
+            let slots = Arc::clone(&slots);
+            std::thread::spawn(move || {
+                let stop = Interrupt::new(Some(Instant::now() + Duration::from_secs(30)), None);
+                for i in 0..2_000 {
+                    let slot = slots.acquire(&stop).expect("a slot before the deadline");
+                    if i % 100 == 0 {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                    drop(slot);
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().expect("reader");
+    }
+    assert_eq!(slots.in_use(), 0);
+    assert_eq!(slots.peak(), 2, "bounded by the 2 slots, and both used");
+}
