@@ -91,8 +91,10 @@ fn visit_located(
     Ok(())
 }
 
-/// Copies the head chunks of the series in `ids` that are in the head ([`visit_head`]);
-/// returns them and the ids that are not.
+/// Copies the head chunks of the series in `ids` that are in the head, and the labels
+/// of those evicted lately that end in the range ([`Head::locate`]: one evicted and
+/// ended before `mint` is left out); returns them and the ids of the series whose
+/// labels are in RocksDB alone.
 pub fn snapshot(
     head: &Mutex<Head>,
     ids: &RoaringBitmap,
@@ -103,18 +105,19 @@ pub fn snapshot(
     let mut out = Vec::with_capacity(ids.len() as usize);
     let mut not_in_head = Vec::new();
     let ids: Vec<u32> = ids.iter().collect();
-    visit_head(head, &ids, stop, "head snapshot", |id, head| match head.get(id) {
-        Some(s) => {
-            let read_stored = !s.holds_everything_from(mint);
-            out.push(SeriesSnap {
-                id,
-                labels: s.labels.clone(),
-                head_chunks: head_chunks(s, mint, maxt),
-                read_stored,
-                maxt,
-            })
+    visit_located(head, &ids, mint, stop, "head snapshot", |id, at| match at {
+        Located::Head(s) => out.push(SeriesSnap {
+            id,
+            labels: s.labels.clone(),
+            head_chunks: head_chunks(s, mint, maxt),
+            read_stored: !s.holds_everything_from(mint),
+            maxt,
+        }),
+        Located::Evicted(labels) => {
+            out.push(SeriesSnap { id, labels: Box::from(labels), head_chunks: Vec::new(), read_stored: true, maxt })
         }
-        None => not_in_head.push(id),
+        Located::EndedBefore => {}
+        Located::Stored => not_in_head.push(id),
     })?;
     Ok((out, not_in_head))
 }
@@ -545,7 +548,7 @@ impl<'a> SeriesCursor<'a> {
     }
 
     /// Loads the next batch of series: their labels and head chunks from the head
-    /// ([`visit_head`]), then the labels of those not in it from
+    /// ([`visit_located`]), then the labels of those not in it from
     /// RocksDB, less those that ended before the range ([`drop_ended`]).
     fn read_batch(&mut self, stop: &Interrupt) -> Result<()> {
         let end = (self.next + CURSOR_BATCH).min(self.ids.len());
