@@ -69,6 +69,11 @@ pub struct ServerState {
     /// Set on SIGTERM/SIGINT so `/-/ready` turns 503 and load balancers stop routing
     /// here while in-flight requests finish.
     pub shutting_down: std::sync::atomic::AtomicBool,
+    /// The cores this process may use, read once: a query evaluates its shard fragments
+    /// on this many workers. (`available_parallelism` reads the cgroup files under
+    /// `/proc` and `/sys` each time, about a tenth of a query's fixed cost when it was
+    /// asked per query.)
+    cores: usize,
 }
 
 impl ServerState {
@@ -94,6 +99,7 @@ impl ServerState {
             shards: OnceLock::new(),
             remote: OnceLock::new(),
             shutting_down: std::sync::atomic::AtomicBool::new(false),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             config,
         }
     }
@@ -139,9 +145,8 @@ impl ServerState {
     /// PromQL evaluated through it pushes shard-local fragments down to each local shard,
     /// one worker per core.
     pub fn tenant_view(&self, tenant: &str) -> Result<TenantView, ShardError> {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let engine = query_api::engine_for(&self.config.query);
-        Ok(self.shards()?.tenant_view(tenant).with_pushdown(engine, cores))
+        Ok(self.shards()?.tenant_view(tenant).with_pushdown(engine, self.cores))
     }
 
     /// The tenant's data as the read trait every read endpoint goes through (503 while
