@@ -42,7 +42,7 @@ use crate::index::{self, Index};
 use crate::interrupt::Interrupt;
 use crate::keys;
 use crate::labels_codec;
-use crate::persist::{self, Batch};
+use crate::persist::{self, Batch, PostingsFolds};
 use crate::read::{self, SeriesCursor};
 use crate::types::{
     AppendReport, DamagedFile, EncodedAppend, RefAppend, RejectReason, SeriesAppend, SeriesChunks, SeriesSamples, Stats,
@@ -107,6 +107,9 @@ pub struct Engine {
     wal: Wal,
     head: Mutex<Head>,
     counters: Counters,
+    /// When postings keys' merge operands are folded (see [`PostingsFolds`]); taken
+    /// with the head lock held, by the one batch being written.
+    postings_folds: Mutex<PostingsFolds>,
     /// Data older than this (ms) is invisible and being dropped (retention).
     watermark: AtomicI64,
     /// Shared with the chunks compaction filter.
@@ -146,6 +149,7 @@ impl Engine {
             wal: Wal::create(&wal_dir, config.wal_fsync, config.wal_fsync_interval_ms, config.wal_segment_bytes)?,
             head: Mutex::new(head),
             counters: Counters::default(),
+            postings_folds: Mutex::default(),
             watermark: AtomicI64::new(watermark),
             chunk_drop_before,
             ends_complete,
@@ -301,7 +305,7 @@ impl Engine {
             }
             rep.records += 1;
             rep.samples += samples.len() as u64;
-            finish_ctx(&mut head, ctx, &self.counters)?;
+            finish_ctx(&mut head, ctx, &self.counters, &self.postings_folds)?;
             rep.series_evicted += self.sweep_if_due(&mut head, seg, false)? as u64;
             Ok(())
         })?;
@@ -459,7 +463,7 @@ impl Engine {
             self.wal.poison(cause);
             return Err(e);
         }
-        if let Err(e) = finish_ctx(&mut head, ctx, &self.counters) {
+        if let Err(e) = finish_ctx(&mut head, ctx, &self.counters, &self.postings_folds) {
             // The WAL has the samples but RocksDB refused the batch; the head and disk may
             // now disagree, so stop taking writes (replay on reopen repairs it).
             let cause = format!("a RocksDB write failed after the WAL record was written: {}", e.chain());
@@ -572,7 +576,7 @@ impl Engine {
                     forced += 1;
                 }
             }
-            finish_ctx(head, ctx, &self.counters)?;
+            finish_ctx(head, ctx, &self.counters, &self.postings_folds)?;
             tracing::info!(forced, cut_below, "storage: WAL over budget, wrote open chunks early");
         }
         let keep_from = pinned_segment(head).unwrap_or(new_seg);
@@ -910,7 +914,7 @@ impl Engine {
         for (id, s) in head.iter_mut() {
             ctx.cut(id, s)?;
         }
-        finish_ctx(&mut head, ctx, &self.counters)?;
+        finish_ctx(&mut head, ctx, &self.counters, &self.postings_folds)?;
         let new_seg = self.wal.rotate()?;
         let cfs: Vec<_> = ALL_CFS.iter().map(|n| cf(&self.db, n)).collect::<Result<_>>()?;
         self.db.flush_cfs_opt(&cfs, &rocksdb::FlushOptions::default()).map_err(Error::rocks("flush"))?;
@@ -1107,7 +1111,7 @@ impl Engine {
                     ctx.cut(id, s)?;
                 }
             }
-            finish_ctx(head, ctx, &self.counters)?;
+            finish_ctx(head, ctx, &self.counters, &self.postings_folds)?;
             for &id in &victims {
                 head.evict(id);
             }
@@ -1312,9 +1316,14 @@ fn apply_to(ctx: &mut Ctx<'_, Batch<'_>>, id: u32, s: &mut MemSeries, t: i64, v:
 }
 
 /// Writes a context's RocksDB batch (chunks, series, postings) and folds its counters.
-fn finish_ctx(head: &mut Head, ctx: Ctx<'_, Batch<'_>>, counters: &Counters) -> Result<()> {
+fn finish_ctx(
+    head: &mut Head,
+    ctx: Ctx<'_, Batch<'_>>,
+    counters: &Counters,
+    folds: &Mutex<PostingsFolds>,
+) -> Result<()> {
     let Ctx { sink, active_delta, .. } = ctx;
-    let chunks_written = sink.write()?;
+    let chunks_written = sink.write(&mut folds.lock())?;
     head.active = (head.active as i64 + active_delta).max(0) as u64;
     counters.active_series.store(head.active, Ordering::Relaxed);
     counters.chunks_written.fetch_add(chunks_written, Ordering::Relaxed);

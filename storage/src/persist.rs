@@ -53,12 +53,17 @@ impl<'a> Batch<'a> {
     }
 
     /// Writes everything collected in one atomic batch; returns the chunks written.
-    pub fn write(self) -> Result<u64> {
+    /// The caller holds the shard's head lock, so no other batch of this shard is being
+    /// written meanwhile (what folding a postings key relies on: [`PostingsFolds`]).
+    pub fn write(self, folds: &mut PostingsFolds) -> Result<u64> {
         let Batch { db, mut batch, postings, chunks_written, .. } = self;
         if !postings.is_empty() {
             let pcf = cf(db, CF_POSTINGS)?;
             for (k, ids) in &postings {
-                batch.merge_cf(pcf, k, db::encode_bitmap(ids));
+                match folds.merged(k).then(|| folded(db, pcf, k, ids)).flatten() {
+                    Some(all) => batch.put_cf(pcf, k, all),
+                    None => batch.merge_cf(pcf, k, db::encode_bitmap(ids)),
+                }
             }
         }
         if !batch.is_empty() {
@@ -66,6 +71,65 @@ impl<'a> Batch<'a> {
         }
         Ok(chunks_written)
     }
+}
+
+/// When to fold a postings key's merge operands into one value. Every batch that
+/// creates series merges a bitmap into each of their postings keys; a key every new
+/// series joins (the day's every-series key, the tenant's, a metric name's, a job's)
+/// collects one operand per such batch until a flush or compaction merges them, and
+/// every read of it (each query reads its tenant's key) merged them all again: after
+/// the compare dataset's 2 h backfill, a query that selected nothing took 2 ms, most of
+/// it there. So every [`PostingsFolds::EVERY`]th merge into a key is written instead as
+/// the key's whole value (read, with the new ids added, and put), which bounds what a
+/// read merges (a query selecting nothing: 1.7-2.0 ms before, 0.85-1.1 ms after, on the
+/// same data). RocksDB's own bound (`max_successive_merges`) counts a key's operands in
+/// the memtable on every merge and cost the write path 22-44 % more server CPU in a 12 h
+/// backfill at 32 operands, 40 % at 256; here the count is a table lookup, and the
+/// folds cost about 4 % (BENCHMARKS.md, "Postings keys folded").
+///
+/// Keys are counted by a hash into a fixed table, so keys that share a slot fold
+/// sooner (a read of one then merges fewer operands, a write reads and puts a value
+/// more often): memory stays fixed however many keys a day has (a pod's name is a
+/// key that gets one merge).
+pub struct PostingsFolds {
+    counts: Box<[u16]>,
+}
+
+impl Default for PostingsFolds {
+    fn default() -> Self {
+        PostingsFolds { counts: vec![0; Self::SLOTS].into_boxed_slice() }
+    }
+}
+
+impl PostingsFolds {
+    /// Merges into a key before it is folded.
+    pub const EVERY: u16 = 32;
+    const SLOTS: usize = 4096;
+
+    /// Counts one merge into `key`; true (and the count starts again) when this one is
+    /// to be written as the key's whole value.
+    fn merged(&mut self, key: &[u8]) -> bool {
+        let slot = (xxhash_rust::xxh3::xxh3_64(key) % Self::SLOTS as u64) as usize;
+        let count = &mut self.counts[slot];
+        *count += 1;
+        if *count >= Self::EVERY {
+            *count = 0;
+            return true;
+        }
+        false
+    }
+}
+
+/// The whole value of postings key `key` with `ids` added, encoded; `None` (merge the
+/// ids as usual) when the stored value cannot be read or decoded: a read of the key then
+/// reports that as it would have.
+fn folded(db: &DB, pcf: &ColumnFamily, key: &[u8], ids: &RoaringBitmap) -> Option<Vec<u8>> {
+    let mut all = match db.get_pinned_cf(pcf, key).ok()? {
+        Some(v) => db::decode_bitmap(&v).ok()?,
+        None => RoaringBitmap::new(),
+    };
+    all |= ids;
+    Some(db::encode_bitmap(&all))
 }
 
 impl ChunkSink for Batch<'_> {

@@ -1424,11 +1424,11 @@ fn series_that_ended_before_a_range_are_passed_over_by_their_recorded_ends() {
     // its earlier end: kept the later.
     let mut batch = Batch::new(&e.db).expect("batch");
     batch.put_chunk(late_id, chunk::Encoding::Xor, T0 + 500 * 15_000, T0 + 600 * 15_000, b"not read", true);
-    batch.write().expect("write");
+    batch.write(&mut PostingsFolds::default()).expect("write");
     assert_eq!(stored_end(&e, late_id), Some(T0 + 600 * 15_000));
     let mut batch = Batch::new(&e.db).expect("batch");
     batch.put_chunk(late_id, chunk::Encoding::Xor, T0 + 501 * 15_000, T0 + 550 * 15_000, b"not read", false);
-    batch.write().expect("write");
+    batch.write(&mut PostingsFolds::default()).expect("write");
     assert_eq!(stored_end(&e, late_id), Some(T0 + 600 * 15_000));
 
     // The records decide: one saying `late` ended before the range hides its samples.
@@ -1500,7 +1500,7 @@ fn a_head_series_read_over_what_its_head_holds_is_not_looked_up_in_rocksdb() {
     }
     let mut batch = Batch::new(&e.db).expect("batch");
     batch.put_chunk(id, chunk::Encoding::Xor, T0 + 250 * 15_000, T0 + 260 * 15_000, b"unreadable", false);
-    batch.write().expect("write");
+    batch.write(&mut PostingsFolds::default()).expect("write");
 
     let sel = [m("__name__", MatchOp::Equal, "h")];
     let got = read_all(&e, &sel, T0 + 245 * 15_000, i64::MAX);
@@ -1619,7 +1619,7 @@ fn a_young_series_is_read_from_the_head_alone() {
         assert_eq!(e.head.lock().get(id).map(|s| s.recent.len()), Some(1));
         let mut batch = Batch::new(&e.db).expect("batch");
         batch.put_chunk(id, chunk::Encoding::Xor, T0 - 60_000, T0 - 30_000, b"unreadable", false);
-        batch.write().expect("write");
+        batch.write(&mut PostingsFolds::default()).expect("write");
         assert_eq!(whole(&e), Ok(Some(series_at(130, 1.0))), "read from the head alone");
         e.close().expect("close");
     }
@@ -1680,4 +1680,45 @@ fn open_chunks_read_back_exactly_seal_into_stored_forms_and_ship_as_stored_forms
     let e = Engine::open(d.path(), cfg()).expect("reopen");
     assert!(same(&all_samples(&e, &dec), &dec_samples));
     assert!(same(&all_samples(&e, &xor), &xor_samples));
+}
+
+/// A postings key that many batches add series to (here a job's and a metric name's,
+/// one new series per append) has its merges folded into one value every
+/// `PostingsFolds::EVERY` merges (read, the new ids added, put): no series is lost from
+/// it, whether the fold happened in the memtable or after a flush, and the index answers
+/// the same after a restart.
+#[test]
+fn postings_keys_folded_after_many_merges_keep_every_series() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let n = 3 * usize::from(PostingsFolds::EVERY) + 7;
+    let pods: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+    let ids_of = |e: &Engine, ms: &[Matcher]| {
+        let mut pods: Vec<String> = e
+            .select(ms, i64::MIN, i64::MAX)
+            .expect("select")
+            .into_iter()
+            .map(|s| s.labels.get("pod").expect("pod").to_string())
+            .collect();
+        pods.sort();
+        pods
+    };
+    let mut want = pods.clone();
+    want.sort();
+    {
+        let e = Engine::open(d.path(), cfg()).expect("open");
+        for (i, pod) in pods.iter().enumerate() {
+            append1(&e, &labels(&[("__name__", "up"), ("job", "j"), ("pod", pod)]), &series_at(1, 1.0));
+            if i == n / 2 {
+                // Half of the merges meet a value in a table file, half in the memtable.
+                e.flush().expect("flush");
+            }
+        }
+        assert_eq!(ids_of(&e, &[m("job", MatchOp::Equal, "j")]), want);
+        assert_eq!(ids_of(&e, &[m("__name__", MatchOp::Equal, "up")]), want);
+        e.close().expect("close");
+    }
+    let e = Engine::open(d.path(), cfg()).expect("reopen");
+    assert_eq!(ids_of(&e, &[m("job", MatchOp::Equal, "j")]), want);
+    assert_eq!(ids_of(&e, &[m("__name__", MatchOp::Regex, "u.*")]), want);
+    e.close().expect("close");
 }
