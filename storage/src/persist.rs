@@ -81,11 +81,13 @@ impl<'a> Batch<'a> {
 /// the compare dataset's 2 h backfill, a query that selected nothing took 2 ms, most of
 /// it there. So every [`PostingsFolds::EVERY`]th merge into a key is written instead as
 /// the key's whole value (read, with the new ids added, and put), which bounds what a
-/// read merges (a query selecting nothing: 1.7-2.0 ms before, 0.85-1.1 ms after, on the
+/// read merges (a query selecting nothing: 1.7-2.0 ms before, 0.85-1.05 ms after, on the
 /// same data). RocksDB's own bound (`max_successive_merges`) counts a key's operands in
 /// the memtable on every merge and cost the write path 22-44 % more server CPU in a 12 h
-/// backfill at 32 operands, 40 % at 256; here the count is a table lookup, and the
-/// folds cost about 4 % (BENCHMARKS.md, "Postings keys folded").
+/// backfill at 32 operands, 40 % at 256; here the count is a table lookup. A fold reads
+/// and puts the whole bitmap, so its cost grows with the key's series: every 32nd merge
+/// cost that backfill about 4 % more CPU and bytes, every 128th about 2.5 % and 1 %, for
+/// the same gain on small queries (BENCHMARKS.md, "Postings keys folded").
 ///
 /// Keys are counted by a hash into a fixed table, so keys that share a slot fold
 /// sooner (a read of one then merges fewer operands, a write reads and puts a value
@@ -103,7 +105,7 @@ impl Default for PostingsFolds {
 
 impl PostingsFolds {
     /// Merges into a key before it is folded.
-    pub const EVERY: u16 = 32;
+    pub const EVERY: u16 = 128;
     const SLOTS: usize = 4096;
 
     /// Counts one merge into `key`; true (and the count starts again) when this one is
