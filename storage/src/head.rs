@@ -587,8 +587,7 @@ impl Head {
         }
     }
 
-    /// [`locate`](Head::locate) for each of `ids`, in order, into `out` (cleared first),
-    /// with the memory a read of each then touches first already loaded: a head series'
+    /// [`locate`](Head::locate) for each of `ids`, in order, with the memory a read of each then touches first already loaded: a head series'
     /// label set, open chunk and cut chunks, an evicted one's label set.
     ///
     /// A series' entries are scattered over the heap, so each first touch is a cache
@@ -597,9 +596,8 @@ impl Head {
     /// the processor can look ahead. Here every series is located first, then every
     /// series' bytes are touched in a loop so short that the processor has the misses
     /// of several series in flight at once; the reader then finds them in cache.
-    pub fn locate_all<'h>(&'h self, ids: &[u32], mint: i64, out: &mut Vec<(u32, Located<'h>)>) {
-        out.clear();
-        out.extend(ids.iter().map(|&id| (id, self.locate(id, mint))));
+    pub fn locate_all(&self, ids: &[u32], mint: i64) -> Vec<(u32, Located<'_>)> {
+        let out: Vec<_> = ids.iter().map(|&id| (id, self.locate(id, mint))).collect();
         let mut touched = 0u8;
         for (_, at) in out.iter() {
             match at {
@@ -618,6 +616,7 @@ impl Head {
         }
         // The loads above are the point; the value is not.
         std::hint::black_box(touched);
+        out
     }
 
     /// Gives memory back to the allocator after many evictions (hash maps never shrink

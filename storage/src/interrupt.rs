@@ -34,9 +34,7 @@ impl Interrupt {
 
     /// `Err(Error::Interrupted)` naming `what` if the read must stop now.
     pub fn check(&self, what: &'static str) -> Result<()> {
-        if self.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
-            return Err(Error::Interrupted { what, timed_out: false });
-        }
+        self.check_canceled(what)?;
         if self.deadline.is_some_and(|d| Instant::now() >= d) {
             return Err(Error::Interrupted { what, timed_out: true });
         }

@@ -58,12 +58,21 @@ pub fn visit_head(
     what: &'static str,
     mut each: impl FnMut(u32, &Head),
 ) -> Result<()> {
+    for_each_part(head, ids, stop, what, |part, head| part.iter().for_each(|&id| each(id, head)))
+}
+
+/// Calls `each(part, head)` for the parts of [`HEAD_LOCK_SERIES`] series of `ids`, each
+/// with the head locked, after checking `stop` (as `what`).
+fn for_each_part(
+    head: &Mutex<Head>,
+    ids: &[u32],
+    stop: &Interrupt,
+    what: &'static str,
+    mut each: impl FnMut(&[u32], &Head),
+) -> Result<()> {
     for part in ids.chunks(HEAD_LOCK_SERIES) {
         stop.check(what)?;
-        let head = head.lock();
-        for &id in part {
-            each(id, &head);
-        }
+        each(part, &head.lock());
     }
     Ok(())
 }
@@ -79,16 +88,9 @@ fn visit_located(
     what: &'static str,
     mut each: impl FnMut(u32, Located<'_>),
 ) -> Result<()> {
-    for part in ids.chunks(HEAD_LOCK_SERIES) {
-        stop.check(what)?;
-        let head = head.lock();
-        let mut located = Vec::with_capacity(part.len());
-        head.locate_all(part, mint, &mut located);
-        for (id, at) in located {
-            each(id, at);
-        }
-    }
-    Ok(())
+    for_each_part(head, ids, stop, what, |part, head| {
+        head.locate_all(part, mint).into_iter().for_each(|(id, at)| each(id, at))
+    })
 }
 
 /// Copies the head chunks of the series in `ids` that are in the head, and the labels
