@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use crate::engine::QueryOptions;
 use crate::error::QueryError;
+use crate::functions::range::rate::RateTables;
+use std::sync::Arc;
 use tessera_model::{Labels, Sample};
 
 /// How a fragment's results combine at the querier.
@@ -191,8 +193,20 @@ pub trait ShardEvaluator: Send + Sync {
     /// Evaluates `fragment` on every shard, at most [`ShardEvaluator::parallelism`] at a
     /// time, and returns the outputs in shard order, or the error of the lowest failing
     /// shard. Once one shard fails, shards not yet started are skipped.
+    ///
+    /// The fragments share their `rate`/`increase` tables: each shard holds series of
+    /// every target, so each fragment would otherwise build the same ones.
     fn eval_all(&self, fragment: &Fragment, ctl: &QueryOptions) -> Result<Vec<FragmentOutput>, QueryError> {
-        parallel_map(self.shard_count(), self.parallelism(), |s| self.eval_fragment(fragment, s, ctl))
+        let (n, workers) = (self.shard_count(), self.parallelism());
+        let shared;
+        let ctl = if n > 1 {
+            let tables = RateTables::for_evaluators(workers.min(n));
+            shared = QueryOptions { rate_tables: Some(Arc::new(tables)), ..ctl.clone() };
+            &shared
+        } else {
+            ctl
+        };
+        parallel_map(n, workers, |s| self.eval_fragment(fragment, s, ctl))
     }
 }
 

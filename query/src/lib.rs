@@ -35,6 +35,7 @@ pub use fragment::{
 };
 /// Floats as Go's `strconv` writes them (Prometheus' spelling of sample values).
 pub use functions::format::{format_go_decimal, format_go_exponent};
+pub use functions::range::rate::RateTables;
 pub use model::{PlannedSelect, Queryable, ReadResult, SelectHints, SelectResult, Series, SeriesStream};
 pub use sharded::{shard_of, ShardedQueryable};
 pub use value::{QueryOutput, Value, VectorElem};

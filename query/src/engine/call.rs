@@ -411,7 +411,7 @@ impl Evaluator<'_> {
         if !matches!(plan.func, RangeFn::Rate | RangeFn::Increase) {
             return Ok(Some(s));
         }
-        let cache = self.rate_windows.borrow();
+        let mut cache = self.rate_windows.borrow_mut();
         let Some((id, table)) = cache.kept(&s.samples, (range, offset, at, plan.func == RangeFn::Rate)) else {
             return Ok(Some(s));
         };

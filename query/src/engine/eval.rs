@@ -11,7 +11,7 @@ use promql_parser::parser::{AtModifier, Expr, Offset};
 use super::types::{StepSeries, Val};
 use super::{EngineOptions, QueryOptions, DEFAULT_SUBQUERY_STEP_MS};
 use crate::error::{ErrorKind, QueryError};
-use crate::functions::range::rate::RateWindowCache;
+use crate::functions::range::rate::{RateTables, RateWindowCache};
 use crate::model::Queryable;
 use crate::value::{QueryOutput, Value};
 use tessera_model::Sample;
@@ -43,6 +43,8 @@ pub(crate) struct Ctx {
     max_samples: usize,
     deadline: Option<std::time::Instant>,
     cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The query's shared `rate` tables, if its evaluators share them.
+    pub rate_tables: Option<std::sync::Arc<RateTables>>,
     /// Samples currently held by live intermediate values (Prometheus' `currentSamples`).
     cur_samples: Cell<usize>,
     /// The most samples held at once so far: the largest count checked against the limit.
@@ -86,6 +88,7 @@ impl Ctx {
             max_samples: eo.max_samples,
             deadline: qo.deadline,
             cancel: qo.cancel.clone(),
+            rate_tables: qo.rate_tables.clone(),
             cur_samples: Cell::new(0),
             peak_samples: Cell::new(0),
             streaming: eo.streaming,
@@ -130,7 +133,7 @@ impl Ctx {
 
     /// The query's deadline and cancel flag, for data sources that can stop a long read.
     pub fn controls(&self) -> QueryOptions {
-        QueryOptions { deadline: self.deadline, cancel: self.cancel.clone() }
+        QueryOptions { deadline: self.deadline, cancel: self.cancel.clone(), rate_tables: self.rate_tables.clone() }
     }
 
     /// How many more samples the query may hold (a fragment's budget).
@@ -321,7 +324,9 @@ fn system_time_ms(t: &SystemTime) -> i64 {
 
 impl<'a> Evaluator<'a> {
     pub fn new(q: &'a dyn Queryable, ctx: &'a Ctx, start: i64, end: i64, step: i64) -> Self {
-        Evaluator { q, ctx, start, end, step: step.max(1), rate_windows: RefCell::default() }
+        let step = step.max(1);
+        let rate_windows = RefCell::new(RateWindowCache::sharing(ctx.rate_tables.clone(), start, end, step));
+        Evaluator { q, ctx, start, end, step, rate_windows }
     }
 
     pub fn n_steps(&self) -> usize {

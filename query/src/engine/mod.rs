@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::error::{ErrorKind, QueryError};
+use crate::functions::range::rate::RateTables;
 use crate::model::{Queryable, Series};
 use crate::value::{QueryOutput, Value, VectorElem};
 
@@ -89,6 +90,10 @@ impl Default for EngineOptions {
 pub struct QueryOptions {
     pub deadline: Option<Instant>,
     pub cancel: Option<Arc<AtomicBool>>,
+    /// `rate`/`increase` tables shared by the evaluations that get these options (the
+    /// fragments [`crate::ShardEvaluator::eval_all`] runs side by side); `None`: each
+    /// evaluation keeps its own.
+    pub rate_tables: Option<Arc<RateTables>>,
 }
 
 /// The PromQL engine. Stateless between queries; cheap to share.

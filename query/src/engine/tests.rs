@@ -69,7 +69,7 @@ fn too_many_samples_is_an_execution_error() {
 #[test]
 fn passed_deadline_times_out() {
     let e = Engine::default();
-    let opts = QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
+    let opts = QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None, ..Default::default() };
     let err = e.range_query(&store(), "up_total", 0, 600_000, 1_000, &opts).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Timeout);
 }
@@ -78,7 +78,7 @@ fn passed_deadline_times_out() {
 fn cancel_flag_cancels() {
     let e = Engine::default();
     let flag = Arc::new(AtomicBool::new(true));
-    let opts = QueryOptions { deadline: None, cancel: Some(flag) };
+    let opts = QueryOptions { deadline: None, cancel: Some(flag), ..Default::default() };
     let err = e.instant_query(&store(), "up_total", 0, &opts).unwrap_err();
     assert_eq!(err.kind, ErrorKind::Canceled);
 }

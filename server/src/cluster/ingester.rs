@@ -745,7 +745,11 @@ impl pb::ingester_server::Ingester for IngesterService {
             pushes.wait_for_earlier(deadline).await;
             executor
                 .run(deadline, move |ctl| {
-                    let opts = QueryOptions { deadline: Some(ctl.deadline), cancel: Some(Arc::clone(&ctl.cancel)) };
+                    let opts = QueryOptions {
+                        deadline: Some(ctl.deadline),
+                        cancel: Some(Arc::clone(&ctl.cancel)),
+                        ..Default::default()
+                    };
                     engine.eval_fragment(&view, &fragment, &opts)
                 })
                 .await

@@ -112,7 +112,8 @@ fn promql(text: &str) {
         }
     }
     let engine = Engine::new(EngineOptions { max_samples: 200_000, ..EngineOptions::default() });
-    let opts = QueryOptions { deadline: Some(Instant::now() + Duration::from_secs(2)), cancel: None };
+    let opts =
+        QueryOptions { deadline: Some(Instant::now() + Duration::from_secs(2)), cancel: None, ..Default::default() };
     let _ = engine.instant_query(&store, text, 300_000, &opts);
     let _ = engine.range_query(&store, text, 0, 300_000, 15_000, &opts);
 }

@@ -822,7 +822,10 @@ fn log_replay_damage(shard: ShardId, engine: &Engine) {
 /// the scans on the blocking threads stop, releasing their read slots.
 pub fn request_controls(deadline: Instant) -> (tessera_query::QueryOptions, CancelOnDrop) {
     let flag = Arc::new(AtomicBool::new(false));
-    (tessera_query::QueryOptions { deadline: Some(deadline), cancel: Some(Arc::clone(&flag)) }, CancelOnDrop(flag))
+    (
+        tessera_query::QueryOptions { deadline: Some(deadline), cancel: Some(Arc::clone(&flag)), ..Default::default() },
+        CancelOnDrop(flag),
+    )
 }
 
 /// Raises a cancel flag when dropped (see [`request_controls`]).

@@ -193,7 +193,11 @@ async fn tenant_view_select_stops_at_the_query_deadline() {
     let view = shards.tenant_view("a");
     let err = tokio::task::spawn_blocking(move || {
         let m = Matcher::equal("__name__", "up");
-        let ctl = tessera_query::QueryOptions { deadline: Some(std::time::Instant::now()), cancel: None };
+        let ctl = tessera_query::QueryOptions {
+            deadline: Some(std::time::Instant::now()),
+            cancel: None,
+            ..Default::default()
+        };
         view.select(&[m], &tessera_query::SelectHints::range(0, 100), &ctl)
     })
     .await
@@ -337,7 +341,7 @@ async fn a_read_waits_for_a_read_slot_only_until_its_deadline() {
         s.spawn(|| {
             let m = [Matcher::equal("__name__", "up")];
             let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
-            let ctl = tessera_query::QueryOptions { deadline: Some(deadline), cancel: None };
+            let ctl = tessera_query::QueryOptions { deadline: Some(deadline), cancel: None, ..Default::default() };
             view.select(&m, &tessera_query::SelectHints::range(0, 100), &ctl)
         })
         .join()

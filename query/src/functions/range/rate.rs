@@ -3,6 +3,7 @@
 
 use super::over_time::{is_reset, PairCounts};
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use tessera_model::Sample;
 
@@ -563,27 +564,71 @@ pub(super) fn zero_is_farther(first: f64, change: f64, ratio: f64) -> bool {
 /// windows' parameters. A shard streams a metric's series, then the next metric's, so
 /// a target's next series comes after one series of every other target: the cache
 /// keeps every table until its budget is spent, then builds the rest afresh.
+///
+/// The fragments of one query that run side by side (one per core, each over its own
+/// shards) see the same targets, since series are spread over shards by a hash of their
+/// labels: with a [`RateTables`] they share what they keep, so a table built by one is
+/// found by the others ([`RateWindowCache::sharing`]).
 #[derive(Debug, Default)]
 pub struct RateWindowCache {
-    /// Kept tables, numbered in the order they were kept (see [`RateWindowCache::table`]).
-    kept: Vec<CachedWindows>,
-    /// The last table kept for each sample count, first and last timestamp (the ones
-    /// before it are chained through [`CachedWindows::same_index`]): one lookup, no list
-    /// to load. Seeded, as timestamps come from senders.
+    /// Tables this cache found or kept, numbered in the order they came (see
+    /// [`RateWindowCache::table`]), and for each the one before it with the same index
+    /// key, if any.
+    kept: Vec<(Arc<CachedWindows>, Option<usize>)>,
+    /// The last of `kept` for each sample count, first and last timestamp (the ones
+    /// before it are chained through `kept`): one lookup, no list to load. Seeded, as
+    /// timestamps come from senders.
     index: HashMap<(usize, i64, i64), usize, foldhash::fast::RandomState>,
-    /// Bytes the kept tables and their timestamps take.
+    /// Bytes the kept tables and their timestamps take (without `shared`).
     bytes: usize,
     /// The table of a series that is not kept.
     scratch: RateWindows,
+    /// The query's shared tables and this cache's grid (start, end, step), which the
+    /// shared tables are keyed by besides the index key.
+    shared: Option<(Arc<RateTables>, Grid)>,
 }
+
+/// An evaluator's steps: start, end and step (ms).
+type Grid = (i64, i64, i64);
 
 #[derive(Debug)]
 struct CachedWindows {
     key: RateWindowsKey,
-    /// The table kept before this one with the same index key, if any.
-    same_index: Option<usize>,
     times: Vec<i64>,
     windows: RateWindows,
+}
+
+impl CachedWindows {
+    fn matches(&self, samples: &[Sample], key: RateWindowsKey) -> bool {
+        self.key == key && same_times(&self.times, samples)
+    }
+}
+
+/// `rate`/`increase` tables kept for every evaluator of one query that shares them
+/// (fragments evaluated in parallel in one process), up to one budget for all of them.
+/// Measured: BENCHMARKS.md, "Rate tables shared by a query's fragments".
+#[derive(Debug)]
+pub struct RateTables {
+    inner: Mutex<SharedTables>,
+    budget: usize,
+}
+
+#[derive(Debug, Default)]
+struct SharedTables {
+    by_key: HashMap<(Grid, (usize, i64, i64)), Vec<Arc<CachedWindows>>, foldhash::fast::RandomState>,
+    bytes: usize,
+}
+
+impl RateTables {
+    /// Tables for `evaluators` evaluators at once: each one's budget, together.
+    pub fn for_evaluators(evaluators: usize) -> RateTables {
+        RateTables { inner: Mutex::default(), budget: RateWindowCache::BUDGET.saturating_mul(evaluators.max(1)) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SharedTables> {
+        // A panic while the lock was held left at worst a table not inserted.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// What a table of [`RateWindows`] depends on besides the series' timestamps and the
@@ -613,21 +658,47 @@ impl RateWindowCache {
     /// step takes about 27 KiB per target, so 600 targets.
     const BUDGET: usize = 16 << 20;
 
+    /// A cache for an evaluator on the steps `start, start + step, ..., <= end` that
+    /// finds and keeps tables in `tables` too, when given.
+    pub fn sharing(tables: Option<Arc<RateTables>>, start: i64, end: i64, step: i64) -> RateWindowCache {
+        RateWindowCache { shared: tables.map(|t| (t, (start, end, step))), ..RateWindowCache::default() }
+    }
+
     /// The number and table kept for series with the timestamps of `samples` and `key`,
-    /// if one is.
-    pub fn kept(&self, samples: &[Sample], key: RateWindowsKey) -> Option<(usize, &RateWindows)> {
-        let same = |i: usize| {
-            let c = &self.kept[i];
-            c.key == key && same_times(&c.times, samples)
+    /// if one is: this cache's, else one another evaluator of the query kept (which this
+    /// cache then keeps too).
+    pub fn kept(&mut self, samples: &[Sample], key: RateWindowsKey) -> Option<(usize, &RateWindows)> {
+        let i = match self.kept_here(samples, key) {
+            Some(i) => i,
+            None => {
+                let (tables, grid) = self.shared.as_ref()?;
+                let found = tables
+                    .lock()
+                    .by_key
+                    .get(&(*grid, Self::index_key(samples)))
+                    .and_then(|c| c.iter().find(|c| c.matches(samples, key)).cloned())?;
+                self.keep_here(samples, found)
+            }
         };
+        Some((i, &self.kept[i].0.windows))
+    }
+
+    fn kept_here(&self, samples: &[Sample], key: RateWindowsKey) -> Option<usize> {
         let mut at = self.index.get(&Self::index_key(samples)).copied();
         while let Some(i) = at {
-            if same(i) {
-                return Some((i, &self.kept[i].windows));
+            if self.kept[i].0.matches(samples, key) {
+                return Some(i);
             }
-            at = self.kept[i].same_index;
+            at = self.kept[i].1;
         }
         None
+    }
+
+    /// Keeps `table` (of series with the timestamps of `samples`) and returns its number.
+    fn keep_here(&mut self, samples: &[Sample], table: Arc<CachedWindows>) -> usize {
+        let same_index = self.index.insert(Self::index_key(samples), self.kept.len());
+        self.kept.push((table, same_index));
+        self.kept.len() - 1
     }
 
     /// Where the kept tables of series with the timestamps of `samples` are found: their
@@ -639,7 +710,7 @@ impl RateWindowCache {
     /// Kept table number `id` (as [`RateWindowCache::kept`] numbers it); tables are kept
     /// as long as the cache.
     pub fn table(&self, id: usize) -> Option<&RateWindows> {
-        self.kept.get(id).map(|c| &c.windows)
+        self.kept.get(id).map(|c| &c.0.windows)
     }
 
     /// The windows of `samples` for `key`: the kept table of a series with the same
@@ -656,18 +727,52 @@ impl RateWindowCache {
     ) -> Result<(&RateWindows, bool), E> {
         if keep {
             if let Some((i, _)) = self.kept(samples, key) {
-                return Ok((&self.kept[i].windows, true));
+                return Ok((&self.kept[i].0.windows, true));
             }
         }
         build(&mut self.scratch)?;
-        let bytes = samples.len() * 8 + self.scratch.kept_bytes();
-        if keep && self.bytes + bytes <= Self::BUDGET {
-            self.bytes += bytes;
-            let times = samples.iter().map(|s| s.t).collect();
-            let same_index = self.index.insert(Self::index_key(samples), self.kept.len());
-            self.kept.push(CachedWindows { key, same_index, times, windows: self.scratch.table() });
+        if keep {
+            self.keep_built(samples, key);
         }
         Ok((&self.scratch, false))
+    }
+
+    /// Keeps the table just built in `scratch` if the budget allows: in the shared
+    /// tables when there are some (unless another evaluator kept the same one
+    /// meanwhile), and here.
+    fn keep_built(&mut self, samples: &[Sample], key: RateWindowsKey) {
+        let bytes = samples.len() * 8 + self.scratch.kept_bytes();
+        let new = || {
+            Arc::new(CachedWindows { key, times: samples.iter().map(|s| s.t).collect(), windows: self.scratch.table() })
+        };
+        let table = match &self.shared {
+            None => {
+                if self.bytes + bytes > Self::BUDGET {
+                    return;
+                }
+                self.bytes += bytes;
+                new()
+            }
+            Some((tables, grid)) => {
+                let mut shared = tables.lock();
+                if let Some(c) = shared.by_key.get(&(*grid, Self::index_key(samples))) {
+                    if let Some(c) = c.iter().find(|c| c.matches(samples, key)) {
+                        let c = Arc::clone(c);
+                        drop(shared);
+                        self.keep_here(samples, c);
+                        return;
+                    }
+                }
+                if shared.bytes + bytes > tables.budget {
+                    return;
+                }
+                shared.bytes += bytes;
+                let table = new();
+                shared.by_key.entry((*grid, Self::index_key(samples))).or_default().push(Arc::clone(&table));
+                table
+            }
+        };
+        self.keep_here(samples, table);
     }
 }
 

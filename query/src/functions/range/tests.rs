@@ -426,6 +426,49 @@ fn kept_tables_are_found_past_others_with_the_same_ends() {
     assert_eq!(cache.kept(&grid, (60_000, 1, None, true)).map(|(id, _)| id), None, "another offset");
 }
 
+/// Caches sharing one [`rate::RateTables`] (a query's fragments) find each other's
+/// tables, for their own grid only; one that shares nothing does not; a cache that
+/// built a table another kept meanwhile keeps that one.
+#[test]
+fn shared_tables_are_found_by_the_other_caches_on_the_same_grid() {
+    let series = load(15_000, &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let key = (60_000, 0, None, true);
+    let fill = |w: &mut rate::RateWindows| {
+        let s = &series;
+        w.start(s[0].t - 60_000, 15_000, 60_000, true, 0);
+        w.push(s, 0, s.len(), 0, s[s.len() - 1].t, || rate::counter_change(s));
+        w.finish(s);
+    };
+    let build = |cache: &mut rate::RateWindowCache| {
+        cache
+            .windows_of(&series, key, true, |w| -> Result<(), ()> {
+                fill(w);
+                Ok(())
+            })
+            .map(|(_, kept)| kept)
+    };
+    let tables = std::sync::Arc::new(rate::RateTables::for_evaluators(2));
+    let cache = |t: Option<&std::sync::Arc<rate::RateTables>>, step| {
+        rate::RateWindowCache::sharing(t.cloned(), 0, 600_000, step)
+    };
+    let (mut first, mut second) = (cache(Some(&tables), 15_000), cache(Some(&tables), 15_000));
+    let (mut alone, mut other_grid) = (cache(None, 15_000), cache(Some(&tables), 30_000));
+    assert_eq!(build(&mut first), Ok(false), "built by the first");
+    assert_eq!(second.kept(&series, key).map(|(id, _)| id), Some(0), "found by the second");
+    assert_eq!(build(&mut second), Ok(true));
+    assert!(alone.kept(&series, key).is_none() && other_grid.kept(&series, key).is_none());
+    // Two building at once: the one that finishes second keeps the first one's table.
+    let (mut third, mut fourth) = (cache(Some(&tables), 60_000), cache(Some(&tables), 60_000));
+    let built = fourth.windows_of(&series, key, true, |w| -> Result<(), ()> {
+        assert_eq!(build(&mut third), Ok(false));
+        fill(w);
+        Ok(())
+    });
+    assert!(matches!(built, Ok((_, false))));
+    assert_eq!(fourth.kept(&series, key).map(|(id, _)| id), Some(0));
+    assert_eq!(build(&mut fourth), Ok(true));
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;

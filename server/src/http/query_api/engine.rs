@@ -21,7 +21,11 @@ pub fn engine_for(limits: &QueryLimits) -> Engine {
 
 /// The engine's per-query options for one evaluation.
 fn query_options(opts: &EvalOptions) -> QueryOptions {
-    QueryOptions { deadline: Some(opts.control.deadline), cancel: Some(opts.control.cancel.clone()) }
+    QueryOptions {
+        deadline: Some(opts.control.deadline),
+        cancel: Some(opts.control.cancel.clone()),
+        ..Default::default()
+    }
 }
 
 /// The engine to use for one query: the shared one, or a copy with the request's
