@@ -215,9 +215,19 @@ impl Evaluator<'_> {
 /// nothing is left.
 pub(crate) fn range_series(s: Series) -> Option<RangeSeries> {
     let mut samples = s.samples;
-    // Most series hold no marker (a series gets one when it ends): look before moving.
-    if holds_marker(samples.iter().map(|p| p.v), STALE_NAN_BITS) {
-        samples.retain(|p| !is_stale_nan(p.v));
+    // Most series hold no marker; one that does mostly got it when it ended, as its last
+    // sample (half of a churning fleet's series over two hours): look before moving, and
+    // take markers off the end before moving anything (`retain` over every sample of
+    // those series was 2 % of `dcgm_all_rate`'s CPU).
+    // (Any NaN is looked for first, in a loop without an early exit, which the compiler
+    // packs; the marker's bits are searched for only where a NaN is left.)
+    if samples.iter().fold(false, |any, p| any | p.v.is_nan()) {
+        while samples.last().is_some_and(|p| is_stale_nan(p.v)) {
+            samples.pop();
+        }
+        if holds_marker(samples.iter().map(|p| p.v), STALE_NAN_BITS) {
+            samples.retain(|p| !is_stale_nan(p.v));
+        }
     }
     (!samples.is_empty()).then_some(RangeSeries { labels: s.labels, drop_name: false, samples })
 }
