@@ -20,10 +20,15 @@
 //! them and handed to the caller, and their change (the same increments added in
 //! Prometheus' grouping) is taken back out of the window's sum; any other series is
 //! evaluated window by window. The answer is the same
-//! sum added in another grouping: the increments are summed with Kahan's compensation,
-//! so it differs from the per-series sum by rounding alone (measured on the benchmark's
-//! DCGM fleet, `dcgm_all_rate`: 2.2e-16 relative; the split and differential tests allow
-//! 1e-9 for sums).
+//! sum added in another grouping: it differs from the per-series sum by rounding alone.
+//! Up to [`RateSums::FOLD`] series' increments are added plainly into one column, which
+//! is then added into a compensated (Kahan) sum and cleared: a sum's increments are none
+//! negative, so the plain part's roundings are at most `FOLD - 1` units of the last place
+//! of its total, and the compensated part's two, however many series a table has
+//! (measured on the benchmark's DCGM fleet, `dcgm_all_rate`: 2.2e-16 relative; the split
+//! and differential tests allow 1e-9 for sums). Adding each series with compensation
+//! read and wrote twice the memory and four times the arithmetic per sample: a tenth of
+//! `rate`'s sums, measured in BENCHMARKS.md, "Rate tables shared by a query's fragments".
 
 use tessera_model::Sample;
 
@@ -37,8 +42,13 @@ const EPS: f64 = f64::EPSILON;
 /// One group's sum of `rate`/`increase` over the series that share one table.
 #[derive(Debug)]
 pub struct RateSums {
-    /// Per sample position: the compensated sum of the series' increments there.
+    /// Per sample position: the plain sum of the increments there of the series added
+    /// since the last fold (`pending` of them).
     inc: Vec<f64>,
+    pending: usize,
+    /// Per sample position: the compensated sum and its compensation of the folded
+    /// columns (empty until the first fold).
+    sum: Vec<f64>,
     c: Vec<f64>,
     series: usize,
     /// Per window of the table (once one is needed): the compensated sum of the changes
@@ -116,14 +126,24 @@ impl RateScratch {
 }
 
 impl RateSums {
+    /// Series added plainly before their column is folded into the compensated sum.
+    pub const FOLD: usize = 32;
+
     /// An empty sum for series of `samples` samples.
     pub fn new(samples: usize) -> RateSums {
-        RateSums { inc: vec![0.0; samples], c: vec![0.0; samples], series: 0, taken_out: Vec::new() }
+        RateSums {
+            inc: vec![0.0; samples],
+            pending: 0,
+            sum: Vec::new(),
+            c: Vec::new(),
+            series: 0,
+            taken_out: Vec::new(),
+        }
     }
 
-    /// Values this sum holds (for the sample limit).
+    /// Values this sum holds (for the sample limit): counted as if folded already.
     pub fn held(&self) -> usize {
-        2 * self.inc.len() + 2 * self.taken_out.len()
+        3 * self.inc.len() + 2 * self.taken_out.len()
     }
 
     /// Adds `samples` (with the timestamps of the series that built `table`) and returns
@@ -166,11 +186,27 @@ impl RateSums {
             out.0.add(change);
             out.1 += 1;
         });
-        for ((sum, c), &d) in self.inc.iter_mut().zip(self.c.iter_mut()).zip(scratch.inc.iter()) {
-            (*sum, *c) = kahan_inc_branch_free(d, *sum, *c);
+        for (sum, &d) in self.inc.iter_mut().zip(scratch.inc.iter()) {
+            *sum += d;
+        }
+        self.pending += 1;
+        if self.pending == Self::FOLD {
+            self.fold();
         }
         self.series += 1;
         true
+    }
+
+    /// Adds the plain column into the compensated sum and clears it.
+    fn fold(&mut self) {
+        if self.sum.is_empty() {
+            (self.sum, self.c) = (vec![0.0; self.inc.len()], vec![0.0; self.inc.len()]);
+        }
+        for ((sum, c), inc) in self.sum.iter_mut().zip(self.c.iter_mut()).zip(self.inc.iter_mut()) {
+            (*sum, *c) = kahan_inc_branch_free(*inc, *sum, *c);
+            *inc = 0.0;
+        }
+        self.pending = 0;
     }
 
     /// Each window's step, the sum of the values of the series added that were not
@@ -181,15 +217,19 @@ impl RateSums {
     /// carried in a second sum), so the difference is as exact as the columns even where
     /// the prefix is much larger than one window's change.
     pub fn values<'a>(&'a self, table: &'a RateWindows) -> impl Iterator<Item = (usize, f64, f64)> + 'a {
-        let (mut high, mut low) = (0.0f64, 0.0f64);
-        let prefix: Vec<(f64, f64)> = (self.inc.iter().zip(&self.c))
-            .map(|(&inc, &c)| {
-                let x = inc + c;
-                let s = high + x;
-                let b = s - high;
-                low += (high - (s - b)) + (x - b);
-                high = s;
-                (high, low)
+        // Knuth's two-sum: `high` the running sum, `low` its roundings.
+        let two_sum = |(high, low): (f64, f64), x: f64| {
+            let s = high + x;
+            let b = s - high;
+            (s, low + ((high - (s - b)) + (x - b)))
+        };
+        let folded = |j: usize| self.sum.get(j).map_or((0.0, 0.0), |&s| (s, self.c[j]));
+        let mut acc = (0.0f64, 0.0f64);
+        let prefix: Vec<(f64, f64)> = (self.inc.iter().enumerate())
+            .map(|(j, &inc)| {
+                let (sum, c) = folded(j);
+                acc = two_sum(two_sum(acc, sum), inc + c);
+                acc
             })
             .collect();
         table.windows().iter().enumerate().filter_map(move |(i, w)| {
@@ -323,6 +363,31 @@ mod tests {
             assert_eq!(added, [true, false]);
             assert_eq!(values.len(), alone.len());
             assert!(values.iter().all(|&(k, v, n)| alone.get(&k) == Some(&(v, n))));
+        }
+    }
+
+    /// More series than [`RateSums::FOLD`] (three folds and a plain rest): each window's
+    /// sum is that of every series added, counted once each; with one series' values
+    /// repeated, `n` times its own.
+    #[test]
+    fn series_past_a_fold_are_each_counted_once() {
+        let counter: Vec<Sample> =
+            (0..80).map(|i| Sample { t: 15_000 * i + (i * 7) % 11, v: 1000.0 + (i * i % 97) as f64 * 3.5 }).collect();
+        let mut cache = RateWindowCache::default();
+        kept_table(&mut cache, &counter, 300_000, 15_000, true);
+        let table = cache.table(0).expect("kept");
+        let (mut one, mut many, mut scratch) =
+            (RateSums::new(counter.len()), RateSums::new(counter.len()), RateScratch::default());
+        assert!(one.add(table, &counter, &mut scratch, |_, _| {}));
+        let n = 3 * RateSums::FOLD + 5;
+        for _ in 0..n {
+            assert!(many.add(table, &counter, &mut scratch, |_, _| {}));
+        }
+        let (one, many): (Vec<_>, Vec<_>) = (one.values(table).collect(), many.values(table).collect());
+        assert_eq!(one.len(), many.len());
+        for ((k1, v1, f1), (k, v, f)) in one.into_iter().zip(many) {
+            assert_eq!((k, f), (k1, f1 * n as f64));
+            assert!((v - v1 * n as f64).abs() <= 1e-15 * v.abs(), "window {k}: {v} against {n} × {v1}");
         }
     }
 
