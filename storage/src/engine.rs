@@ -122,6 +122,9 @@ pub struct Engine {
     /// Files compactions could not read; their column families' automatic compaction
     /// is stopped (see `handle_background_failures`).
     damaged: Mutex<Vec<DamagedFile>>,
+    /// Shard time when the chunks memtable was last written out by age
+    /// (`flush_chunks_if_old`); `i64::MIN` until the first append.
+    chunks_flushed_at: AtomicI64,
 }
 
 impl Engine {
@@ -156,6 +159,7 @@ impl Engine {
             replay: ReplayReport::default(),
             background,
             damaged: Mutex::new(Vec::new()),
+            chunks_flushed_at: AtomicI64::new(i64::MIN),
         };
         // `Wal::create` started a fresh segment after the existing ones; replay reads
         // the older ones (the fresh one is empty).
@@ -483,6 +487,7 @@ impl Engine {
         if self.wal.wants_rotation() {
             self.rotate_wal(&mut head)?;
         }
+        self.flush_chunks_if_old(&head);
         self.counters.head_series.store(head.len() as u64, Ordering::Relaxed);
         drop(head);
 
@@ -558,6 +563,34 @@ impl Engine {
             head.note_day(day);
         }
         Ok(())
+    }
+
+    /// Starts writing the chunks memtable out (RocksDB's background flush; this call
+    /// does not wait for it) once the shard's data has moved `memtable_max_age_ms` past
+    /// the last time (config). Called with the head lock held, after a batch: shard
+    /// time, so a backfill writes out as often per hour of data as live ingest does. A
+    /// failure is logged; RocksDB's background errors are handled where they surface.
+    fn flush_chunks_if_old(&self, head: &Head) {
+        let age = self.cfg.memtable_max_age_ms;
+        if age == 0 || head.max_t == i64::MIN {
+            return;
+        }
+        let last = self.chunks_flushed_at.load(Ordering::Relaxed);
+        if last == i64::MIN {
+            self.chunks_flushed_at.store(head.max_t, Ordering::Relaxed);
+            return;
+        }
+        if head.max_t.saturating_sub(last) < age {
+            return;
+        }
+        self.chunks_flushed_at.store(head.max_t, Ordering::Relaxed);
+        let mut opts = rocksdb::FlushOptions::default();
+        opts.set_wait(false);
+        if let Ok(chunks) = cf(&self.db, CF_CHUNKS) {
+            if let Err(e) = self.db.flush_cf_opt(chunks, &opts) {
+                tracing::warn!(error = %e, "storage: chunks memtable flush by age failed");
+            }
+        }
     }
 
     /// Starts a new WAL segment and deletes the segments no open chunk needs any more.

@@ -585,6 +585,31 @@ fn writes_after_a_torn_tail_restart_survive_the_next_restart() {
     assert_eq!(all_samples(&e, &l), vec![Sample::new(T0, 1.0), Sample::new(T0 + 1000, 2.0)]);
 }
 
+/// Issue 10: a shard too small to fill its chunks memtable still writes it out every
+/// `memtable_max_age_ms` of its data (so reads of recent data find sorted table blocks),
+/// and 0 keeps every chunk in the memtable until it is full; the samples read back the
+/// same either way.
+#[test]
+fn the_chunks_memtable_is_written_out_by_age_of_the_data() {
+    for (age, flushed) in [(600_000, true), (0, false)] {
+        let d = tempfile::tempdir().expect("tempdir");
+        let config = EngineConfig { memtable_max_age_ms: age, wal_fsync: WalFsync::None, ..cfg() };
+        let e = Engine::open(d.path(), config).expect("open");
+        let l = labels(&[("__name__", "gpu_util"), ("gpu", "0")]);
+        // Two hours at 15 s, five minutes a batch: four chunks cut, twelve ages passed.
+        let samples = series_at(500, 1.0);
+        for batch in samples.chunks(20) {
+            append1(&e, &l, batch);
+        }
+        assert_eq!(e.stats().chunks_written, 4);
+        let chunks = cf(&e.db, CF_CHUNKS).expect("chunks");
+        let active = e.db.property_int_value_cf(chunks, "rocksdb.num-entries-active-mem-table").expect("property");
+        // Written out: at most the last chunk is still in the active memtable.
+        assert_eq!(active.expect("known") < 4, flushed, "age {age}: {active:?} chunks in the active memtable");
+        assert_eq!(all_samples(&e, &l), samples);
+    }
+}
+
 // ---- damage: SST blocks ----------------------------------------------------------
 
 /// Overwrites 64 bytes in the middle of the `chunks` column family's SST file(s) of an
