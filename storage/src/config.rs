@@ -65,10 +65,12 @@ pub struct EngineConfig {
     /// data has moved this many ms of *shard time* since it last was, full or not: a
     /// query over recent data then reads table blocks, where a series' chunks lie
     /// together in series order, instead of the skip list, where each chunk sits where
-    /// it was written (measured on a 2 h `sum(rate)` right after a backfill: 8 % faster,
-    /// for 43 % more bytes written by a 12 h backfill of 17,600 series and no more CPU;
-    /// BENCHMARKS.md, "Chunks memtable written out by age"). A store whose memtables
-    /// fill sooner never waits for it. Default 600_000 (10 minutes). 0 = only when full.
+    /// it was written. Measured at 10 minutes (BENCHMARKS.md, "Rate tables shared by a
+    /// query's fragments…"): a 2 h `sum(rate)` right after a backfill 8 % faster; a 12 h
+    /// backfill of 17,600 series 43 % more bytes written, CPU flat; the billion-sample
+    /// week (64,000 active series, 7 days) 20 % more server CPU to load, its queries no
+    /// faster: every flush is compacted into levels that span every series. A store
+    /// whose memtables fill sooner never waits for it. Default 0: only when full.
     pub memtable_max_age_ms: i64,
     /// Total RocksDB memtable memory of every engine in the process, in bytes (a shared
     /// write-buffer manager; the first engine opened sizes it). Default 256 MiB.
@@ -95,7 +97,7 @@ impl Default for EngineConfig {
             chunk_max_span_ms: 7_200_000,
             head_idle_timeout_ms: 3_600_000,
             memtable_bytes: 8 << 20,
-            memtable_max_age_ms: 600_000,
+            memtable_max_age_ms: 0,
             write_buffer_budget_bytes: 256 << 20,
             block_cache_bytes: 64 << 20,
         }
