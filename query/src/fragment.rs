@@ -13,11 +13,11 @@
 //! ARCHITECTURE.md).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use crate::engine::QueryOptions;
 use crate::error::QueryError;
 use crate::functions::range::rate::RateTables;
-use std::sync::Arc;
 use tessera_model::{Labels, Sample};
 
 /// How a fragment's results combine at the querier.

@@ -587,8 +587,9 @@ impl Head {
         }
     }
 
-    /// [`locate`](Head::locate) for each of `ids`, in order, with the memory a read of each then touches first already loaded: a head series'
-    /// label set, open chunk and cut chunks, an evicted one's label set.
+    /// [`locate`](Head::locate) for each of `ids`, in order, with the memory a read of
+    /// each then touches first already loaded: a head series' label set, open chunk and
+    /// cut chunks, an evicted one's label set.
     ///
     /// A series' entries are scattered over the heap, so each first touch is a cache
     /// miss, and a reader that handles one series at a time (copying labels, chunks)

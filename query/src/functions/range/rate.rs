@@ -572,9 +572,8 @@ pub(super) fn zero_is_farther(first: f64, change: f64, ratio: f64) -> bool {
 #[derive(Debug, Default)]
 pub struct RateWindowCache {
     /// Tables this cache found or kept, numbered in the order they came (see
-    /// [`RateWindowCache::table`]), and for each the one before it with the same index
-    /// key, if any.
-    kept: Vec<(Arc<CachedWindows>, Option<usize>)>,
+    /// [`RateWindowCache::table`]).
+    kept: Vec<Kept>,
     /// The last of `kept` for each sample count, first and last timestamp (the ones
     /// before it are chained through `kept`): one lookup, no list to load. Seeded, as
     /// timestamps come from senders.
@@ -590,6 +589,14 @@ pub struct RateWindowCache {
 
 /// An evaluator's steps: start, end and step (ms).
 type Grid = (i64, i64, i64);
+
+/// A table one [`RateWindowCache`] found or kept.
+#[derive(Debug)]
+struct Kept {
+    table: Arc<CachedWindows>,
+    /// The table kept before this one with the same index key, if any.
+    same_index: Option<usize>,
+}
 
 #[derive(Debug)]
 struct CachedWindows {
@@ -617,6 +624,14 @@ pub struct RateTables {
 struct SharedTables {
     by_key: HashMap<(Grid, (usize, i64, i64)), Vec<Arc<CachedWindows>>, foldhash::fast::RandomState>,
     bytes: usize,
+}
+
+impl SharedTables {
+    /// The table kept on `grid` for series with the timestamps of `samples` and `key`.
+    fn find(&self, grid: Grid, samples: &[Sample], key: RateWindowsKey) -> Option<Arc<CachedWindows>> {
+        let candidates = self.by_key.get(&(grid, RateWindowCache::index_key(samples)))?;
+        candidates.iter().find(|c| c.matches(samples, key)).cloned()
+    }
 }
 
 impl RateTables {
@@ -672,24 +687,20 @@ impl RateWindowCache {
             Some(i) => i,
             None => {
                 let (tables, grid) = self.shared.as_ref()?;
-                let found = tables
-                    .lock()
-                    .by_key
-                    .get(&(*grid, Self::index_key(samples)))
-                    .and_then(|c| c.iter().find(|c| c.matches(samples, key)).cloned())?;
+                let found = tables.lock().find(*grid, samples, key)?;
                 self.keep_here(samples, found)
             }
         };
-        Some((i, &self.kept[i].0.windows))
+        Some((i, &self.kept[i].table.windows))
     }
 
     fn kept_here(&self, samples: &[Sample], key: RateWindowsKey) -> Option<usize> {
         let mut at = self.index.get(&Self::index_key(samples)).copied();
         while let Some(i) = at {
-            if self.kept[i].0.matches(samples, key) {
+            if self.kept[i].table.matches(samples, key) {
                 return Some(i);
             }
-            at = self.kept[i].1;
+            at = self.kept[i].same_index;
         }
         None
     }
@@ -697,7 +708,7 @@ impl RateWindowCache {
     /// Keeps `table` (of series with the timestamps of `samples`) and returns its number.
     fn keep_here(&mut self, samples: &[Sample], table: Arc<CachedWindows>) -> usize {
         let same_index = self.index.insert(Self::index_key(samples), self.kept.len());
-        self.kept.push((table, same_index));
+        self.kept.push(Kept { table, same_index });
         self.kept.len() - 1
     }
 
@@ -710,7 +721,7 @@ impl RateWindowCache {
     /// Kept table number `id` (as [`RateWindowCache::kept`] numbers it); tables are kept
     /// as long as the cache.
     pub fn table(&self, id: usize) -> Option<&RateWindows> {
-        self.kept.get(id).map(|c| &c.0.windows)
+        self.kept.get(id).map(|c| &c.table.windows)
     }
 
     /// The windows of `samples` for `key`: the kept table of a series with the same
@@ -727,7 +738,7 @@ impl RateWindowCache {
     ) -> Result<(&RateWindows, bool), E> {
         if keep {
             if let Some((i, _)) = self.kept(samples, key) {
-                return Ok((&self.kept[i].0.windows, true));
+                return Ok((&self.kept[i].table.windows, true));
             }
         }
         build(&mut self.scratch)?;
@@ -755,13 +766,10 @@ impl RateWindowCache {
             }
             Some((tables, grid)) => {
                 let mut shared = tables.lock();
-                if let Some(c) = shared.by_key.get(&(*grid, Self::index_key(samples))) {
-                    if let Some(c) = c.iter().find(|c| c.matches(samples, key)) {
-                        let c = Arc::clone(c);
-                        drop(shared);
-                        self.keep_here(samples, c);
-                        return;
-                    }
+                if let Some(found) = shared.find(*grid, samples, key) {
+                    drop(shared);
+                    self.keep_here(samples, found);
+                    return;
                 }
                 if shared.bytes + bytes > tables.budget {
                     return;

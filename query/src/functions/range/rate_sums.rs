@@ -27,8 +27,9 @@
 //! of its total, and the compensated part's two, however many series a table has
 //! (measured on the benchmark's DCGM fleet, `dcgm_all_rate`: 2.2e-16 relative; the split
 //! and differential tests allow 1e-9 for sums). Adding each series with compensation
-//! read and wrote twice the memory and four times the arithmetic per sample: a tenth of
-//! `rate`'s sums, measured in BENCHMARKS.md, "Rate tables shared by a query's fragments".
+//! read and wrote twice the memory and four times the arithmetic per sample: folding
+//! took 2 % off `dcgm_all_rate` (BENCHMARKS.md, "Rate tables shared by a query's
+//! fragments…").
 
 use tessera_model::Sample;
 
@@ -43,8 +44,9 @@ const EPS: f64 = f64::EPSILON;
 #[derive(Debug)]
 pub struct RateSums {
     /// Per sample position: the plain sum of the increments there of the series added
-    /// since the last fold (`pending` of them).
+    /// since the last fold.
     inc: Vec<f64>,
+    /// Series added since the last fold.
     pending: usize,
     /// Per sample position: the compensated sum and its compensation of the folded
     /// columns (empty until the first fold).
