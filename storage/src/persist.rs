@@ -28,6 +28,9 @@ pub struct Batch<'a> {
     chunks: &'a ColumnFamily,
     series_ends: &'a ColumnFamily,
     batch: WriteBatch,
+    /// Chunk puts (a value) and deletes (none), by key: written in key order, see
+    /// [`Batch::write`].
+    chunk_ops: Vec<([u8; 12], Option<Vec<u8>>)>,
     /// Postings key → ids to OR in (one merge operand per key per batch).
     postings: BTreeMap<Vec<u8>, RoaringBitmap>,
     chunks_written: u64,
@@ -40,6 +43,7 @@ impl<'a> Batch<'a> {
             chunks: cf(db, CF_CHUNKS)?,
             series_ends: cf(db, CF_SERIES_ENDS)?,
             batch: WriteBatch::default(),
+            chunk_ops: Vec::new(),
             postings: BTreeMap::new(),
             chunks_written: 0,
         })
@@ -55,8 +59,23 @@ impl<'a> Batch<'a> {
     /// Writes everything collected in one atomic batch; returns the chunks written.
     /// The caller holds the shard's head lock, so no other batch of this shard is being
     /// written meanwhile (what folding a postings key relies on: [`PostingsFolds`]).
+    ///
+    /// Chunks go in key order (series id, then start), not in the order they were cut:
+    /// RocksDB's memtable lays its entries out in the order they are written, and a read
+    /// walks it in key order. A sender's request holds a few targets' scrapes, each
+    /// every metric of its target, while ids run per metric (`Head::new_id`): written
+    /// as cut, a metric's neighbouring chunks lay a request's whole size apart, and a
+    /// query over recent data missed the CPU's caches on nearly every entry.
     pub fn write(self, folds: &mut PostingsFolds) -> Result<u64> {
-        let Batch { db, mut batch, postings, chunks_written, .. } = self;
+        let Batch { db, chunks, mut batch, mut chunk_ops, postings, chunks_written, .. } = self;
+        // Stable: a key's put and delete stay in the order they came.
+        chunk_ops.sort_by_key(|op| op.0);
+        for (key, value) in chunk_ops {
+            match value {
+                Some(value) => batch.put_cf(chunks, key, value),
+                None => batch.delete_cf(chunks, key),
+            }
+        }
         if !postings.is_empty() {
             let pcf = cf(db, CF_POSTINGS)?;
             for (k, ids) in &postings {
@@ -137,7 +156,7 @@ fn folded(db: &DB, pcf: &ColumnFamily, key: &[u8], ids: &RoaringBitmap) -> Optio
 impl ChunkSink for Batch<'_> {
     fn put_chunk(&mut self, id: u32, enc: Encoding, mint: i64, maxt: i64, bytes: &[u8], newest: bool) {
         let value = keys::encode_chunk_value(enc, mint, maxt, bytes);
-        self.batch.put_cf(self.chunks, keys::chunk_key(id, mint), value);
+        self.chunk_ops.push((keys::chunk_key(id, mint), Some(value)));
         // The series' last stored timestamp, so that a read can pass over a series that
         // ended before its range without seeking its chunks (`read::drop_ended`). A
         // rewritten older chunk must not lower it: its end is merged (the latest wins,
@@ -155,7 +174,7 @@ impl ChunkSink for Batch<'_> {
     }
 
     fn delete_chunk(&mut self, id: u32, mint: i64) {
-        self.batch.delete_cf(self.chunks, keys::chunk_key(id, mint));
+        self.chunk_ops.push((keys::chunk_key(id, mint), None));
     }
 
     fn add_to_day(&mut self, id: u32, labels: &[u8], day: i32) -> Result<()> {
