@@ -40,6 +40,12 @@ pub struct SelectHints {
     /// name alone, for the annotations that name it); unlike `grouping`, which is a
     /// hint, it is a promise.
     pub only_labels: Option<Vec<String>>,
+    /// When set, a source may hand out series with the same timestamps (series scraped
+    /// together) one after another rather than in its own order. The engine sets it
+    /// where the order changes the answer by float rounding alone and state is kept per
+    /// set of timestamps: `sum(rate(…))` adds a target's series against one table of
+    /// windows, which stays in the CPU's caches only while that target's series come.
+    pub same_times_together: bool,
 }
 
 impl SelectHints {

@@ -408,7 +408,7 @@ impl Evaluator<'_> {
         at: Option<i64>,
         take: impl FnOnce(&Labels, usize, &RateWindows, &[tessera_model::Sample]) -> bool,
     ) -> Result<Option<RangeSeries>, QueryError> {
-        if !matches!(plan.func, RangeFn::Rate | RangeFn::Increase) {
+        if !plan.sums_per_table() {
             return Ok(Some(s));
         }
         let mut cache = self.rate_windows.borrow_mut();
@@ -695,6 +695,14 @@ pub(crate) struct RangeFnPlan {
     func: functions::range::RangeFn,
     /// The scalar arguments' values per step, in argument order.
     scalars: Vec<Vec<f64>>,
+}
+
+impl RangeFnPlan {
+    /// Whether the function is `rate` or `increase`, whose series a `sum` may add per
+    /// table of windows ([`Evaluator::offer_rate`]).
+    pub(crate) fn sums_per_table(&self) -> bool {
+        matches!(self.func, RangeFn::Rate | RangeFn::Increase)
+    }
 }
 
 /// Which argument of range function `name` is the range vector, and which are scalars.

@@ -80,6 +80,7 @@ impl Evaluator<'_> {
             grouping: place.grouping,
             by: place.by,
             only_labels: None,
+            same_times_together: false,
         }
     }
 
@@ -189,12 +190,15 @@ impl Evaluator<'_> {
     /// time in the source's order, from its [`crate::Queryable::select_stream`]: the
     /// series-at-a-time path (`engine/stream.rs`). A selector with `or` alternatives
     /// reads them all first (their union is de-duplicated by labels). `only_labels`:
-    /// the only labels `f` reads ([`SelectHints::only_labels`]), if it reads few.
+    /// the only labels `f` reads ([`SelectHints::only_labels`]), if it reads few;
+    /// `together`: whether series with the same timestamps may come together
+    /// ([`SelectHints::same_times_together`]).
     pub(crate) fn select_each(
         &self,
         vs: &VectorSelector,
         (mint, maxt, range): (i64, i64, i64),
         only_labels: Option<Vec<String>>,
+        together: bool,
         mut f: impl FnMut(Series) -> Result<(), QueryError>,
     ) -> Result<(), QueryError> {
         let sets = self.matchers_of(vs)?;
@@ -202,7 +206,7 @@ impl Evaluator<'_> {
             return self.select(vs, mint, maxt, range)?.into_iter().try_for_each(f);
         }
         self.ctx.check_interrupt_now()?;
-        let hints = SelectHints { only_labels, ..self.hints(vs, mint, maxt, range) };
+        let hints = SelectHints { only_labels, same_times_together: together, ..self.hints(vs, mint, maxt, range) };
         let r = self.q.select_stream(&sets[0], &hints, &self.ctx.controls())?;
         for w in r.warnings {
             self.ctx.warn(w);

@@ -897,7 +897,7 @@ impl Evaluator<'_> {
         match &chain.leaf {
             Leaf::Instant(vs) => {
                 let (offset, at, rmin, rmax) = self.window(vs);
-                self.select_each(vs, (rmin - self.ctx.lookback + 1, rmax, 0), sink.only_labels(), |s| {
+                self.select_each(vs, (rmin - self.ctx.lookback + 1, rmax, 0), sink.only_labels(), false, |s| {
                     self.ctx.check_interrupt()?;
                     self.ctx.check_samples(base + sink.held() + s.samples.len())?;
                     self.feed(&chain.links, self.instant_points(s, offset, at, false), sink)
@@ -906,7 +906,9 @@ impl Evaluator<'_> {
             Leaf::Range(ms, plan) => {
                 let (offset, at, rmin, rmax) = self.window(&ms.vs);
                 let range = dur_ms(&ms.range);
-                self.select_each(&ms.vs, (rmin - range + 1, rmax, range), sink.only_labels(), |s| {
+                // Series added per table: those of one target best come together.
+                let per_table = chain.links.is_empty() && sink.takes_rates() && plan.sums_per_table();
+                self.select_each(&ms.vs, (rmin - range + 1, rmax, range), sink.only_labels(), per_table, |s| {
                     self.ctx.check_interrupt()?;
                     self.ctx.check_samples(base + sink.held() + s.samples.len())?;
                     let Some(mut rs) = range_series(s) else { return Ok(()) };

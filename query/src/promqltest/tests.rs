@@ -84,7 +84,7 @@ impl crate::model::Queryable for Recorder<'_> {
     ) -> Result<crate::model::SelectResult, crate::QueryError> {
         // The plan announces every select with all labels: evaluation may then narrow
         // one (`only_labels`), which the answer to the announced select serves too.
-        let announced = crate::model::SelectHints { only_labels: None, ..hints.clone() };
+        let announced = crate::model::SelectHints { only_labels: None, same_times_together: false, ..hints.clone() };
         self.selected
             .lock()
             .unwrap()

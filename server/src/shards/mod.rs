@@ -526,18 +526,20 @@ impl Shards {
     /// read slot held for that one series. So the stream holds every matched series'
     /// labels and one series' samples, never a slot between items, and a slow consumer
     /// never keeps other reads waiting. `decode` says what is decoded of each sample;
-    /// `only_labels`, when set, the only labels each series comes with.
-    /// Blocking; stops when `stop` fires.
+    /// `only_labels`, when set, the only labels each series comes with; `together`,
+    /// whether each shard's series with the same timestamps may come one after another
+    /// (`tessera_storage::SeriesCursor::same_times_together`). Blocking; stops when
+    /// `stop` fires.
     #[allow(clippy::too_many_arguments)]
     pub fn select_stream(
         &self,
         only: Option<&[ShardId]>,
         tenant: &str,
         matchers: &[Matcher],
-        mint: i64,
-        maxt: i64,
+        (mint, maxt): (i64, i64),
         decode: Decode,
         only_labels: Option<&[String]>,
+        together: bool,
         stop: Interrupt,
     ) -> Result<SelectStream<'_>> {
         let ms = tenant_matchers(tenant, matchers)?;
@@ -554,6 +556,9 @@ impl Shards {
             cursor.decode(decode);
             if let Some(names) = only_labels {
                 cursor.only_labels(names.to_vec());
+            }
+            if together {
+                cursor.same_times_together();
             }
             cursors.push_back((id, cursor));
         }

@@ -154,7 +154,16 @@ impl Queryable for TenantView {
         let (only, labels) = (self.only.as_deref(), hints.only_labels.as_deref());
         let stream = self
             .shards
-            .select_stream(only, &self.tenant, matchers, hints.start, hints.end, decode, labels, stop)
+            .select_stream(
+                only,
+                &self.tenant,
+                matchers,
+                (hints.start, hints.end),
+                decode,
+                labels,
+                hints.same_times_together,
+                stop,
+            )
             .map_err(query_error)?;
         self.streamed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let series = stream.map(|r| r.map(|s| Series { labels: s.labels, samples: s.samples }).map_err(query_error));

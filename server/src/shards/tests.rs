@@ -380,7 +380,7 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     let want = shards.select(None, "a", &[name_eq("m")], 500, 2000, &Interrupt::none()).expect("select");
     assert_eq!(want.len(), 32, "30 gpus, the two plain ones; not the old one or tenant b's");
     let mut stream = shards
-        .select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, None, Interrupt::none())
+        .select_stream(None, "a", &[name_eq("m")], (500, 2000), Decode::Full, None, false, Interrupt::none())
         .expect("stream");
     let mut got = Vec::new();
     for s in stream.by_ref() {
@@ -393,7 +393,7 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     // A group of shards streams only its own series.
     let ids: Vec<ShardId> = shards.ids().take(2).collect();
     let part = shards
-        .select_stream(Some(&ids), "a", &[name_eq("m")], 500, 2000, Decode::Full, None, Interrupt::none())
+        .select_stream(Some(&ids), "a", &[name_eq("m")], (500, 2000), Decode::Full, None, false, Interrupt::none())
         .expect("stream");
     let part: Vec<_> = part.map(|s| s.expect("series")).collect();
     assert!(!part.is_empty() && part.len() < want.len());
@@ -402,7 +402,7 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
     // alone (the tenant label is not among them either way).
     let only = ["__name__".to_string(), "gpu".to_string()];
     let mut named: Vec<_> = shards
-        .select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, Some(&only), Interrupt::none())
+        .select_stream(None, "a", &[name_eq("m")], (500, 2000), Decode::Full, Some(&only), false, Interrupt::none())
         .expect("stream")
         .map(|s| s.expect("series"))
         .map(|s| (s.labels.into_vec(), s.samples))
@@ -426,7 +426,7 @@ async fn a_streamed_select_reads_the_select_series_one_slot_at_a_time() {
 
     let (stop, guard) = interrupt(std::time::Instant::now() + std::time::Duration::from_secs(60));
     let mut stream =
-        shards.select_stream(None, "a", &[name_eq("m")], 500, 2000, Decode::Full, None, stop).expect("stream");
+        shards.select_stream(None, "a", &[name_eq("m")], (500, 2000), Decode::Full, None, false, stop).expect("stream");
     assert!(stream.next().expect("first").is_ok());
     drop(guard);
     let err = stream.next().expect("an error item").expect_err("canceled");

@@ -1293,6 +1293,60 @@ fn a_cursor_reads_series_one_at_a_time_in_storage_order_across_batches_and_relab
     assert_eq!(first.samples, got[0].samples, "with that series' samples");
 }
 
+/// Asked for series with the same timestamps together, a cursor hands out each target's
+/// series (scraped together, so with the same timestamps) one after another, though ids
+/// run per metric (storage order takes the targets in turn), over chunks on disk and
+/// in the head; every series comes once, with its own labels and samples.
+#[test]
+fn a_cursor_asked_for_same_times_together_hands_out_a_targets_series_one_after_another() {
+    let d = tempfile::tempdir().expect("tempdir");
+    let e = Engine::open(d.path(), cfg()).expect("open");
+    let (targets, metrics) = (5i64, ["a", "b", "c", "d"]);
+    let scrape = |target: i64, m: usize| -> Vec<Sample> {
+        (0..200).map(|i| Sample::new(T0 + target * 1_000 + i * 15_000, (m as i64 * 1_000 + i) as f64)).collect()
+    };
+    let series = |target: i64, name: &str| labels(&[("__name__", name), ("instance", &target.to_string())]);
+    for half in [0..100, 100..200] {
+        for target in 0..targets {
+            let appends: Vec<(Vec<Label>, Vec<Sample>)> = (metrics.iter().enumerate())
+                .map(|(m, name)| (series(target, name), scrape(target, m)[half.clone()].to_vec()))
+                .collect();
+            let appends: Vec<SeriesAppend> =
+                appends.iter().map(|(l, s)| SeriesAppend { labels: l, samples: s }).collect();
+            e.append(&appends).expect("append");
+        }
+        // The first half's chunks on disk, the second's in the head.
+        e.flush().expect("flush");
+    }
+    let ms = [m("__name__", MatchOp::Regex, "a|b|c|d")];
+    let stop = Interrupt::none();
+    let read = |together: bool| {
+        let mut cursor = e.select_cursor(&ms, i64::MIN, i64::MAX, &stop).expect("cursor");
+        if together {
+            cursor.same_times_together();
+        }
+        std::iter::from_fn(|| cursor.read_next(&stop).expect("read")).collect::<Vec<_>>()
+    };
+    let instance = |s: &SeriesSamples| s.labels.get("instance").map(str::to_string).expect("instance");
+    let storage_order = read(false);
+    let names: Vec<&str> = storage_order.iter().map(|s| s.labels.get("__name__").expect("name")).collect();
+    assert_eq!(names[..targets as usize], ["a"; 5], "storage order: a metric's series, target after target");
+
+    let together = read(true);
+    let instances: Vec<String> = together.iter().map(instance).collect();
+    let runs = instances.chunk_by(|a, b| a == b).count();
+    assert_eq!(runs, targets as usize, "one run per target: {instances:?}");
+    for s in &together {
+        let (target, name) = (instance(s).parse::<i64>().expect("number"), s.labels.get("__name__").expect("name"));
+        let m = metrics.iter().position(|x| *x == name).expect("metric");
+        assert_eq!(s.samples, scrape(target, m), "{name} of target {target}");
+    }
+    let (mut a, mut b) = (storage_order, together);
+    a.sort_by(|x, y| x.labels.cmp(&y.labels));
+    b.sort_by(|x, y| x.labels.cmp(&y.labels));
+    assert_eq!(a, b, "the same series either way");
+}
+
 /// After a restart, a cursor's batches mix series back in the head (written to again:
 /// labels and head chunks from the head) and series only on disk (labels from the
 /// `series` column family), over several batches: each series comes with its own labels
