@@ -324,8 +324,9 @@ struct Ahead {
     /// Their place in the cursor's `ahead_chunks`.
     chunks: Range<usize>,
     /// Where its first chunk (stored or in the head) starts and how many samples all its
-    /// chunks hold: equal for series scraped together.
-    order: (i64, usize),
+    /// chunks hold ([`samples_in`]): equal for series scraped together.
+    start: i64,
+    samples: usize,
 }
 
 /// A head chunk as a [`SeriesCursor`] holds it for a batch: a cut chunk's bytes shared
@@ -543,19 +544,9 @@ impl<'a> SeriesCursor<'a> {
                     bytes.clear();
                     chunks.clear();
                     if series.read_stored {
-                        walk_stored_chunks(
-                            it,
-                            series.id,
-                            |m| head_chunks.iter().any(|c| c.mint == m),
-                            (self.mint, self.maxt),
-                            self.lookback,
-                            &mut |enc, _, _, chunk| {
-                                bytes.extend_from_slice(chunk);
-                                chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
-                                Ok(())
-                            },
-                        )
-                        .map_err(|e| unreadable_series(self.db, self.head, series.id, &e))?;
+                        let range = (self.mint, self.maxt);
+                        copy_stored_chunks(it, series.id, head_chunks, range, self.lookback, bytes, chunks)
+                            .map_err(|e| unreadable_series(self.db, self.head, series.id, &e))?;
                     }
                     (&bytes[..], &chunks[..])
                 }
@@ -563,12 +554,10 @@ impl<'a> SeriesCursor<'a> {
             if chunks.is_empty() && head_chunks.is_empty() {
                 continue;
             }
-            // A header that does not parse counts nothing here; decoding names the error.
-            let stored = chunks.iter().map(|(_, r)| &bytes[r.clone()]);
-            let total = stored
-                .chain(head_chunks.iter().map(|c| c.bytes(open_bytes)))
-                .map(|c| chunk::num_samples(c).unwrap_or(0))
-                .sum();
+            let total = match &series.ahead {
+                Some(ahead) => ahead.samples,
+                None => samples_in(chunks, bytes, head_chunks, open_bytes),
+            };
             let mut samples = ChunkSamples::with_capacity(self.mint, self.maxt, total).decoding(self.decode);
             let unreadable = |e: Error| unreadable_series(self.db, self.head, series.id, &e);
             for (enc, r) in chunks.iter() {
@@ -686,33 +675,50 @@ impl<'a> SeriesCursor<'a> {
             let (first, in_head) = (chunks.len(), &head_chunks[p.head.clone()]);
             let mut start = None;
             if p.read_stored {
-                walk_stored_chunks(
-                    it,
-                    p.id,
-                    |m| in_head.iter().any(|c| c.mint == m),
-                    range,
-                    lookback,
-                    &mut |enc, mint, _, chunk| {
-                        start.get_or_insert(mint);
-                        bytes.extend_from_slice(chunk);
-                        chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
-                        Ok(())
-                    },
-                )
-                .map_err(|e| unreadable_series(self.db, self.head, p.id, &e))?;
+                start = copy_stored_chunks(it, p.id, in_head, range, lookback, bytes, chunks)
+                    .map_err(|e| unreadable_series(self.db, self.head, p.id, &e))?;
             }
-            let stored = chunks[first..].iter().map(|(_, r)| &bytes[r.clone()]);
-            let all = stored.chain(in_head.iter().map(|c| c.bytes(open_bytes)));
-            // A header that does not parse counts nothing here; decoding names the error.
-            let samples = all.map(|c| chunk::num_samples(c).unwrap_or(0)).sum();
+            let samples = samples_in(&chunks[first..], bytes, in_head, open_bytes);
             let start = start.or(in_head.first().map(|c| c.mint)).unwrap_or(i64::MAX);
-            p.ahead = Some(Ahead { chunks: first..chunks.len(), order: (start, samples) });
+            p.ahead = Some(Ahead { chunks: first..chunks.len(), start, samples });
             read += 1;
         }
         let read_ahead = &mut self.pending.make_contiguous()[..read];
-        read_ahead.sort_unstable_by_key(|p| (p.ahead.as_ref().map(|a| a.order), p.id));
+        read_ahead.sort_unstable_by_key(|p| (p.ahead.as_ref().map(|a| (a.start, a.samples)), p.id));
         Ok(())
     }
+}
+
+/// Copies series `id`'s stored chunks that can hold samples in `range` into `bytes`,
+/// each one's encoding and place in `chunks` ([`walk_stored_chunks`]; a chunk the head
+/// holds too, in `in_head`, is left out: the head's copy is read). Returns where the
+/// first one copied starts.
+fn copy_stored_chunks(
+    it: &mut DBRawIterator<'_>,
+    id: u32,
+    in_head: &[BatchChunk],
+    range: (i64, i64),
+    lookback: i64,
+    bytes: &mut Vec<u8>,
+    chunks: &mut Vec<(Encoding, Range<usize>)>,
+) -> Result<Option<i64>> {
+    let mut start = None;
+    let in_head_at = |m: i64| in_head.iter().any(|c| c.mint == m);
+    walk_stored_chunks(it, id, in_head_at, range, lookback, &mut |enc, mint, _, chunk| {
+        start.get_or_insert(mint);
+        bytes.extend_from_slice(chunk);
+        chunks.push((enc, bytes.len() - chunk.len()..bytes.len()));
+        Ok(())
+    })?;
+    Ok(start)
+}
+
+/// The samples a series' chunks hold by their headers: the stored ones copied into
+/// `bytes` (`stored`), then those in the head. A header that does not parse counts
+/// nothing here; decoding names the error.
+fn samples_in(stored: &[(Encoding, Range<usize>)], bytes: &[u8], in_head: &[BatchChunk], open_bytes: &[u8]) -> usize {
+    let stored = stored.iter().map(|(_, r)| &bytes[r.clone()]);
+    stored.chain(in_head.iter().map(|c| c.bytes(open_bytes))).map(|c| chunk::num_samples(c).unwrap_or(0)).sum()
 }
 
 /// The error for series `id`'s chunks that cannot be read, naming the whole series
